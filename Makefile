@@ -1,0 +1,48 @@
+# Tollgate — the two commands a new machine needs are `make run` and `make test`.
+SHELL := /bin/bash
+GO    ?= go
+BIN   := bin
+NODE_E2E := gateway/e2e/testdata/node
+
+.PHONY: all build run test test-deps vet unit fuzz-short fuzz bench clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/ ./gateway/cmd/...
+
+# run: the gateway on its embedded default policy with the mock model behind
+# it. No Postgres, no Redis. Ctrl-C stops both.
+run: build
+	@scripts/run.sh
+
+# test: the whole suite, as CI runs it (.ci/run).
+test: test-deps vet unit fuzz-short
+
+# Installs what the tests need and is missing: the OpenAI Node SDK used as a
+# real client by the end-to-end tests.
+test-deps:
+	@command -v node >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm; }
+	@test -d $(NODE_E2E)/node_modules/openai || (cd $(NODE_E2E) && npm ci --no-audit --no-fund)
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+# fuzz-short runs every fuzz target briefly; `make fuzz FUZZTIME=5m` runs longer.
+FUZZTIME ?= 4s
+fuzz-short:
+	@scripts/fuzz.sh $(FUZZTIME)
+
+fuzz:
+	@scripts/fuzz.sh $(if $(filter 4s,$(FUZZTIME)),2m,$(FUZZTIME))
+
+# bench: gateway vs direct vs nginx, 1/8/32 concurrent and streams.
+bench:
+	@BENCH_OUT=$${BENCH_OUT:-docs/bench-latest.md} scripts/bench.sh
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,126 @@
+// Command mockllm runs the OpenAI-compatible mock model server used by the
+// gateway's end-to-end tests, `make run` and benchmarks.
+//
+// Every flag sets the matching mockllm.Config field; requests can still
+// override most of them with X-Mock-* headers.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tollgate/tollgate/gateway/internal/mockllm"
+)
+
+func main() {
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	if err := run(os.Args[1:], logger); err != nil {
+		logger.Error("mockllm failed", "error", err.Error())
+		os.Exit(1)
+	}
+}
+
+func run(args []string, logger *slog.Logger) error {
+	fs := flag.NewFlagSet("mockllm", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:9090", "address to listen on")
+	var cfg mockllm.Config
+	fs.DurationVar(&cfg.TTFT, "ttft", 0, "delay before the first stream event or the non-streaming reply")
+	fs.IntVar(&cfg.Tokens, "tokens", mockllm.DefaultTokens, "number of generated content tokens (ignored with -text)")
+	fs.DurationVar(&cfg.InterToken, "inter-token", 0, "delay between content events")
+	fs.BoolVar(&cfg.Usage, "usage", false, "always end streams with a usage chunk")
+	fs.StringVar(&cfg.Text, "text", "", "reply with exactly this text instead of generated tokens")
+	fs.IntVar(&cfg.ChunkSize, "chunk-size", mockllm.DefaultChunkSize, "bytes of -text per content event")
+	fs.IntVar(&cfg.FailStatus, "fail-status", 0, "if non-zero, reply with this HTTP status and an OpenAI-style error")
+	fs.DurationVar(&cfg.FailDelay, "fail-delay", 0, "delay before the first byte of every reply")
+	fs.IntVar(&cfg.CutAfter, "cut-after", 0, "if > 0, cut streams after this many events")
+	fs.StringVar(&cfg.APIKey, "api-key", "", "if set, require Authorization: Bearer <key>")
+	models := fs.String("models", strings.Join(mockllm.DefaultModels, ","), "comma-separated models listed by GET /v1/models")
+	fs.IntVar(&cfg.EmbeddingDims, "embedding-dims", mockllm.DefaultEmbeddingDims, "embedding vector length")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	switch {
+	case cfg.Tokens < 0:
+		return errors.New("-tokens must be >= 0")
+	case cfg.ChunkSize < 1:
+		return errors.New("-chunk-size must be >= 1")
+	case cfg.FailStatus != 0 && (cfg.FailStatus < 200 || cfg.FailStatus > 599):
+		return errors.New("-fail-status must be 0 or between 200 and 599")
+	case cfg.CutAfter < 0:
+		return errors.New("-cut-after must be >= 0")
+	case cfg.EmbeddingDims < 1:
+		return errors.New("-embedding-dims must be >= 1")
+	case cfg.TTFT < 0 || cfg.InterToken < 0 || cfg.FailDelay < 0:
+		return errors.New("durations must be >= 0")
+	}
+	for _, m := range strings.Split(*models, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			cfg.Models = append(cfg.Models, m)
+		}
+	}
+	if cfg.Tokens == 0 {
+		// Config treats 0 as "default" and a negative count as zero.
+		cfg.Tokens = -1
+	}
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           mockllm.New(cfg),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	logger.Info("mockllm listening",
+		"addr", ln.Addr().String(),
+		"ttft", cfg.TTFT.String(),
+		"tokens", max(cfg.Tokens, 0),
+		"inter_token", cfg.InterToken.String(),
+		"usage", cfg.Usage,
+		"text_bytes", len(cfg.Text),
+		"chunk_size", cfg.ChunkSize,
+		"fail_status", cfg.FailStatus,
+		"fail_delay", cfg.FailDelay.String(),
+		"cut_after", cfg.CutAfter,
+		"api_key_set", cfg.APIKey != "",
+		"models", cfg.Models,
+		"embedding_dims", cfg.EmbeddingDims,
+	)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		// Streams still running after the grace period are cut.
+		_ = srv.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	logger.Info("mockllm stopped")
+	return nil
+}

@@ -1,0 +1,175 @@
+// Command tollgate is the Tollgate LLM edge gateway.
+//
+//	tollgate serve [-policy FILE] [-listen ADDR]   run the gateway
+//	tollgate validate FILE...                      check policy files
+//	tollgate version                               print the version
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"github.com/tollgate/tollgate/gateway/internal/config"
+	"github.com/tollgate/tollgate/gateway/internal/proxy"
+	"github.com/tollgate/tollgate/policies"
+)
+
+const usage = `tollgate: an LLM edge gateway
+
+Usage:
+  tollgate serve [-policy FILE] [-listen ADDR]   run the gateway (embedded default policy without -policy)
+  tollgate validate FILE...                      check policy files; lists every problem, exits 1 if any
+  tollgate version                               print the version
+
+Run 'tollgate COMMAND -h' for a command's flags.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stderr)
+	case "validate":
+		return validate(args[1:], stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, version())
+		return 0
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "tollgate: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+}
+
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				return "tollgate " + s.Value
+			}
+		}
+		return "tollgate " + bi.Main.Version
+	}
+	return "tollgate (unknown version)"
+}
+
+func validate(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprintln(stderr, "usage: tollgate validate FILE...") }
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return 2
+	}
+	code := 0
+	for _, f := range fs.Args() {
+		if _, err := config.Load(f); err != nil {
+			code = 1
+			var ps config.Problems
+			if errors.As(err, &ps) {
+				fmt.Fprintf(stderr, "%s: %d problem(s):\n", f, len(ps))
+				for _, p := range ps {
+					fmt.Fprintf(stderr, "  %s\n", p)
+				}
+				continue
+			}
+			fmt.Fprintf(stderr, "%s: %v\n", f, err)
+			continue
+		}
+		fmt.Fprintf(stdout, "%s: ok\n", f)
+	}
+	return code
+}
+
+func serve(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	policyPath := fs.String("policy", "", "policy file (default: the embedded default policy)")
+	listen := fs.String("listen", "", "listen address, overriding server.listen")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	shutdownDelay := fs.Duration("shutdown-delay", 0, "after SIGTERM, how long readiness fails before the listener closes (give load balancers time to notice)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(stderr, "tollgate: -log-level: %v\n", err)
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(log)
+
+	var (
+		p   *config.Policy
+		err error
+	)
+	source := *policyPath
+	if source == "" {
+		source = "(embedded default)"
+		p, err = config.Parse(policies.Default, nil)
+	} else {
+		p, err = config.Load(source)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "tollgate: policy %s:\n  %s\n", source, strings.ReplaceAll(err.Error(), "\n", "\n  "))
+		return 1
+	}
+	if *listen != "" {
+		p.Server.Listen = *listen
+	}
+	ln, err := net.Listen("tcp", p.Server.Listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "tollgate: %v\n", err)
+		return 1
+	}
+	srv := proxy.New(p, log)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("tollgate serving", "listen", ln.Addr().String(), "policy", source,
+		"upstreams", len(p.Upstreams), "routes", len(p.Routes), "version", version())
+
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	select {
+	case err := <-errc:
+		log.Error("server stopped", "err", err)
+		return 1
+	case s := <-sig:
+		log.Info("draining", "signal", s.String(), "drain_timeout", p.Server.DrainTimeout.String(), "in_flight", srv.InFlight())
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(*shutdownDelay, p.Server.DrainTimeout) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			log.Error("shutdown", "err", err)
+			return 1
+		}
+	case s := <-sig:
+		log.Warn("second signal: exiting without draining", "signal", s.String(), "in_flight", srv.InFlight())
+		return 1
+	}
+	log.Info("stopped")
+	return 0
+}

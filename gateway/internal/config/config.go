@@ -1,0 +1,332 @@
+// Package config decodes, validates and holds a Tollgate policy: the YAML file
+// that declares the listener, the upstreams and the routes from model names to
+// upstreams.
+//
+// A policy is decoded strictly (unknown keys are errors), every problem is
+// reported with its YAML path, and the result is treated as immutable: a
+// reload builds a new Policy and swaps it.
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+)
+
+// Version is the policy format this build reads.
+const Version = 1
+
+// Provider kinds an upstream may speak.
+const (
+	ProviderOpenAI = "openai"
+)
+
+// Policy is a decoded and validated policy file.
+type Policy struct {
+	Version   int        `yaml:"version"`
+	Server    Server     `yaml:"server"`
+	Upstreams []Upstream `yaml:"upstreams"`
+	Routes    []Route    `yaml:"routes"`
+}
+
+// Server configures the public listener.
+type Server struct {
+	// Listen is the address of the public listener (default 127.0.0.1:8080).
+	Listen string `yaml:"listen"`
+	// MaxBodyBytes caps a request body; larger bodies get 413 (default 4 MiB).
+	MaxBodyBytes ByteSize `yaml:"max_body_bytes"`
+	// DrainTimeout bounds how long open streams may run after SIGTERM
+	// (default 30s).
+	DrainTimeout time.Duration `yaml:"drain_timeout"`
+	// ReadTimeout bounds reading one request, headers and body (default 30s).
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// IdleTimeout closes keep-alive client connections idle this long
+	// (default 90s).
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxConnections caps concurrent client connections (default 10000).
+	MaxConnections int `yaml:"max_connections"`
+}
+
+// Upstream is one model server the gateway forwards to.
+type Upstream struct {
+	Name     string `yaml:"name"`
+	Provider string `yaml:"provider"`
+	// BaseURL is the API root including its version path, e.g.
+	// https://api.openai.com/v1; the gateway appends /chat/completions etc.
+	BaseURL string `yaml:"base_url"`
+	// APIKeyEnv names the environment variable holding the upstream's API
+	// key. The key itself never appears in the policy.
+	APIKeyEnv string `yaml:"api_key_env"`
+	// Timeouts bound each phase of an upstream exchange.
+	Timeouts Timeouts `yaml:"timeouts"`
+	// MaxConnections caps connections to this upstream; idle ones are kept
+	// alive for reuse (default 512).
+	MaxConnections int `yaml:"max_connections"`
+	// Headers are added to every request sent to this upstream.
+	Headers map[string]string `yaml:"headers"`
+	// ForwardHeaders lists the client request headers passed on to this
+	// upstream, as case-insensitive names or glob patterns ("x-mock-*").
+	// Content-Type, Accept, User-Agent and OpenAI-Beta always pass; nothing
+	// else does unless listed (client credentials never do).
+	ForwardHeaders []string `yaml:"forward_headers"`
+
+	// APIKey is resolved from APIKeyEnv at load; never logged.
+	APIKey string `yaml:"-"`
+	// URL is BaseURL parsed.
+	URL *url.URL `yaml:"-"`
+}
+
+// Timeouts bound the phases of one upstream exchange. Zero means default.
+type Timeouts struct {
+	// Connect bounds dialing, TLS included (default 5s).
+	Connect time.Duration `yaml:"connect"`
+	// FirstByte bounds the wait for response headers after the request was
+	// sent (default 60s).
+	FirstByte time.Duration `yaml:"first_byte"`
+	// Idle bounds the silence between two reads of a streamed body
+	// (default 60s).
+	Idle time.Duration `yaml:"idle"`
+	// Total bounds the whole exchange, stream included (default 10m).
+	Total time.Duration `yaml:"total"`
+}
+
+// Route sends the requests whose model matches one of Models to Upstream.
+type Route struct {
+	// Models are exact names or path.Match glob patterns ("gpt-4o*").
+	// Exact names are listed by GET /v1/models; patterns are not.
+	Models []string `yaml:"models"`
+	// Upstream names an entry of Policy.Upstreams.
+	Upstream string `yaml:"upstream"`
+}
+
+// Defaults for fields left zero.
+const (
+	DefaultListen            = "127.0.0.1:8080"
+	DefaultMaxBodyBytes      = 4 << 20
+	DefaultDrainTimeout      = 30 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultIdleTimeout       = 90 * time.Second
+	DefaultServerConnections = 10000
+	DefaultConnectTimeout    = 5 * time.Second
+	DefaultFirstByteTimeout  = 60 * time.Second
+	DefaultIdleTimeoutStream = 60 * time.Second
+	DefaultTotalTimeout      = 10 * time.Minute
+	DefaultUpstreamConns     = 512
+)
+
+func (p *Policy) applyDefaults() {
+	s := &p.Server
+	setDefault(&s.Listen, DefaultListen)
+	setDefault(&s.MaxBodyBytes, DefaultMaxBodyBytes)
+	setDefault(&s.DrainTimeout, DefaultDrainTimeout)
+	setDefault(&s.ReadTimeout, DefaultReadTimeout)
+	setDefault(&s.IdleTimeout, DefaultIdleTimeout)
+	setDefault(&s.MaxConnections, DefaultServerConnections)
+	for i := range p.Upstreams {
+		u := &p.Upstreams[i]
+		setDefault(&u.Provider, ProviderOpenAI)
+		setDefault(&u.Timeouts.Connect, DefaultConnectTimeout)
+		setDefault(&u.Timeouts.FirstByte, DefaultFirstByteTimeout)
+		setDefault(&u.Timeouts.Idle, DefaultIdleTimeoutStream)
+		setDefault(&u.Timeouts.Total, DefaultTotalTimeout)
+		setDefault(&u.MaxConnections, DefaultUpstreamConns)
+	}
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// Problems collects every validation problem of a policy, each with its
+// YAML path.
+type Problems []Problem
+
+// Problem is one invalid value.
+type Problem struct {
+	Path    string // e.g. "upstreams[1].base_url"
+	Line    int    // 1-based line in the file, 0 when unknown
+	Message string
+}
+
+func (p Problem) String() string {
+	if p.Line > 0 {
+		return fmt.Sprintf("%s (line %d): %s", p.Path, p.Line, p.Message)
+	}
+	return fmt.Sprintf("%s: %s", p.Path, p.Message)
+}
+
+// Error lists all problems, one per line.
+func (ps Problems) Error() string {
+	var b strings.Builder
+	for i, p := range ps {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+func (ps *Problems) add(path, format string, args ...any) {
+	*ps = append(*ps, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+// validate checks everything a running gateway would trip over later.
+// lookupEnv resolves api_key_env.
+func (p *Policy) validate(lookupEnv func(string) (string, bool)) Problems {
+	var ps Problems
+	if p.Version != Version {
+		ps.add("version", "must be %d (this build reads policy version %d), got %d", Version, Version, p.Version)
+	}
+	if p.Server.MaxBodyBytes < 0 {
+		ps.add("server.max_body_bytes", "must not be negative")
+	}
+	for _, d := range []struct {
+		path string
+		v    time.Duration
+	}{
+		{"server.drain_timeout", p.Server.DrainTimeout},
+		{"server.read_timeout", p.Server.ReadTimeout},
+		{"server.idle_timeout", p.Server.IdleTimeout},
+	} {
+		if d.v < 0 {
+			ps.add(d.path, "must not be negative")
+		}
+	}
+	if p.Server.MaxConnections < 0 {
+		ps.add("server.max_connections", "must not be negative")
+	}
+	names := make(map[string]int, len(p.Upstreams))
+	if len(p.Upstreams) == 0 {
+		ps.add("upstreams", "at least one upstream is required")
+	}
+	for i := range p.Upstreams {
+		p.Upstreams[i].validate(fmt.Sprintf("upstreams[%d]", i), names, i, lookupEnv, &ps)
+	}
+	if len(p.Routes) == 0 {
+		ps.add("routes", "at least one route is required")
+	}
+	seen := make(map[string]string)
+	for i, r := range p.Routes {
+		at := fmt.Sprintf("routes[%d]", i)
+		if len(r.Models) == 0 {
+			ps.add(at+".models", "at least one model name or pattern is required")
+		}
+		for j, m := range r.Models {
+			mp := fmt.Sprintf("%s.models[%d]", at, j)
+			if m == "" {
+				ps.add(mp, "must not be empty")
+				continue
+			}
+			if _, err := path.Match(m, ""); err != nil {
+				ps.add(mp, "invalid glob pattern %q: %v", m, err)
+			}
+			if prev, dup := seen[m]; dup {
+				ps.add(mp, "%q is already routed by %s", m, prev)
+			}
+			seen[m] = mp
+		}
+		if r.Upstream == "" {
+			ps.add(at+".upstream", "is required")
+		} else if _, ok := names[r.Upstream]; !ok {
+			ps.add(at+".upstream", "names no upstream: %q (declared: %s)", r.Upstream, declared(p.Upstreams))
+		}
+	}
+	return ps
+}
+
+func (u *Upstream) validate(at string, names map[string]int, i int, lookupEnv func(string) (string, bool), ps *Problems) {
+	if u.Name == "" {
+		ps.add(at+".name", "is required")
+	} else if j, dup := names[u.Name]; dup {
+		ps.add(at+".name", "%q is already used by upstreams[%d]", u.Name, j)
+	} else {
+		names[u.Name] = i
+	}
+	if u.Provider != ProviderOpenAI {
+		ps.add(at+".provider", "unknown provider %q (supported: %s)", u.Provider, ProviderOpenAI)
+	}
+	switch parsed, err := url.Parse(u.BaseURL); {
+	case u.BaseURL == "":
+		ps.add(at+".base_url", "is required")
+	case err != nil:
+		ps.add(at+".base_url", "not a URL: %v", err)
+	case parsed.Scheme != "http" && parsed.Scheme != "https":
+		ps.add(at+".base_url", "scheme must be http or https, got %q", parsed.Scheme)
+	case parsed.Host == "":
+		ps.add(at+".base_url", "has no host")
+	case parsed.RawQuery != "" || parsed.Fragment != "" || parsed.User != nil:
+		ps.add(at+".base_url", "must not carry a query, fragment or user info")
+	default:
+		parsed.Path = strings.TrimSuffix(parsed.Path, "/")
+		u.URL = parsed
+	}
+	if u.APIKeyEnv != "" {
+		v, ok := lookupEnv(u.APIKeyEnv)
+		if !ok || v == "" {
+			ps.add(at+".api_key_env", "environment variable %s is not set", u.APIKeyEnv)
+		}
+		u.APIKey = v
+	}
+	t := u.Timeouts
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"connect", t.Connect}, {"first_byte", t.FirstByte}, {"idle", t.Idle}, {"total", t.Total}} {
+		if d.v < 0 {
+			ps.add(at+".timeouts."+d.name, "must not be negative")
+		}
+	}
+	if t.Total > 0 && t.FirstByte > t.Total {
+		ps.add(at+".timeouts.first_byte", "(%s) exceeds timeouts.total (%s)", t.FirstByte, t.Total)
+	}
+	if u.MaxConnections < 0 {
+		ps.add(at+".max_connections", "must not be negative")
+	}
+	for i, h := range u.ForwardHeaders {
+		if _, err := path.Match(h, ""); err != nil || h == "" {
+			ps.add(fmt.Sprintf("%s.forward_headers[%d]", at, i), "invalid header name or pattern %q", h)
+		}
+	}
+	for k, v := range u.Headers {
+		if !validHeaderName(k) {
+			ps.add(at+".headers", "invalid header name %q", k)
+		}
+		if strings.ContainsAny(v, "\r\n\x00") {
+			ps.add(at+".headers."+k, "value must not contain CR, LF or NUL")
+		}
+	}
+}
+
+func declared(us []Upstream) string {
+	if len(us) == 0 {
+		return "none"
+	}
+	names := make([]string, 0, len(us))
+	for _, u := range us {
+		names = append(names, fmt.Sprintf("%q", u.Name))
+	}
+	return strings.Join(names, ", ")
+}
+
+// validHeaderName reports whether s is an RFC 9110 token.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}

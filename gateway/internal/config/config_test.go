@@ -1,0 +1,218 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func env(vars map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+}
+
+const valid = `
+version: 1
+upstreams:
+  - name: a
+    base_url: http://127.0.0.1:9/v1/
+routes:
+  - models: [m1, "g-*"]
+    upstream: a
+`
+
+func TestParseValidAppliesDefaults(t *testing.T) {
+	p, err := Parse([]byte(valid), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Server.Listen != DefaultListen || p.Server.MaxBodyBytes != DefaultMaxBodyBytes || p.Server.DrainTimeout != DefaultDrainTimeout {
+		t.Errorf("server defaults not applied: %+v", p.Server)
+	}
+	u := p.Upstreams[0]
+	if u.Provider != ProviderOpenAI || u.Timeouts.FirstByte != DefaultFirstByteTimeout || u.MaxConnections != DefaultUpstreamConns {
+		t.Errorf("upstream defaults not applied: %+v", u)
+	}
+	if u.URL.Path != "/v1" {
+		t.Errorf("base path = %q, want /v1 (trailing slash trimmed)", u.URL.Path)
+	}
+}
+
+func TestParseProblems(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		env  map[string]string
+		want []string // each must appear in the error, in order
+	}{
+		{"unknown top-level field", valid + "extra: 1\n", nil, []string{"extra (line 9): unknown field"}},
+		{"unknown nested field with index", `
+version: 1
+upstreams:
+  - name: a
+    base_url: http://x/v1
+  - name: b
+    bse_url: http://y/v1
+routes: [{models: [m], upstream: a}]
+`, nil, []string{"upstreams[1].bse_url (line 7): unknown field (known: api_key_env, base_url,"}},
+		{"every problem listed", `
+version: 2
+upstreams:
+  - name: a
+    base_url: ftp://x
+    provider: nope
+  - name: a
+    base_url: http://y
+routes:
+  - models: []
+    upstream: missing
+  - models: ["[bad"]
+    upstream: a
+`, nil, []string{
+			"version: must be 1",
+			"upstreams[0].provider: unknown provider \"nope\"",
+			"upstreams[0].base_url: scheme must be http or https",
+			"upstreams[1].name: \"a\" is already used by upstreams[0]",
+			"routes[0].models: at least one model",
+			"routes[0].upstream: names no upstream: \"missing\"",
+			"routes[1].models[0]: invalid glob pattern",
+		}},
+		{"wrong type carries path", `
+version: 1
+server:
+  drain_timeout: soon
+upstreams: [{name: a, base_url: "http://x"}]
+routes: [{models: [m], upstream: a}]
+`, nil, []string{"server.drain_timeout (line 4): cannot unmarshal"}},
+		{"bad byte size", `
+version: 1
+server: {max_body_bytes: 4 parsecs}
+upstreams: [{name: a, base_url: "http://x"}]
+routes: [{models: [m], upstream: a}]
+`, nil, []string{"server.max_body_bytes (line 3): invalid size unit"}},
+		{"api key env unset", `
+version: 1
+upstreams: [{name: a, base_url: "http://x", api_key_env: OPENAI_KEY}]
+routes: [{models: [m], upstream: a}]
+`, nil, []string{"upstreams[0].api_key_env: environment variable OPENAI_KEY is not set"}},
+		{"env reference without default", `
+version: 1
+upstreams: [{name: a, base_url: "${UP_URL}"}]
+routes: [{models: [m], upstream: a}]
+`, nil, []string{"upstreams[0].base_url (line 3): environment variable UP_URL is not set"}},
+		{"duplicate model", `
+version: 1
+upstreams: [{name: a, base_url: "http://x"}]
+routes: [{models: [m], upstream: a}, {models: [m], upstream: a}]
+`, nil, []string{"routes[1].models[0]: \"m\" is already routed by routes[0].models[0]"}},
+		{"header injection in configured header", `
+version: 1
+upstreams: [{name: a, base_url: "http://x", headers: {"X-A": "v\r\nEvil: 1"}}]
+routes: [{models: [m], upstream: a}]
+`, nil, []string{"upstreams[0].headers.X-A: value must not contain CR, LF or NUL"}},
+		{"empty file", "", nil, []string{"the policy is empty"}},
+		{"not yaml", "version: [1\n", nil, []string{"not valid YAML"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.yaml), env(tt.env))
+			if err == nil {
+				t.Fatal("want error, got none")
+			}
+			var ps Problems
+			if !errors.As(err, &ps) {
+				t.Fatalf("error %T is not Problems: %v", err, err)
+			}
+			msg := err.Error()
+			at := 0
+			for _, w := range tt.want {
+				i := strings.Index(msg[at:], w)
+				if i < 0 {
+					t.Fatalf("error lacks %q (in order) in:\n%s", w, msg)
+				}
+				at += i + len(w)
+			}
+		})
+	}
+}
+
+func TestEnvExpansion(t *testing.T) {
+	y := `
+version: 1
+upstreams:
+  - name: a
+    base_url: ${UP_URL:-http://127.0.0.1:1/v1}
+    api_key_env: KEY
+    headers: {X-Price: "$$5"}
+routes: [{models: [m], upstream: a}]
+`
+	p, err := Parse([]byte(y), env(map[string]string{"KEY": "sk-secret"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Upstreams[0].BaseURL; got != "http://127.0.0.1:1/v1" {
+		t.Errorf("default not used: %q", got)
+	}
+	if p.Upstreams[0].APIKey != "sk-secret" {
+		t.Errorf("api key not resolved")
+	}
+	if got := p.Upstreams[0].Headers["X-Price"]; got != "$5" {
+		t.Errorf("$$ not unescaped: %q", got)
+	}
+	p, err = Parse([]byte(y), env(map[string]string{"KEY": "k", "UP_URL": "https://api.example/v1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Upstreams[0].URL.Host; got != "api.example" {
+		t.Errorf("env not used: %q", got)
+	}
+}
+
+func TestParseByteSize(t *testing.T) {
+	tests := []struct {
+		in   string
+		want ByteSize
+		bad  bool
+	}{
+		{"1024", 1024, false}, {"4MiB", 4 << 20, false}, {"512 KiB", 512 << 10, false}, {"10MB", 10e6, false},
+		{"1GiB", 1 << 30, false}, {"-1", 0, true}, {"4 parsecs", 0, true}, {"MiB", 0, true}, {"99999999999999GiB", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseByteSize(tt.in)
+		if (err != nil) != tt.bad || got != tt.want {
+			t.Errorf("ParseByteSize(%q) = %d, %v; want %d, bad=%v", tt.in, got, err, tt.want, tt.bad)
+		}
+	}
+}
+
+// The example policies are golden inputs: each must load.
+func TestExamplePoliciesLoad(t *testing.T) {
+	files, _ := filepath.Glob("../../../policies/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no example policies found")
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Parse(data, env(map[string]string{"OPENAI_API_KEY": "x", "ANTHROPIC_API_KEY": "x"})); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+func FuzzPolicyParse(f *testing.F) {
+	f.Add([]byte(valid))
+	f.Add([]byte("version: 1\nserver: {listen: ':1', drain_timeout: 1s, max_body_bytes: 1KiB}\n"))
+	f.Add([]byte("upstreams: [{name: a, base_url: '${X:-http://a}', timeouts: {total: 1s, first_byte: 2s}}]"))
+	f.Add([]byte("a: &x [1]\nb: *x\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := Parse(data, env(nil))
+		if err == nil && (p == nil || len(p.Upstreams) == 0 || p.Upstreams[0].URL == nil) {
+			t.Fatalf("accepted an incomplete policy: %+v", p)
+		}
+	})
+}
+

@@ -1,0 +1,147 @@
+package mockllm
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Per-request override headers. Each overrides the Config field of the same
+// name for one request; a malformed value gets a 400 OpenAI-style error whose
+// message names the header.
+const (
+	HeaderTTFT       = "X-Mock-TTFT"        // Go duration, >= 0
+	HeaderTokens     = "X-Mock-Tokens"      // integer, >= 0
+	HeaderInterToken = "X-Mock-Inter-Token" // Go duration, >= 0
+	HeaderText       = "X-Mock-Text"        // url.QueryUnescape-encoded text; present but empty means an empty reply
+	HeaderChunkSize  = "X-Mock-Chunk-Size"  // integer, >= 1
+	HeaderFailStatus = "X-Mock-Fail-Status" // 0 (no failure) or 200..599
+	HeaderFailDelay  = "X-Mock-Fail-Delay"  // Go duration, >= 0
+	HeaderCutAfter   = "X-Mock-Cut-After"   // integer, >= 0 (0: no cut)
+	HeaderUsage      = "X-Mock-Usage"       // strconv.ParseBool syntax
+)
+
+// canonical returns the canonical form of a header name, as net/http stores
+// keys in http.Header.
+var canonical = http.CanonicalHeaderKey
+
+// Canonical header keys, computed once so lookups do not re-canonicalize.
+var (
+	keyTTFT       = canonical(HeaderTTFT)
+	keyTokens     = canonical(HeaderTokens)
+	keyInterToken = canonical(HeaderInterToken)
+	keyText       = canonical(HeaderText)
+	keyChunkSize  = canonical(HeaderChunkSize)
+	keyFailStatus = canonical(HeaderFailStatus)
+	keyFailDelay  = canonical(HeaderFailDelay)
+	keyCutAfter   = canonical(HeaderCutAfter)
+	keyUsage      = canonical(HeaderUsage)
+)
+
+// params is the effective behaviour of one request.
+type params struct {
+	ttft       time.Duration
+	tokens     int
+	interToken time.Duration
+	usage      bool
+	text       string
+	textSet    bool
+	chunkSize  int
+	failStatus int
+	failDelay  time.Duration
+	cutAfter   int
+	wait       *waiter
+}
+
+// params merges the server Config with the request's override headers.
+func (s *Server) params(h http.Header) (*params, error) {
+	c := &s.cfg
+	p := &params{
+		ttft:       c.TTFT,
+		tokens:     c.Tokens,
+		interToken: c.InterToken,
+		usage:      c.Usage,
+		text:       c.Text,
+		textSet:    c.Text != "",
+		chunkSize:  c.ChunkSize,
+		failStatus: c.FailStatus,
+		failDelay:  c.FailDelay,
+		cutAfter:   c.CutAfter,
+	}
+	if len(h) == 0 {
+		return p, nil
+	}
+	var err error
+	if p.ttft, err = durationHeader(h, keyTTFT, HeaderTTFT, p.ttft); err != nil {
+		return nil, err
+	}
+	if p.interToken, err = durationHeader(h, keyInterToken, HeaderInterToken, p.interToken); err != nil {
+		return nil, err
+	}
+	if p.failDelay, err = durationHeader(h, keyFailDelay, HeaderFailDelay, p.failDelay); err != nil {
+		return nil, err
+	}
+	if p.tokens, err = intHeader(h, keyTokens, HeaderTokens, p.tokens, 0, 1<<30); err != nil {
+		return nil, err
+	}
+	if p.chunkSize, err = intHeader(h, keyChunkSize, HeaderChunkSize, p.chunkSize, 1, 1<<30); err != nil {
+		return nil, err
+	}
+	if p.cutAfter, err = intHeader(h, keyCutAfter, HeaderCutAfter, p.cutAfter, 0, 1<<30); err != nil {
+		return nil, err
+	}
+	if p.failStatus, err = intHeader(h, keyFailStatus, HeaderFailStatus, p.failStatus, 0, 599); err != nil {
+		return nil, err
+	}
+	if p.failStatus != 0 && p.failStatus < 200 {
+		return nil, headerError(HeaderFailStatus, "must be 0 or between 200 and 599")
+	}
+	if v, ok := h[keyUsage]; ok && len(v) > 0 {
+		b, perr := strconv.ParseBool(v[0])
+		if perr != nil {
+			return nil, headerError(HeaderUsage, "must be true or false")
+		}
+		p.usage = b
+	}
+	if v, ok := h[keyText]; ok && len(v) > 0 {
+		t, perr := url.QueryUnescape(v[0])
+		if perr != nil {
+			return nil, headerError(HeaderText, "is not valid percent-encoding")
+		}
+		p.text, p.textSet = t, true
+	}
+	return p, nil
+}
+
+func headerError(name, what string) error {
+	return errors.New("invalid " + name + " header: value " + what)
+}
+
+func durationHeader(h http.Header, key, name string, def time.Duration) (time.Duration, error) {
+	v, ok := h[key]
+	if !ok || len(v) == 0 {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v[0])
+	if err != nil || d < 0 {
+		return 0, headerError(name, "must be a non-negative Go duration such as 150ms")
+	}
+	return d, nil
+}
+
+func intHeader(h http.Header, key, name string, def, lo, hi int) (int, error) {
+	v, ok := h[key]
+	if !ok || len(v) == 0 {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v[0])
+	if err != nil || n < lo || n > hi {
+		return 0, headerError(name, "must be an integer between "+itoa(lo)+" and "+itoa(hi))
+	}
+	return n, nil
+}
+
+// itoa formats n in decimal.
+func itoa(n int) string { return strconv.Itoa(n) }

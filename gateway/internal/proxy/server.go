@@ -1,0 +1,249 @@
+// Package proxy is Tollgate's HTTP front: the fasthttp server, the
+// OpenAI-compatible routes, forwarding to upstreams and streaming replies
+// back event by event.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/tollgate/tollgate/gateway/internal/config"
+	"github.com/tollgate/tollgate/gateway/internal/openai"
+	"github.com/tollgate/tollgate/gateway/internal/upstream"
+)
+
+// ErrShuttingDown is the cancel cause of streams still open when the drain
+// time after SIGTERM runs out.
+var ErrShuttingDown = errors.New("the gateway is shutting down")
+
+// Server serves one policy. Create it with New, run it with Serve, stop it
+// with Shutdown.
+type Server struct {
+	log   *slog.Logger
+	state atomic.Pointer[state]
+	srv   *fasthttp.Server
+	ids   *requestIDs
+
+	// base is the parent of every request's context; canceling it ends
+	// every exchange still open.
+	base      context.Context
+	cancelAll context.CancelCauseFunc
+
+	ready    atomic.Bool
+	draining atomic.Bool
+	inflight atomic.Int64
+	// conns counts open client connections (fasthttp's own count is off
+	// by one once a shutdown has returned).
+	conns atomic.Int64
+}
+
+// state is everything derived from one policy; it is swapped whole.
+type state struct {
+	policy  *config.Policy
+	routes  *router
+	clients map[string]*upstream.Client
+	filters map[*upstream.Client]*headerFilter
+}
+
+// New builds a Server for p. log nil means slog.Default().
+func New(p *config.Policy, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{log: log, ids: newRequestIDs()}
+	s.base, s.cancelAll = context.WithCancelCause(context.Background())
+	s.state.Store(newState(p))
+	s.srv = &fasthttp.Server{
+		Handler:               s.handle,
+		ErrorHandler:          s.handleServerError,
+		Name:                  "tollgate",
+		MaxRequestBodySize:    int(p.Server.MaxBodyBytes),
+		ReadTimeout:           p.Server.ReadTimeout,
+		IdleTimeout:           p.Server.IdleTimeout,
+		Concurrency:           p.Server.MaxConnections,
+		NoDefaultDate:         false,
+		NoDefaultContentType:  true,
+		DisableKeepalive:      false,
+		ReadBufferSize:        16 << 10,
+		CloseOnShutdown:       true,
+		NoDefaultServerHeader: false,
+		Logger:                fasthttpLogger{log},
+		ConnState:             s.connState,
+	}
+	return s
+}
+
+func newState(p *config.Policy) *state {
+	st := &state{policy: p, clients: make(map[string]*upstream.Client), filters: make(map[*upstream.Client]*headerFilter)}
+	for i := range p.Upstreams {
+		u := &p.Upstreams[i]
+		c := upstream.New(u)
+		st.clients[u.Name] = c
+		st.filters[c] = newHeaderFilter(u.ForwardHeaders)
+	}
+	st.routes = newRouter(p, st.clients, time.Now())
+	return st
+}
+
+// Serve accepts connections on ln until Shutdown. It reports ready once
+// called.
+func (s *Server) Serve(ln net.Listener) error {
+	s.ready.Store(true)
+	return s.srv.Serve(ln)
+}
+
+// InFlight is the number of requests being forwarded.
+func (s *Server) InFlight() int64 { return s.inflight.Load() }
+
+// Shutdown drains the server: readiness fails at once, the listener closes
+// after delay (time for load balancers to notice), open requests and
+// streams may finish until drain runs out, then those still open are ended
+// with a final error event and their upstreams canceled.
+func (s *Server) Shutdown(delay, drain time.Duration) error {
+	s.ready.Store(false)
+	s.draining.Store(true)
+	if delay > 0 {
+		time.Sleep(delay)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), drain)
+	err := s.srv.ShutdownWithContext(ctx)
+	cancel()
+	if err == nil {
+		s.closeClients()
+		return nil
+	}
+	s.log.Warn("drain time ran out; ending open streams", "open_connections", s.conns.Load(), "in_flight", s.inflight.Load(), "drain", drain.String())
+	s.cancelAll(ErrShuttingDown)
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if s.conns.Load() == 0 {
+			break
+		}
+	}
+	s.closeClients()
+	if n := s.conns.Load(); n > 0 {
+		return fmt.Errorf("shutdown: %d connections still open", n)
+	}
+	return nil
+}
+
+func (s *Server) connState(c net.Conn, cs fasthttp.ConnState) {
+	switch cs {
+	case fasthttp.StateNew:
+		s.conns.Add(1)
+	case fasthttp.StateIdle:
+		// While draining, a connection is closed as soon as its response
+		// is out rather than kept alive for a request it could not serve.
+		if s.draining.Load() {
+			c.Close()
+		}
+	case fasthttp.StateClosed, fasthttp.StateHijacked:
+		s.conns.Add(-1)
+	}
+}
+
+func (s *Server) closeClients() {
+	for _, c := range s.state.Load().clients {
+		c.Close()
+	}
+}
+
+func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	switch string(ctx.Path()) {
+	case "/v1/chat/completions":
+		s.forward(ctx, openai.ChatCompletions, "/chat/completions")
+	case "/v1/completions":
+		s.forward(ctx, openai.Completions, "/completions")
+	case "/v1/embeddings":
+		s.forward(ctx, openai.Embeddings, "/embeddings")
+	case "/v1/models":
+		if !ctx.IsGet() && !ctx.IsHead() {
+			writeError(ctx, methodNotAllowed(ctx, "GET"))
+			return
+		}
+		ctx.SetContentType("application/json")
+		ctx.SetBody(s.state.Load().routes.models)
+	case "/healthz":
+		ctx.SetContentType("text/plain; charset=utf-8")
+		ctx.SetBodyString("ok\n")
+	case "/readyz":
+		ctx.SetContentType("text/plain; charset=utf-8")
+		if !s.ready.Load() {
+			ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+			ctx.SetBodyString("draining\n")
+			return
+		}
+		ctx.SetBodyString("ready\n")
+	default:
+		writeError(ctx, &openai.Error{Status: fasthttp.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
+			Message: fmt.Sprintf("Unknown request URL: %s %s.", ctx.Method(), ctx.Path())})
+	}
+}
+
+// handleServerError answers requests fasthttp could not read.
+func (s *Server) handleServerError(ctx *fasthttp.RequestCtx, err error) {
+	var e *openai.Error
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		e = openai.TooLarge(s.srv.MaxRequestBodySize)
+		drainUpload(ctx.Conn(), ctx.Request.Header.ContentLength())
+	default:
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			e = &openai.Error{Status: fasthttp.StatusRequestTimeout, Type: "invalid_request_error", Code: "request_timeout",
+				Message: "The request was not received in time."}
+		} else {
+			e = openai.BadRequest("", "The request could not be read: %v", err)
+		}
+	}
+	writeError(ctx, e)
+	ctx.SetConnectionClose()
+}
+
+// maxDrainBytes bounds how much of a rejected upload is read and discarded.
+const maxDrainBytes = 64 << 20
+
+// drainUpload reads and discards the rest of a rejected request body before
+// the error is sent and the connection closed. Closing a socket with unread
+// data makes the kernel send a reset, and a client still uploading then sees
+// "connection reset" instead of the 413. Uploads larger than maxDrainBytes,
+// or that pause for more than 100 ms, are cut.
+func drainUpload(c net.Conn, contentLength int) {
+	if contentLength <= 0 || contentLength > maxDrainBytes {
+		return
+	}
+	buf := make([]byte, 32<<10)
+	for left := contentLength; left > 0; {
+		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		n, err := c.Read(buf)
+		left -= n
+		if err != nil {
+			break
+		}
+	}
+	c.SetReadDeadline(time.Time{})
+}
+
+func methodNotAllowed(ctx *fasthttp.RequestCtx, allow string) *openai.Error {
+	ctx.Response.Header.Set("Allow", allow)
+	return &openai.Error{Status: fasthttp.StatusMethodNotAllowed, Type: "invalid_request_error", Code: "method_not_allowed",
+		Message: fmt.Sprintf("Method %s is not allowed on %s; use %s.", ctx.Method(), ctx.Path(), allow)}
+}
+
+func writeError(ctx *fasthttp.RequestCtx, e *openai.Error) {
+	ctx.Response.SetStatusCode(e.Status)
+	ctx.Response.Header.SetContentType("application/json")
+	ctx.Response.SetBody(e.AppendJSON(nil))
+}
+
+type fasthttpLogger struct{ log *slog.Logger }
+
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	l.log.Debug(fmt.Sprintf(format, args...), "component", "fasthttp")
+}
