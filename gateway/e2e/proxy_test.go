@@ -223,12 +223,12 @@ routes:
 `, a, b, c)
 	_, gw := startGateway(t, pol, nil)
 	tests := []struct{ model, want string }{
-		{"gpt-4o-mini", "a"},     // exact wins over an earlier-listed glob
-		{"llama-3.1-70b", "a"},   // glob
-		{"gpt-4o", "b"},          // glob matching the empty tail
-		{"gpt-4o-2024-08", "b"},  // glob
-		{"claude-3-haiku", "c"},  // ? glob
-		{"anything-else", "c"},   // catch-all
+		{"gpt-4o-mini", "a"},    // exact wins over an earlier-listed glob
+		{"llama-3.1-70b", "a"},  // glob
+		{"gpt-4o", "b"},         // glob matching the empty tail
+		{"gpt-4o-2024-08", "b"}, // glob
+		{"claude-3-haiku", "c"}, // ? glob
+		{"anything-else", "c"},  // catch-all
 	}
 	for _, tt := range tests {
 		status, _, got := post(t, gw+"/v1/chat/completions", fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"x"}]}`, tt.model))

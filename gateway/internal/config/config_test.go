@@ -215,4 +215,3 @@ func FuzzPolicyParse(f *testing.F) {
 		}
 	})
 }
-
