@@ -106,7 +106,10 @@ func startGateway(t *testing.T, policyYAML string, vars map[string]string) (*pro
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv := proxy.New(p, log)
+	srv, err := proxy.New(p, log)
+	if err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan struct{})
 	go func() { srv.Serve(ln); close(done) }()
 	t.Cleanup(func() {

@@ -143,7 +143,12 @@ func serve(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tollgate: %v\n", err)
 		return 1
 	}
-	srv := proxy.New(p, log)
+	srv, err := proxy.New(p, log)
+	if err != nil {
+		ln.Close()
+		fmt.Fprintf(stderr, "tollgate: %v\n", err)
+		return 1
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("tollgate serving", "listen", ln.Addr().String(), "policy", source,

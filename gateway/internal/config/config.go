@@ -8,7 +8,11 @@
 package config
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"net/url"
 	"path"
 	"strings"
@@ -29,7 +33,54 @@ type Policy struct {
 	Server    Server     `yaml:"server"`
 	Upstreams []Upstream `yaml:"upstreams"`
 	Routes    []Route    `yaml:"routes"`
+	// Plugins run in this order in every phase they take part in.
+	Plugins       []Plugin      `yaml:"plugins"`
+	PluginRuntime PluginRuntime `yaml:"plugin_runtime"`
+
+	// Dir is the directory of the policy file; relative plugin paths are
+	// resolved against it ("" for a policy that is not a file: the working
+	// directory).
+	Dir string `yaml:"-"`
 }
+
+// Plugin is one WebAssembly policy plugin.
+type Plugin struct {
+	Name string `yaml:"name"`
+	// Path is the .wasm file, relative to the policy file's directory.
+	Path string `yaml:"path"`
+	// OnError is fail_closed (default: a failed plugin fails the request
+	// with a clear error) or fail_open (the failed callback is skipped).
+	OnError string       `yaml:"on_error"`
+	Limits  PluginLimits `yaml:"limits"`
+	// Config is handed to the plugin's on_configure as JSON.
+	Config any `yaml:"config"`
+
+	// File is Path resolved; set by validation.
+	File string `yaml:"-"`
+}
+
+// PluginLimits bound one plugin. Zero means default.
+type PluginLimits struct {
+	// Memory caps each instance's linear memory (default 64MiB).
+	Memory ByteSize `yaml:"memory"`
+	// Deadline bounds one callback (default 50ms).
+	Deadline time.Duration `yaml:"deadline"`
+	// Instances caps the instance pool (default 2 × CPUs).
+	Instances int `yaml:"instances"`
+}
+
+// PluginRuntime configures the WebAssembly runtime.
+type PluginRuntime struct {
+	// CacheDir holds compiled plugin code across restarts (default: the
+	// user cache directory, tollgate/wazero).
+	CacheDir string `yaml:"cache_dir"`
+}
+
+// Plugin failure modes.
+const (
+	FailClosed = "fail_closed"
+	FailOpen   = "fail_open"
+)
 
 // Server configures the public listener.
 type Server struct {
@@ -133,6 +184,9 @@ func (p *Policy) applyDefaults() {
 		setDefault(&u.Timeouts.Total, DefaultTotalTimeout)
 		setDefault(&u.MaxConnections, DefaultUpstreamConns)
 	}
+	for i := range p.Plugins {
+		setDefault(&p.Plugins[i].OnError, FailClosed)
+	}
 }
 
 func setDefault[T comparable](v *T, def T) {
@@ -211,6 +265,7 @@ func (p *Policy) validate(lookupEnv func(string) (string, bool)) Problems {
 	if len(p.Routes) == 0 {
 		ps.add("routes", "at least one route is required")
 	}
+	p.validatePlugins(&ps)
 	seen := make(map[string]string)
 	for i, r := range p.Routes {
 		at := fmt.Sprintf("routes[%d]", i)
@@ -299,6 +354,50 @@ func (u *Upstream) validate(at string, names map[string]int, i int, lookupEnv fu
 		}
 		if strings.ContainsAny(v, "\r\n\x00") {
 			ps.add(at+".headers."+k, "value must not contain CR, LF or NUL")
+		}
+	}
+}
+
+func (p *Policy) validatePlugins(ps *Problems) {
+	names := map[string]int{}
+	for i := range p.Plugins {
+		pl := &p.Plugins[i]
+		at := fmt.Sprintf("plugins[%d]", i)
+		if pl.Name == "" {
+			ps.add(at+".name", "is required")
+		} else if j, dup := names[pl.Name]; dup {
+			ps.add(at+".name", "%q is already used by plugins[%d]", pl.Name, j)
+		} else {
+			names[pl.Name] = i
+		}
+		if pl.OnError != FailClosed && pl.OnError != FailOpen {
+			ps.add(at+".on_error", "must be %s or %s, got %q", FailClosed, FailOpen, pl.OnError)
+		}
+		if pl.Path == "" {
+			ps.add(at+".path", "is required (the plugin's .wasm file)")
+		} else {
+			pl.File = pl.Path
+			if !filepath.IsAbs(pl.File) && p.Dir != "" {
+				pl.File = filepath.Join(p.Dir, pl.File)
+			}
+			if st, err := os.Stat(pl.File); err != nil {
+				ps.add(at+".path", "cannot read %s: %v (build plugins with `make plugins`)", pl.File, errors.Unwrap(err))
+			} else if st.IsDir() {
+				ps.add(at+".path", "%s is a directory, not a .wasm file", pl.File)
+			}
+		}
+		l := pl.Limits
+		if l.Memory < 0 || (l.Memory > 0 && l.Memory < 1<<20) || l.Memory > 4<<30 {
+			ps.add(at+".limits.memory", "must be between 1MiB and 4GiB")
+		}
+		if l.Deadline < 0 {
+			ps.add(at+".limits.deadline", "must not be negative")
+		}
+		if l.Instances < 0 {
+			ps.add(at+".limits.instances", "must not be negative")
+		}
+		if _, err := json.Marshal(pl.Config); err != nil {
+			ps.add(at+".config", "cannot be expressed as JSON: %v", err)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -22,13 +23,24 @@ func Load(path string) (*Policy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading policy: %w", err)
 	}
-	return Parse(data, os.LookupEnv)
+	return parse(data, filepath.Dir(path), os.LookupEnv)
 }
 
 // Parse decodes and validates a policy. lookupEnv resolves ${VAR} and
 // ${VAR:-default} references in string values and api_key_env; nil means
 // os.LookupEnv. A returned error of type Problems lists every problem found.
+// Relative plugin paths are resolved against the working directory.
 func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Policy, error) {
+	return parse(data, "", lookupEnv)
+}
+
+// ParseIn is Parse for a policy whose relative plugin paths are resolved
+// against dir.
+func ParseIn(data []byte, dir string, lookupEnv func(string) (string, bool)) (*Policy, error) {
+	return parse(data, dir, lookupEnv)
+}
+
+func parse(data []byte, dir string, lookupEnv func(string) (string, bool)) (*Policy, error) {
 	if lookupEnv == nil {
 		lookupEnv = os.LookupEnv
 	}
@@ -54,6 +66,7 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Policy, error) 
 	if err := root.Decode(&p); err != nil {
 		return nil, decodeProblems(err, lines)
 	}
+	p.Dir = dir
 	p.applyDefaults()
 	if ps := p.validate(lookupEnv); len(ps) > 0 {
 		return nil, ps
@@ -100,21 +113,30 @@ func walkStrict(n *yaml.Node, t reflect.Type, at string, env func(string) (strin
 				lines[k.Line] = kp
 				walkStrict(v, ft, kp, env, lines, ps)
 			}
-		case reflect.Map:
+		case reflect.Map, reflect.Interface:
 			for i := 0; i+1 < len(n.Content); i += 2 {
 				k, v := n.Content[i], n.Content[i+1]
 				kp := join(at, k.Value)
 				lines[k.Line] = kp
-				walkStrict(v, t.Elem(), kp, env, lines, ps)
+				walkStrict(v, elemOf(t), kp, env, lines, ps)
 			}
 		}
 	case yaml.SequenceNode:
-		if t.Kind() == reflect.Slice {
+		if t.Kind() == reflect.Slice || t.Kind() == reflect.Interface {
 			for i, c := range n.Content {
-				walkStrict(c, t.Elem(), fmt.Sprintf("%s[%d]", at, i), env, lines, ps)
+				walkStrict(c, elemOf(t), fmt.Sprintf("%s[%d]", at, i), env, lines, ps)
 			}
 		}
 	}
+}
+
+// elemOf is the element type of a map or slice; free-form (any) values
+// stay free-form all the way down.
+func elemOf(t reflect.Type) reflect.Type {
+	if t.Kind() == reflect.Interface {
+		return t
+	}
+	return t.Elem()
 }
 
 func yamlFields(t reflect.Type) map[string]reflect.Type {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -11,88 +12,142 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/openai"
 	"github.com/tollgate/tollgate/gateway/internal/upstream"
+	"github.com/tollgate/tollgate/gateway/wasm"
 )
 
 // maxResponseBytes bounds a non-streamed upstream reply held in memory.
 const maxResponseBytes = 64 << 20
 
-// scratch is the per-request working memory of forward, pooled.
-type scratch struct {
+// exchange is one forwarded request from parse to the end of its reply.
+// It is pooled; a streamed reply keeps it until the stream closes.
+type exchange struct {
+	s      *Server
+	st     *state
 	parser openai.RequestParser
 	req    openai.Request
-	body   []byte // request body as sent upstream, when rewritten
-	header []byte // forwarded header lines
-	lower  []byte
-	id     []byte
-	resp   []byte // non-streamed reply
+	ep     openai.Endpoint
+	client *upstream.Client
+	wr     *wasm.Request // nil without plugins
+
+	reqBody []byte // the client's body, kept while plugins may read it
+	body    []byte // request body as sent upstream, when rewritten
+	header  []byte // header lines sent upstream
+	lower   []byte
+	id      []byte
+	resp    []byte // non-streamed reply
+	out     []byte // rewritten non-streamed reply
 }
 
-var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+var exchangePool = sync.Pool{New: func() any { return new(exchange) }}
 
-// forward runs one OpenAI-style POST: parse, route, send upstream, and
-// either stream the reply back event by event or copy it whole.
+func (x *exchange) free() {
+	if x.wr != nil {
+		wasm.ReleaseRequest(x.wr)
+		x.wr = nil
+	}
+	if x.st != nil {
+		x.st.release()
+		x.st = nil
+	}
+	x.s, x.client = nil, nil
+	exchangePool.Put(x)
+}
+
+// forward runs one OpenAI-style POST: parse, route, plugins, send upstream,
+// and either stream the reply back event by event or copy it whole.
 func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path string) {
 	if !ctx.IsPost() {
 		writeError(ctx, methodNotAllowed(ctx, "POST"))
 		return
 	}
-	sc := scratchPool.Get().(*scratch)
-	defer scratchPool.Put(sc)
+	x := exchangePool.Get().(*exchange)
+	x.s, x.ep = s, ep
+	streamed := false
+	defer func() {
+		if !streamed {
+			x.free()
+		}
+	}()
 
-	sc.id = s.requestID(ctx, sc.id[:0])
-	ctx.Response.Header.SetBytesV("X-Request-Id", sc.id)
+	x.id = s.requestID(ctx, x.id[:0])
+	ctx.Response.Header.SetBytesV("X-Request-Id", x.id)
 
 	body := ctx.PostBody()
-	r := &sc.req
-	if err := sc.parser.Parse(body, ep, r); err != nil {
+	r := &x.req
+	if err := x.parser.Parse(body, ep, r); err != nil {
 		writeError(ctx, asOpenAIError(err))
 		return
 	}
-	st := s.state.Load()
-	client := st.routes.lookup(r.Model)
-	if client == nil {
+	x.st = s.acquireState()
+	if x.st == nil {
+		writeError(ctx, &openai.Error{Status: 503, Type: "server_error", Code: "shutting_down", Message: "The gateway is shutting down; retry the request."})
+		return
+	}
+	x.client = x.st.routes.lookup(r.Model)
+	if x.client == nil {
 		writeError(ctx, openai.NotFoundModel(string(r.Model)))
 		return
+	}
+	pipe := x.st.pipeline
+	if pipe != nil {
+		x.startPlugins(ctx, body)
+		if pipe.Has(wasm.PhaseRequest) {
+			if err := pipe.Request(x.wr); err != nil {
+				x.pluginRefused(ctx, err)
+				return
+			}
+		}
 	}
 	// Ask for usage in the stream so later phases can account for it; the
 	// extra usage chunk is then kept from a client that did not ask.
 	stripUsage := false
 	if r.Stream && !r.IncludeUsage && ep != openai.Embeddings {
 		var err error
-		if sc.body, err = openai.AppendWithIncludeUsage(sc.body[:0], body); err != nil {
+		if x.body, err = openai.AppendWithIncludeUsage(x.body[:0], body); err != nil {
 			writeError(ctx, asOpenAIError(err))
 			return
 		}
-		body, stripUsage = sc.body, true
+		body, stripUsage = x.body, true
 	}
-	sc.header = append(sc.header[:0], "X-Request-Id: "...)
-	sc.header = append(sc.header, sc.id...)
-	sc.header = append(sc.header, "\r\n"...)
-	sc.header, sc.lower = st.filters[client].appendForwarded(sc.header, &ctx.Request.Header, sc.lower)
+	x.buildHeader(ctx)
 
 	s.inflight.Add(1)
 	rctx, cancel := context.WithCancelCause(s.base)
 	watch := watchClient(ctx.Conn(), cancel)
-	ex, err := client.Do(rctx, &upstream.Request{Method: "POST", Path: path, Header: sc.header, Body: body})
+	ex, err := x.client.Do(rctx, &upstream.Request{Method: "POST", Path: path, Header: x.header, Body: body})
 	if err != nil {
 		watch.stop()
 		cancel(nil)
 		s.inflight.Add(-1)
-		s.upstreamFailed(ctx, client, err, context.Cause(rctx))
+		s.upstreamFailed(ctx, x.client, err, context.Cause(rctx))
+		x.end(wasm.EndUpstreamError)
 		return
 	}
 	status := ex.StatusCode()
+	if pipe.Has(wasm.PhaseResponseHeaders) {
+		x.wr.UpstreamHeader, x.wr.Status = ex.Header(), status
+		if err := pipe.ResponseHeaders(x.wr, status); err != nil {
+			watch.stop()
+			cancel(errPluginStopped)
+			ex.Release()
+			s.inflight.Add(-1)
+			x.wr.UpstreamHeader = nil
+			x.pluginRefused(ctx, err)
+			return
+		}
+	}
 	ct := ex.Header().ContentType()
 	if status >= 200 && status < 300 && bytes.HasPrefix(ct, []byte("text/event-stream")) {
 		ctx.SetStatusCode(status)
 		ctx.Response.Header.SetContentTypeBytes(ct)
 		ctx.Response.Header.Set("Cache-Control", "no-cache")
 		copyUpstreamHeaders(ctx, ex)
-		st := acquireStream(s, ex, watch, rctx, cancel, stripUsage)
-		ctx.SetBodyStream(st, -1)
+		x.applyClientHeaders(ctx)
+		ctx.SetBodyStream(acquireStream(x, ex, watch, rctx, cancel, stripUsage), -1)
+		streamed = true
 		return
 	}
-	sc.resp, err = ex.ReadAll(sc.resp[:0], maxResponseBytes)
+	x.resp, err = ex.ReadAll(x.resp[:0], maxResponseBytes)
 	if err == nil {
 		// Upstream errors pass through with their status and body.
 		ctx.SetStatusCode(status)
@@ -100,7 +155,11 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 			ctx.Response.Header.SetContentTypeBytes(ct)
 		}
 		copyUpstreamHeaders(ctx, ex)
-		ctx.SetBody(sc.resp)
+		x.applyClientHeaders(ctx)
+		ctx.SetBody(x.finishWhole(status))
+	}
+	if x.wr != nil {
+		x.wr.UpstreamHeader = nil
 	}
 	watch.stop()
 	ex.Release()
@@ -108,8 +167,170 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 	cancel(nil)
 	s.inflight.Add(-1)
 	if err != nil {
-		s.upstreamFailed(ctx, client, err, cause)
+		s.upstreamFailed(ctx, x.client, err, cause)
+		x.end(wasm.EndUpstreamError)
+		return
 	}
+	if status >= 400 {
+		x.end(wasm.EndUpstreamError)
+	} else {
+		x.end(wasm.EndCompleted)
+	}
+}
+
+var errPluginStopped = errors.New("stopped by a plugin")
+
+// startPlugins fills the plugins' view of the request.
+func (x *exchange) startPlugins(ctx *fasthttp.RequestCtx, body []byte) {
+	r := &x.req
+	wr := wasm.AcquireRequest()
+	x.reqBody = append(x.reqBody[:0], body...)
+	wr.Model = r.Model // borrowed from x.parser, which lives as long as x
+	wr.Endpoint = []byte(x.ep.String()[len("/v1/"):])
+	wr.RequestID = x.id
+	wr.Body = x.reqBody
+	wr.Upstream = []byte(x.client.Name())
+	wr.Stream = r.Stream
+	if r.HasMaxTokens {
+		wr.MaxTokens = r.MaxTokens
+	}
+	wr.Messages, wr.PromptTokens, wr.PromptChars = int64(r.Messages), int64(r.EstimatedPromptTokens), int64(r.PromptChars)
+	wr.ClientHeader = &ctx.Request.Header
+	x.wr = wr
+}
+
+// buildHeader renders the header lines sent upstream: the request id, the
+// client headers the upstream's filter allows (minus those a plugin set),
+// then the headers plugins set.
+func (x *exchange) buildHeader(ctx *fasthttp.RequestCtx) {
+	x.header = append(x.header[:0], "X-Request-Id: "...)
+	x.header = append(x.header, x.id...)
+	x.header = append(x.header, "\r\n"...)
+	var set []wasm.Header
+	if x.wr != nil {
+		set = x.wr.SetUpstreamHeaders
+	}
+	x.header, x.lower = x.st.filters[x.client].appendForwarded(x.header, &ctx.Request.Header, x.lower, set)
+	for _, h := range set {
+		if len(h.Value) == 0 {
+			continue
+		}
+		x.header = append(x.header, h.Name...)
+		x.header = append(x.header, ": "...)
+		x.header = append(x.header, h.Value...)
+		x.header = append(x.header, "\r\n"...)
+	}
+}
+
+func (x *exchange) applyClientHeaders(ctx *fasthttp.RequestCtx) {
+	if x.wr == nil {
+		return
+	}
+	for _, h := range x.wr.SetClientHeaders {
+		if len(h.Value) == 0 {
+			ctx.Response.Header.DelBytes(h.Name)
+		} else {
+			ctx.Response.Header.SetBytesKV(h.Name, h.Value)
+		}
+	}
+}
+
+// pluginRefused answers a request a plugin rejected, or whose plugin failed
+// under fail_closed.
+func (x *exchange) pluginRefused(ctx *fasthttp.RequestCtx, err error) {
+	var rej *wasm.RejectError
+	var fail *wasm.FailureError
+	var e *openai.Error
+	switch {
+	case errors.As(err, &rej):
+		e = &openai.Error{Status: rej.Status, Type: rej.Type, Code: rej.Code, Message: rej.Message}
+		if e.Type == "" {
+			e.Type = defaultErrorType(rej.Status)
+		}
+	case errors.As(err, &fail):
+		x.s.log.Error("plugin failed; request refused (fail_closed)", "plugin", fail.Plugin, "phase", fail.Phase.String(), "err", fail.Err)
+		e = &openai.Error{Status: 500, Type: "server_error", Code: "plugin_failed",
+			Message: fmt.Sprintf("The gateway's policy plugin %q failed, so the request was not served.", fail.Plugin)}
+	default:
+		e = openai.Internal(err.Error())
+	}
+	writeError(ctx, e)
+	x.applyClientHeaders(ctx)
+	x.end(wasm.EndRejected)
+}
+
+func defaultErrorType(status int) string {
+	switch {
+	case status == 401:
+		return "authentication_error"
+	case status == 403:
+		return "permission_error"
+	case status == 404:
+		return "not_found_error"
+	case status == 429:
+		return "rate_limit_error"
+	case status >= 500:
+		return "server_error"
+	}
+	return "invalid_request_error"
+}
+
+// finishWhole runs the chunk phase over a non-streamed 2xx reply's whole
+// text and returns the body for the client.
+func (x *exchange) finishWhole(status int) []byte {
+	pipe := x.st.pipeline
+	if status >= 300 || x.ep == openai.Embeddings || (!pipe.Has(wasm.PhaseChunk) && !pipe.Has(wasm.PhaseEnd)) {
+		return x.resp
+	}
+	text, prompt, completion, hasUsage, err := replyText(x.resp)
+	if err != nil {
+		return x.resp
+	}
+	x.wr.PromptTokensUsed, x.wr.CompletionTokensUsed, x.wr.UsageReported = prompt, completion, hasUsage
+	x.wr.Status = status
+	x.wr.TextBytesSent = int64(len(text))
+	if !pipe.Has(wasm.PhaseChunk) {
+		return x.resp
+	}
+	x.wr.ClientHeader = nil
+	res, err := pipe.Chunk(x.wr, text, wasm.ChunkText|wasm.ChunkWhole)
+	var finish []byte
+	switch {
+	case err != nil:
+		var fail *wasm.FailureError
+		errors.As(err, &fail)
+		x.s.log.Error("plugin failed on a reply; reply withheld (fail_closed)", "err", err)
+		e := &openai.Error{Status: 500, Type: "server_error", Code: "plugin_failed",
+			Message: "The gateway's policy plugin failed while checking the reply."}
+		if fail != nil {
+			e.Message = fmt.Sprintf("The gateway's policy plugin %q failed while checking the reply.", fail.Plugin)
+		}
+		x.wr.TextBytesSent = 0
+		return e.AppendJSON(x.out[:0])
+	case res.Verdict == wasm.Stop:
+		finish = res.FinishReason
+		if len(finish) == 0 {
+			finish = []byte("content_filter")
+		}
+	case res.Verdict != wasm.Replace:
+		return x.resp
+	}
+	out, err := appendWithText(x.out[:0], x.resp, res.Text, finish, false)
+	if err != nil {
+		return x.resp
+	}
+	x.out = out
+	x.wr.TextBytesSent = int64(len(res.Text))
+	return x.out
+}
+
+// end runs the end phase once the reply is over.
+func (x *exchange) end(flags uint32) {
+	if x.wr == nil || !x.st.pipeline.Has(wasm.PhaseEnd) {
+		return
+	}
+	x.wr.ClientHeader = nil
+	x.st.pipeline.End(x.wr, flags)
 }
 
 // copyUpstreamHeaders copies the upstream headers a client may act on;
@@ -158,4 +379,12 @@ func asOpenAIError(err error) *openai.Error {
 		return e
 	}
 	return openai.Internal(err.Error())
+}
+
+// pluginConfigJSON renders a plugin's YAML config as JSON ("{}" when none).
+func pluginConfigJSON(v any) ([]byte, error) {
+	if v == nil {
+		return []byte("{}"), nil
+	}
+	return json.Marshal(v)
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"path"
@@ -9,6 +10,8 @@ import (
 	"sync/atomic"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/tollgate/tollgate/gateway/wasm"
 )
 
 // alwaysForwarded are the client headers every upstream receives.
@@ -68,12 +71,13 @@ func (f *headerFilter) allows(lower []byte) bool {
 }
 
 // appendForwarded appends the allowed client headers as "Name: value\r\n"
-// lines. fasthttp has already rejected CR, LF and NUL in header values.
-func (f *headerFilter) appendForwarded(dst []byte, h *fasthttp.RequestHeader, scratch []byte) ([]byte, []byte) {
+// lines, leaving out those named in override (set by plugins). fasthttp
+// has already rejected CR, LF and NUL in header values.
+func (f *headerFilter) appendForwarded(dst []byte, h *fasthttp.RequestHeader, scratch []byte, override []wasm.Header) ([]byte, []byte) {
 	for k, v := range h.All() {
 		scratch = append(scratch[:0], k...)
 		lowerASCII(scratch)
-		if !f.allows(scratch) {
+		if !f.allows(scratch) || overridden(scratch, override) {
 			continue
 		}
 		dst = append(dst, k...)
@@ -82,6 +86,15 @@ func (f *headerFilter) appendForwarded(dst []byte, h *fasthttp.RequestHeader, sc
 		dst = append(dst, "\r\n"...)
 	}
 	return dst, scratch
+}
+
+func overridden(lower []byte, set []wasm.Header) bool {
+	for _, h := range set {
+		if bytes.EqualFold(h.Name, lower) {
+			return true
+		}
+	}
+	return false
 }
 
 func lowerASCII(b []byte) {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/config"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
-	"github.com/tollgate/tollgate/gateway/internal/upstream"
+	"github.com/tollgate/tollgate/gateway/wasm"
 )
 
 // ErrShuttingDown is the cancel cause of streams still open when the drain
@@ -27,6 +27,7 @@ var ErrShuttingDown = errors.New("the gateway is shutting down")
 // with Shutdown.
 type Server struct {
 	log   *slog.Logger
+	host  *wasm.Host
 	state atomic.Pointer[state]
 	srv   *fasthttp.Server
 	ids   *requestIDs
@@ -36,6 +37,7 @@ type Server struct {
 	base      context.Context
 	cancelAll context.CancelCauseFunc
 
+	reloads  atomic.Int64
 	ready    atomic.Bool
 	draining atomic.Bool
 	inflight atomic.Int64
@@ -44,22 +46,25 @@ type Server struct {
 	conns atomic.Int64
 }
 
-// state is everything derived from one policy; it is swapped whole.
-type state struct {
-	policy  *config.Policy
-	routes  *router
-	clients map[string]*upstream.Client
-	filters map[*upstream.Client]*headerFilter
-}
-
-// New builds a Server for p. log nil means slog.Default().
-func New(p *config.Policy, log *slog.Logger) *Server {
+// New builds a Server for p, compiling and configuring its plugins. log nil
+// means slog.Default().
+func New(p *config.Policy, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
 	s := &Server{log: log, ids: newRequestIDs()}
+	host, err := wasm.NewHost(p.PluginRuntime.CacheDir, log)
+	if err != nil {
+		return nil, err
+	}
+	s.host = host
+	st, err := s.newState(p)
+	if err != nil {
+		host.Close()
+		return nil, err
+	}
+	s.state.Store(st)
 	s.base, s.cancelAll = context.WithCancelCause(context.Background())
-	s.state.Store(newState(p))
 	s.srv = &fasthttp.Server{
 		Handler:               s.handle,
 		ErrorHandler:          s.handleServerError,
@@ -77,19 +82,7 @@ func New(p *config.Policy, log *slog.Logger) *Server {
 		Logger:                fasthttpLogger{log},
 		ConnState:             s.connState,
 	}
-	return s
-}
-
-func newState(p *config.Policy) *state {
-	st := &state{policy: p, clients: make(map[string]*upstream.Client), filters: make(map[*upstream.Client]*headerFilter)}
-	for i := range p.Upstreams {
-		u := &p.Upstreams[i]
-		c := upstream.New(u)
-		st.clients[u.Name] = c
-		st.filters[c] = newHeaderFilter(u.ForwardHeaders)
-	}
-	st.routes = newRouter(p, st.clients, time.Now())
-	return st
+	return s, nil
 }
 
 // Serve accepts connections on ln until Shutdown. It reports ready once
@@ -116,7 +109,7 @@ func (s *Server) Shutdown(delay, drain time.Duration) error {
 	err := s.srv.ShutdownWithContext(ctx)
 	cancel()
 	if err == nil {
-		s.closeClients()
+		s.retire()
 		return nil
 	}
 	s.log.Warn("drain time ran out; ending open streams", "open_connections", s.conns.Load(), "in_flight", s.inflight.Load(), "drain", drain.String())
@@ -126,7 +119,7 @@ func (s *Server) Shutdown(delay, drain time.Duration) error {
 			break
 		}
 	}
-	s.closeClients()
+	s.retire()
 	if n := s.conns.Load(); n > 0 {
 		return fmt.Errorf("shutdown: %d connections still open", n)
 	}
@@ -148,10 +141,12 @@ func (s *Server) connState(c net.Conn, cs fasthttp.ConnState) {
 	}
 }
 
-func (s *Server) closeClients() {
-	for _, c := range s.state.Load().clients {
-		c.Close()
+// retire drops the current state; it closes once its last request ends.
+func (s *Server) retire() {
+	if st := s.state.Swap(nil); st != nil {
+		st.release()
 	}
+	s.host.Close()
 }
 
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
@@ -168,7 +163,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		ctx.SetContentType("application/json")
-		ctx.SetBody(s.state.Load().routes.models)
+		st := s.acquireState()
+		ctx.SetBody(st.routes.models)
+		st.release()
 	case "/healthz":
 		ctx.SetContentType("text/plain; charset=utf-8")
 		ctx.SetBodyString("ok\n")

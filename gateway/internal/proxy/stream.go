@@ -3,12 +3,14 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 
 	"github.com/tollgate/tollgate/gateway/internal/openai"
 	"github.com/tollgate/tollgate/gateway/internal/sse"
 	"github.com/tollgate/tollgate/gateway/internal/upstream"
+	"github.com/tollgate/tollgate/gateway/wasm"
 )
 
 // maxEventBytes bounds one SSE event from an upstream.
@@ -21,27 +23,34 @@ const maxEventBytes = 1 << 20
 // together go out in one write. Events the gateway does not change are
 // forwarded as the upstream's own bytes.
 //
-// Each event is parsed once into chunk, the structure later phases read.
+// Each event is parsed once into chunk, the structure the chunk phase and
+// the accounting read.
 type sseStream struct {
-	srv    *Server
+	x      *exchange
 	ex     *upstream.Exchange
 	watch  *clientWatch
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	pipe   *wasm.Pipeline // nil or without chunk plugins: pass-through
 
 	rd     *sse.Reader
 	parser openai.ChunkParser
 	chunk  openai.Chunk
 	data   []byte
+	enc    []byte // re-encoded event JSON
 
-	// pending is the part of the current event not yet handed to fasthttp;
-	// it borrows rd's buffer, so Next is not called while it is non-empty.
-	pending []byte
-	tail    []byte // a final event the gateway wrote (an error)
+	out  []byte // bytes ready for the client
+	sent int    // of out, already handed to fasthttp
+	held []byte // events a plugin holds, in order
+	// heldText counts the text bytes in held.
+	heldText int64
+	template []byte // the first chunk's data, to synthesize events from
 
 	stripUsage bool // drop the usage-only chunk the client did not ask for
 	sawDone    bool
+	stopped    bool
 	finished   bool
+	endFlags   uint32
 
 	// usage is the last usage the upstream reported.
 	usage openai.Usage
@@ -49,83 +58,227 @@ type sseStream struct {
 
 var streamPool = sync.Pool{New: func() any { return &sseStream{rd: sse.NewReader(nil, maxEventBytes)} }}
 
-func acquireStream(srv *Server, ex *upstream.Exchange, watch *clientWatch, ctx context.Context, cancel context.CancelCauseFunc, stripUsage bool) *sseStream {
+func acquireStream(x *exchange, ex *upstream.Exchange, watch *clientWatch, ctx context.Context, cancel context.CancelCauseFunc, stripUsage bool) *sseStream {
 	st := streamPool.Get().(*sseStream)
-	st.srv, st.ex, st.watch, st.ctx, st.cancel, st.stripUsage = srv, ex, watch, ctx, cancel, stripUsage
+	st.x, st.ex, st.watch, st.ctx, st.cancel, st.stripUsage = x, ex, watch, ctx, cancel, stripUsage
+	if x.st.pipeline.Has(wasm.PhaseChunk) {
+		st.pipe = x.st.pipeline
+	}
+	if x.wr != nil {
+		// Client headers are readable only until the reply starts.
+		x.wr.ClientHeader = nil
+		x.wr.Status = ex.StatusCode()
+	}
 	st.rd.Reset(ex)
 	return st
 }
 
 // Read implements io.Reader for fasthttp's chunked body writer.
 func (st *sseStream) Read(p []byte) (int, error) {
-	if len(st.pending) > 0 {
-		n := copy(p, st.pending)
-		st.pending = st.pending[n:]
-		return n, nil
-	}
-	if st.finished {
-		if len(st.tail) > 0 {
-			n := copy(p, st.tail)
-			st.tail = st.tail[n:]
-			return n, nil
+	for st.sent == len(st.out) {
+		if st.finished {
+			return 0, io.EOF
 		}
-		return 0, io.EOF
+		st.out, st.sent = st.out[:0], 0
+		st.fill()
 	}
-	n := 0
+	n := copy(p, st.out[st.sent:])
+	st.sent += n
+	return n, nil
+}
+
+// fill reads the next event, waiting if none is buffered, then every event
+// already buffered, and leaves what is to be sent in out.
+func (st *sseStream) fill() {
 	for {
 		raw, err := st.rd.Next()
 		if err != nil {
 			st.finish(err)
-			return n, nil
+			return
 		}
-		if st.observe(raw) {
-			if n > 0 && !st.rd.Buffered() {
-				return n, nil
-			}
-			continue
-		}
-		c := copy(p[n:], raw)
-		n += c
-		if c < len(raw) {
-			st.pending = raw[c:]
-			return n, nil
-		}
-		if n == len(p) || !st.rd.Buffered() {
-			return n, nil
+		st.process(raw)
+		if st.finished || !st.rd.Buffered() {
+			return
 		}
 	}
 }
 
-// observe parses one event and reports whether it is to be dropped.
-func (st *sseStream) observe(raw []byte) (drop bool) {
+// process decides what one upstream event becomes.
+func (st *sseStream) process(raw []byte) {
 	var ok bool
 	st.data, ok = sse.AppendData(st.data[:0], raw)
 	if !ok {
-		return false
+		st.pass(raw, 0) // comments, retry hints: forwarded in order
+		return
 	}
 	if sse.IsDone(st.data) {
 		st.sawDone = true
+		if st.pipe != nil && !st.runChunk(raw, nil, wasm.ChunkDone) {
+			return
+		}
+		st.flushHeld()
+		st.out = append(st.out, raw...)
+		return
+	}
+	if st.parser.Parse(st.data, &st.chunk) != nil || st.chunk.Error {
+		st.pass(raw, 0) // not ours to judge: forwarded as sent
+		return
+	}
+	c := &st.chunk
+	if c.Usage.Present {
+		st.usage = c.Usage
+	}
+	if len(st.template) == 0 && c.Choices > 0 {
+		st.template = append(st.template[:0], st.data...)
+	}
+	if st.stripUsage && c.IsUsageOnly() {
+		return
+	}
+	if st.pipe == nil {
+		st.out = append(st.out, raw...)
+		st.countText(int64(len(c.Text)))
+		return
+	}
+	flags := uint32(0)
+	if c.HasText && len(c.Text) > 0 {
+		flags |= wasm.ChunkText
+	}
+	if len(c.ToolCalls) > 0 {
+		flags |= wasm.ChunkToolCalls
+	}
+	if c.FinishReason != nil {
+		flags |= wasm.ChunkFinish
+	}
+	if c.Usage.Present {
+		flags |= wasm.ChunkUsage
+	}
+	if c.Role != nil {
+		flags |= wasm.ChunkRole
+	}
+	st.runChunk(raw, c.Text, flags)
+}
+
+// runChunk runs the chunk phase for one event and applies its verdict. It
+// reports whether the event itself is still to be forwarded by the caller
+// (only for DONE, which the caller writes).
+func (st *sseStream) runChunk(raw, text []byte, flags uint32) bool {
+	wr := st.x.wr
+	res, err := st.pipe.Chunk(wr, text, flags)
+	if err != nil {
+		st.x.s.log.Error("plugin failed mid-stream; stream ended (fail_closed)", "err", err)
+		st.held, st.heldText = st.held[:0], 0
+		st.endWithError(&openai.Error{Status: 500, Type: "server_error", Code: "plugin_failed", Message: pluginFailMessage(err)})
+		st.cancel(errPluginStopped)
 		return false
 	}
-	if st.parser.Parse(st.data, &st.chunk) != nil {
-		return false // not ours to judge: forwarded as sent
+	done := flags&wasm.ChunkDone != 0
+	switch res.Verdict {
+	case wasm.Hold:
+		if done { // nothing follows [DONE]: holding it would lose the end
+			return true
+		}
+		st.held = append(st.held, raw...)
+		st.heldText += int64(len(text))
+		return false
+	case wasm.Replace:
+		st.flushHeld()
+		if done {
+			if len(res.Text) > 0 {
+				st.synthesize(res.Text, nil)
+			}
+			return true
+		}
+		var err error
+		st.enc, err = appendWithText(st.enc[:0], st.data, res.Text, nil, false)
+		if err != nil {
+			st.pass(raw, int64(len(text)))
+			return false
+		}
+		st.out = appendEvent(st.out, st.enc)
+		st.countText(int64(len(res.Text)))
+		return false
+	case wasm.Stop:
+		st.held, st.heldText = st.held[:0], 0
+		finish := res.FinishReason
+		if len(finish) == 0 {
+			finish = []byte("content_filter")
+		}
+		st.synthesize(res.Text, finish)
+		st.out = append(st.out, "data: [DONE]\n\n"...)
+		st.stopped, st.finished = true, true
+		st.endFlags |= wasm.EndStopped
+		st.cancel(errPluginStopped)
+		return false
 	}
-	if st.chunk.Usage.Present {
-		st.usage = st.chunk.Usage
+	if done {
+		return true
 	}
-	return st.stripUsage && st.chunk.IsUsageOnly()
+	st.pass(raw, int64(len(text)))
+	return false
 }
+
+func pluginFailMessage(err error) string {
+	var fail *wasm.FailureError
+	if errors.As(err, &fail) {
+		return fmt.Sprintf("The gateway's policy plugin %q failed; the reply was ended.", fail.Plugin)
+	}
+	return "The gateway's policy plugin failed; the reply was ended."
+}
+
+// pass forwards an event unchanged, behind any held events.
+func (st *sseStream) pass(raw []byte, text int64) {
+	st.flushHeld()
+	st.out = append(st.out, raw...)
+	st.countText(text)
+}
+
+func (st *sseStream) flushHeld() {
+	if len(st.held) == 0 {
+		return
+	}
+	st.out = append(st.out, st.held...)
+	st.countText(st.heldText)
+	st.held, st.heldText = st.held[:0], 0
+}
+
+func (st *sseStream) countText(n int64) {
+	if wr := st.x.wr; wr != nil {
+		wr.TextBytesSent += n
+	}
+}
+
+// synthesize appends a text event the gateway writes itself, shaped like
+// the upstream's first chunk.
+func (st *sseStream) synthesize(text, finish []byte) {
+	template := st.template
+	if len(template) == 0 {
+		template = defaultTemplate
+	}
+	var err error
+	st.enc, err = appendWithText(st.enc[:0], template, text, finish, true)
+	if err != nil {
+		return
+	}
+	st.out = appendEvent(st.out, st.enc)
+	st.countText(int64(len(text)))
+}
+
+var defaultTemplate = []byte(`{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":null}]}`)
 
 // finish ends the stream after the upstream's last read. A clean end is
 // forwarded as is; a broken one gets a final OpenAI-style error event so the
 // client knows the reply is incomplete.
 func (st *sseStream) finish(err error) {
-	st.finished = true
 	if errors.Is(err, io.EOF) {
+		st.flushHeld()
+		st.finished = true
+		st.endFlags |= wasm.EndCompleted
 		return
 	}
 	cause := context.Cause(st.ctx)
 	if errors.Is(cause, ErrClientGone) {
+		st.finished = true
+		st.endFlags |= wasm.EndClientGone
 		return
 	}
 	var e *openai.Error
@@ -143,24 +296,43 @@ func (st *sseStream) finish(err error) {
 		e = &openai.Error{Status: 502, Type: "upstream_error", Code: "upstream_stream_error",
 			Message: "The upstream connection broke before the reply was complete."}
 	}
-	st.srv.log.Warn("stream ended early", "upstream", st.ex.Upstream(), "err", err, "cause", cause)
-	st.tail = append(st.tail[:0], "data: "...)
-	st.tail = e.AppendJSON(st.tail)
-	st.tail = append(st.tail, "\n\n"...)
+	st.x.s.log.Warn("stream ended early", "upstream", st.ex.Upstream(), "err", err, "cause", cause)
+	st.endWithError(e)
+}
+
+// endWithError ends the stream with a final error event. Text held back by
+// a plugin is dropped, never flushed unchecked.
+func (st *sseStream) endWithError(e *openai.Error) {
+	st.out = append(st.out, "data: "...)
+	st.out = e.AppendJSON(st.out)
+	st.out = append(st.out, "\n\n"...)
+	st.finished = true
+	st.endFlags |= wasm.EndUpstreamError
 }
 
 // Close implements io.Closer; fasthttp calls it once the body is written or
-// the client is gone. It ends the upstream exchange (closing its connection
-// unless the body was read to the end) and frees the stream.
+// the client is gone. It runs the end phase, ends the upstream exchange
+// (closing its connection unless the body was read to the end) and frees
+// the stream.
 func (st *sseStream) Close() error {
 	st.watch.stop()
+	if !st.finished || st.sent < len(st.out) {
+		st.endFlags |= wasm.EndClientGone
+	}
+	x := st.x
+	if wr := x.wr; wr != nil {
+		wr.PromptTokensUsed, wr.CompletionTokensUsed, wr.UsageReported = st.usage.PromptTokens, st.usage.CompletionTokens, st.usage.Present
+		x.end(st.endFlags)
+		wr.UpstreamHeader = nil
+	}
 	st.ex.Release()
 	st.cancel(nil)
-	st.srv.inflight.Add(-1)
+	x.s.inflight.Add(-1)
+	x.free()
 	st.rd.Reset(nil)
-	st.srv, st.ex, st.watch, st.ctx, st.cancel = nil, nil, nil, nil, nil
-	st.pending, st.tail = nil, st.tail[:0]
-	st.sawDone, st.finished, st.stripUsage = false, false, false
+	st.x, st.ex, st.watch, st.ctx, st.cancel, st.pipe = nil, nil, nil, nil, nil, nil
+	st.out, st.sent, st.held, st.heldText, st.template = st.out[:0], 0, st.held[:0], 0, st.template[:0]
+	st.sawDone, st.stopped, st.finished, st.stripUsage, st.endFlags = false, false, false, false, 0
 	st.usage = openai.Usage{}
 	streamPool.Put(st)
 	return nil

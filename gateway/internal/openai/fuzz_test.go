@@ -1,0 +1,90 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+// FuzzRequestParse checks that Parse never panics, that what it accepts is
+// valid JSON to encoding/json too, and that for accepted streaming bodies
+// AppendWithIncludeUsage yields JSON with stream_options.include_usage true
+// and every other top-level member unchanged.
+func FuzzRequestParse(f *testing.F) {
+	f.Add([]byte(chatBody), uint8(ChatCompletions))
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":false}}`), uint8(ChatCompletions))
+	f.Add([]byte(`{"model":"m","prompt":["a","b"],"stream":true}`), uint8(Completions))
+	f.Add([]byte(`{"model":"m","input":[[1,2],[3]]}`), uint8(Embeddings))
+	f.Add([]byte(`{"stream\u005foptions":null,"model":"m","prompt":"x","stream":true}`), uint8(Completions))
+	f.Fuzz(func(t *testing.T, body []byte, epb uint8) {
+		ep := Endpoint(epb%3 + 1)
+		var p RequestParser
+		var r Request
+		orig := bytes.Clone(body)
+		err := p.Parse(body, ep, &r)
+		if !bytes.Equal(body, orig) {
+			t.Fatal("Parse modified the body")
+		}
+		if err != nil {
+			if _, ok := err.(*Error); !ok {
+				t.Fatalf("error %T is not *Error", err)
+			}
+			return
+		}
+		if !json.Valid(body) {
+			t.Fatalf("Parse accepted invalid JSON %q", body)
+		}
+		if len(r.Model) == 0 || r.EstimatedPromptTokens < 1 || r.Messages < 1 {
+			t.Fatalf("accepted request without model, estimate or messages: %+v", r)
+		}
+		if !r.Stream {
+			return
+		}
+		out, err := AppendWithIncludeUsage(nil, body)
+		if err != nil {
+			t.Fatalf("AppendWithIncludeUsage(%q): %v", body, err)
+		}
+		checkIncludeUsage(t, body, out)
+		// The rewritten body must parse the same way, now with usage.
+		var r2 Request
+		if err := p.Parse(out, ep, &r2); err != nil {
+			t.Fatalf("rewritten body rejected: %v\n%q", err, out)
+		}
+		if !r2.IncludeUsage || !r2.HasStreamOptions || !r2.Stream {
+			t.Fatalf("rewritten body: %+v", r2)
+		}
+	})
+}
+
+// FuzzChunkParse checks that ChunkParser.Parse never panics and keeps its
+// basic invariants on arbitrary data.
+func FuzzChunkParse(f *testing.F) {
+	for _, s := range []string{chunkRole, chunkText, chunkStop, chunkUsage, chunkTool1, chunkTool2, chunkCompl, chunkComplEnd, chunkError, "[DONE]", "{}"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var p ChunkParser
+		var c Chunk
+		err := p.Parse(data, &c)
+		if err != nil {
+			if c.Done || c.Choices != 0 || c.Usage.Present {
+				t.Fatalf("failed Parse left state: %+v", c)
+			}
+			return
+		}
+		if c.Done != (string(data) == "[DONE]") {
+			t.Fatalf("Done = %v for %q", c.Done, data)
+		}
+		if c.HasText != (c.Text != nil) {
+			t.Fatalf("HasText %v with Text %q", c.HasText, c.Text)
+		}
+		if c.Choices == 0 && (c.HasText || c.Role != nil || len(c.ToolCalls) != 0 || c.FinishReason != nil) {
+			t.Fatalf("choice fields without choices: %+v", c)
+		}
+		// Parsing again into the same Chunk gives the same result.
+		c1 := fmtChunk(c)
+		if err := p.Parse(data, &c); err != nil || fmtChunk(c) != c1 {
+			t.Fatalf("second Parse differs: %v\n%s\n%s", err, c1, fmtChunk(c))
+		}
+	})
+}

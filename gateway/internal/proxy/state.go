@@ -1,0 +1,126 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate/tollgate/gateway/internal/config"
+	"github.com/tollgate/tollgate/gateway/internal/upstream"
+	"github.com/tollgate/tollgate/gateway/wasm"
+)
+
+// state is everything derived from one policy: routes, upstream pools and
+// the plugin pipeline. It is immutable and swapped whole on reload. Each
+// request holds a reference for its whole life (stream included), so a
+// reload never changes the rules under a request in flight, and the old
+// state's plugins and connections are closed when its last request ends.
+type state struct {
+	policy   *config.Policy
+	routes   *router
+	clients  map[string]*upstream.Client
+	filters  map[*upstream.Client]*headerFilter
+	pipeline *wasm.Pipeline
+
+	refs      atomic.Int64 // requests in flight + 1 while current
+	closeOnce sync.Once
+}
+
+func (s *Server) newState(p *config.Policy) (*state, error) {
+	st := &state{policy: p, clients: make(map[string]*upstream.Client), filters: make(map[*upstream.Client]*headerFilter)}
+	st.refs.Store(1)
+	specs := make([]wasm.Spec, 0, len(p.Plugins))
+	for i := range p.Plugins {
+		pl := &p.Plugins[i]
+		bin, err := os.ReadFile(pl.File)
+		if err != nil {
+			return nil, fmt.Errorf("plugin %q: %w", pl.Name, err)
+		}
+		cfg, err := pluginConfigJSON(pl.Config)
+		if err != nil {
+			return nil, fmt.Errorf("plugin %q: config: %w", pl.Name, err)
+		}
+		spec := wasm.Spec{Name: pl.Name, Module: bin, Config: cfg, MemoryBytes: int64(pl.Limits.Memory),
+			Deadline: pl.Limits.Deadline, Instances: pl.Limits.Instances}
+		if pl.OnError == config.FailOpen {
+			spec.OnError = wasm.FailOpen
+		}
+		specs = append(specs, spec)
+	}
+	if len(specs) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		pipe, err := wasm.NewPipeline(ctx, s.host, specs)
+		if err != nil {
+			return nil, err
+		}
+		st.pipeline = pipe
+	}
+	for i := range p.Upstreams {
+		u := &p.Upstreams[i]
+		c := upstream.New(u)
+		st.clients[u.Name] = c
+		st.filters[c] = newHeaderFilter(u.ForwardHeaders)
+	}
+	st.routes = newRouter(p, st.clients, time.Now())
+	return st, nil
+}
+
+// acquireState returns the current state with a reference the caller must
+// release. Nil once the server has shut down.
+func (s *Server) acquireState() *state {
+	for {
+		st := s.state.Load()
+		if st == nil {
+			return nil
+		}
+		st.refs.Add(1)
+		if s.state.Load() == st {
+			return st
+		}
+		st.release() // swapped meanwhile: take the new one
+	}
+}
+
+func (st *state) release() {
+	if st.refs.Add(-1) == 0 {
+		st.closeOnce.Do(st.close)
+	}
+}
+
+func (st *state) close() {
+	st.pipeline.Close()
+	for _, c := range st.clients {
+		c.Close()
+	}
+}
+
+// Reload swaps in a new policy: its plugins are compiled and configured
+// beside the old ones, then the swap is atomic; requests in flight finish
+// on the old state, which is closed when the last of them ends. On error the
+// old state keeps serving. Server settings (listen address, limits) are not
+// reloaded.
+func (s *Server) Reload(p *config.Policy) error {
+	st, err := s.newState(p)
+	if err != nil {
+		return err
+	}
+	old := s.state.Swap(st)
+	if old == nil { // shut down meanwhile
+		s.state.Store(nil)
+		st.release()
+		return fmt.Errorf("reload: the server is shut down")
+	}
+	if old.policy.Server != p.Server {
+		s.log.Warn("reload: the server section changed; it applies at the next restart")
+	}
+	old.release()
+	s.reloads.Add(1)
+	return nil
+}
+
+// Reloads counts successful reloads.
+func (s *Server) Reloads() int64 { return s.reloads.Load() }

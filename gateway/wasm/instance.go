@@ -1,0 +1,263 @@
+package wasm
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+)
+
+// exitDeadline is the exit code the watchdog closes an overrunning instance
+// with.
+const exitDeadline = 0x7d0
+
+// instance is one instantiated module. It serves one callback at a time.
+type instance struct {
+	p   *Plugin
+	mod api.Module
+	ctx context.Context // carries the instance to host functions
+	fns map[string]api.Function
+
+	req     *Request // the request of the current callback
+	phase   Phase    // the phase of the current callback; 0 while configuring
+	started atomic.Int64
+	killed  atomic.Bool
+	stderr  *tailBuffer
+}
+
+type instanceKey struct{}
+
+func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
+
+func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
+	inst := &instance{p: p, fns: make(map[string]api.Function), stderr: &tailBuffer{max: 2048}}
+	inst.ctx = context.WithValue(context.Background(), instanceKey{}, inst)
+	cfg := wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions("_initialize").
+		WithSysWalltime().
+		WithSysNanotime().
+		WithRandSource(rand.Reader).
+		WithStderr(inst.stderr)
+	p.mu.Lock()
+	p.count++
+	p.mu.Unlock()
+	// Instantiation (the guest's _initialize) and on_configure are rare and
+	// bounded by a context deadline; wazero interrupts them when it passes.
+	ictx, cancel := context.WithTimeout(inst.ctx, max(time.Second, 20*p.spec.Deadline))
+	defer cancel()
+	mod, err := p.rt.InstantiateModule(ictx, p.mod, cfg)
+	if err != nil {
+		p.forget(inst)
+		return nil, fmt.Errorf("instantiating: %w%s", inst.explain(err), inst.stderrTail())
+	}
+	inst.mod = mod
+	p.mu.Lock()
+	p.live[inst] = struct{}{}
+	p.mu.Unlock()
+	for name := range p.mod.ExportedFunctions() {
+		inst.fns[name] = mod.ExportedFunction(name)
+	}
+	if f := inst.fns["on_configure"]; f != nil {
+		inst.req = configureRequest(p.spec.Config)
+		stack := []uint64{uint64(len(p.spec.Config))}
+		err := f.CallWithStack(ictx, stack)
+		reason := string(inst.req.RejectMessage)
+		inst.req = nil
+		if err != nil {
+			inst.close()
+			return nil, fmt.Errorf("on_configure: %w%s", inst.explain(err), inst.stderrTail())
+		}
+		if stack[0] != 0 {
+			inst.close()
+			if reason == "" {
+				reason = fmt.Sprintf("on_configure returned %d", int32(stack[0]))
+			}
+			return nil, fmt.Errorf("configuration refused: %s", reason)
+		}
+	}
+	p.stats.InstancesCreated.Add(1)
+	return inst, nil
+}
+
+// configureRequest carries the config to the `config` host function.
+func configureRequest(cfg []byte) *Request {
+	return &Request{Body: cfg, MaxTokens: -1, configuring: true}
+}
+
+func (inst *instance) fn(name string) api.Function { return inst.fns[name] }
+
+// close discards the instance.
+func (inst *instance) close() {
+	if inst.mod != nil {
+		inst.mod.Close(context.Background())
+	}
+	inst.p.forget(inst)
+	inst.p.stats.InstancesDiscarded.Add(1)
+}
+
+func (p *Plugin) forget(inst *instance) {
+	p.mu.Lock()
+	delete(p.live, inst)
+	p.count--
+	p.mu.Unlock()
+}
+
+// explain turns a call error into what happened: deadline, memory, trap.
+func (inst *instance) explain(err error) error {
+	var ee *sys.ExitError
+	switch {
+	case inst.killed.Load():
+		return fmt.Errorf("%w: %s: callback ran past its %s deadline and was stopped", ErrPluginFailed, inst.p.spec.Name, inst.p.spec.Deadline)
+	case errors.As(err, &ee):
+		if strings.Contains(inst.stderr.String(), "out of memory") {
+			return fmt.Errorf("%w: %s: out of memory (limit %d MiB)", ErrPluginFailed, inst.p.spec.Name, inst.p.spec.MemoryBytes>>20)
+		}
+		return fmt.Errorf("%w: %s: exited with code %d", ErrPluginFailed, inst.p.spec.Name, ee.ExitCode())
+	default:
+		return fmt.Errorf("%w: %s: %v", ErrPluginFailed, inst.p.spec.Name, err)
+	}
+}
+
+func (inst *instance) stderrTail() string {
+	s := strings.TrimSpace(inst.stderr.String())
+	if s == "" {
+		return ""
+	}
+	return " (guest stderr: " + s + ")"
+}
+
+// get checks an instance out of the pool, creating one while under the cap
+// and otherwise waiting up to the deadline for one to come back.
+func (p *Plugin) get() (*instance, error) {
+	select {
+	case inst := <-p.pool:
+		return inst, nil
+	default:
+	}
+	p.mu.Lock()
+	grow := p.count < p.spec.Instances
+	p.mu.Unlock()
+	if grow {
+		return p.newInstance(context.Background())
+	}
+	p.stats.PoolWaits.Add(1)
+	t := time.NewTimer(p.spec.Deadline)
+	defer t.Stop()
+	select {
+	case inst := <-p.pool:
+		return inst, nil
+	case <-t.C:
+		return nil, fmt.Errorf("%w: %s: no instance free within %s (all %d busy)", ErrPluginFailed, p.spec.Name, p.spec.Deadline, p.spec.Instances)
+	}
+}
+
+func (p *Plugin) put(inst *instance) {
+	if p.closed.Load() {
+		inst.close()
+		return
+	}
+	select {
+	case p.pool <- inst:
+	default:
+		inst.close()
+	}
+}
+
+// call runs export name on an instance with stack as params and results.
+// A failed instance is discarded.
+func (p *Plugin) call(r *Request, phase Phase, name string, stack []uint64) error {
+	inst, err := p.get()
+	if err != nil {
+		return err
+	}
+	f := inst.fns[name]
+	if f == nil {
+		p.put(inst)
+		return nil
+	}
+	p.stats.Calls.Add(1)
+	inst.req, inst.phase = r, phase
+	inst.started.Store(time.Now().UnixNano())
+	err = f.CallWithStack(inst.ctx, stack)
+	inst.started.Store(0)
+	inst.req, inst.phase = nil, 0
+	if err != nil {
+		err = inst.explain(err)
+		if inst.killed.Load() {
+			p.stats.Timeouts.Add(1)
+		} else {
+			p.stats.Traps.Add(1)
+		}
+		p.log.Warn("plugin callback failed; instance discarded", "phase", name, "err", err, "stderr", inst.stderr.String())
+		inst.close()
+		return err
+	}
+	p.put(inst)
+	return nil
+}
+
+// watchdog stops callbacks that run past the deadline. It scans the live
+// instances a few times per deadline; the scan holds p.mu only to copy the
+// set, and closing a module happens outside it.
+func (p *Plugin) watchdog() {
+	tick := p.spec.Deadline / 4
+	tick = min(max(tick, time.Millisecond), 50*time.Millisecond)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	var busy []*instance
+	for {
+		select {
+		case <-p.stopDog:
+			return
+		case <-t.C:
+		}
+		now := time.Now().UnixNano()
+		busy = busy[:0]
+		p.mu.Lock()
+		for inst := range p.live {
+			if s := inst.started.Load(); s != 0 && now-s > int64(p.spec.Deadline) {
+				busy = append(busy, inst)
+			}
+		}
+		p.mu.Unlock()
+		for _, inst := range busy {
+			if inst.killed.Swap(true) {
+				continue
+			}
+			inst.mod.CloseWithExitCode(context.Background(), exitDeadline)
+		}
+	}
+}
+
+// tailBuffer keeps the last max bytes written (a guest's stderr).
+type tailBuffer struct {
+	max int
+	buf bytes.Buffer
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	if len(p) > t.max {
+		p = p[len(p)-t.max:]
+	}
+	if t.buf.Len()+len(p) > t.max {
+		keep := t.buf.Bytes()[t.buf.Len()+len(p)-t.max:]
+		rest := append([]byte(nil), keep...)
+		t.buf.Reset()
+		t.buf.Write(rest)
+	}
+	t.buf.Write(p)
+	return n, nil
+}
+
+func (t *tailBuffer) String() string { return t.buf.String() }

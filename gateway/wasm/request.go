@@ -1,0 +1,164 @@
+package wasm
+
+import (
+	"bytes"
+	"sync"
+	"sync/atomic"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Tenant is the immutable snapshot of the tenant a request belongs to, as
+// resolved by the tenant service. Plugins read it through tenant_field and
+// tenant_int.
+type Tenant struct {
+	ID, KeyID, Plan, Status string
+	RPM, TPM                int64
+	BudgetMicros            int64
+	MaxTokens               int64
+}
+
+// Services serves the host calls of plugins (`call`). The name selects the
+// service; req and the result are JSON. A nil Services, or ErrNoService,
+// makes `call` return UNAVAILABLE.
+type Services interface {
+	Call(r *Request, name string, req []byte) ([]byte, error)
+}
+
+// Header is one header a plugin set.
+type Header struct{ Name, Value []byte }
+
+// Request is the host-side state of one request that plugins read and
+// write through host functions. The gateway fills the input fields before
+// the first phase; plugins' outputs are read after each phase. A Request is
+// used by one phase call at a time (phases of one request never run
+// concurrently) and is pooled: get it with AcquireRequest, return it with
+// ReleaseRequest.
+type Request struct {
+	// Inputs, set by the gateway. Byte slices must stay valid until the
+	// request ends.
+	Model, Endpoint, RequestID, Body, Upstream []byte
+	Stream                                     bool
+	MaxTokens                                  int64 // -1 when absent
+	Messages, PromptTokens, PromptChars        int64
+	ClientHeader                               *fasthttp.RequestHeader
+	UpstreamHeader                             *fasthttp.ResponseHeader // set once the upstream answered
+	Tenant                                     *Tenant
+	Services                                   Services
+
+	// Usage, for the chunk and end phases.
+	PromptTokensUsed, CompletionTokensUsed int64
+	UsageReported                          bool
+	Status                                 int
+	TextBytesSent                          int64
+
+	// Outputs of plugins.
+	SetUpstreamHeaders []Header // headers to send upstream (empty value: remove)
+	SetClientHeaders   []Header // headers for the client's response
+	RejectStatus       int
+	RejectType         []byte
+	RejectCode         []byte
+	RejectMessage      []byte
+
+	id          uint32
+	stack       [4]uint64 // params and results of the current callback
+	configuring bool // on_configure: Body is the plugin's config
+	facts       []Header
+	states [][]byte // per plugin slot
+
+	// Per-callback scratch, reset by each chunk call.
+	chunkText    []byte
+	emitted      []byte
+	finishReason []byte
+	callResult   []byte
+}
+
+var (
+	requestPool = sync.Pool{New: func() any { return new(Request) }}
+	nextID      atomic.Uint32
+)
+
+// AcquireRequest returns an empty Request with a fresh context id.
+func AcquireRequest() *Request {
+	r := requestPool.Get().(*Request)
+	r.id = nextID.Add(1)
+	r.MaxTokens = -1
+	return r
+}
+
+// ReleaseRequest resets r and returns it to the pool; r must not be used
+// afterwards.
+func ReleaseRequest(r *Request) {
+	states := r.states
+	for i := range states {
+		states[i] = states[i][:0]
+	}
+	*r = Request{
+		SetUpstreamHeaders: r.SetUpstreamHeaders[:0],
+		SetClientHeaders:   r.SetClientHeaders[:0],
+		RejectType:         r.RejectType[:0],
+		RejectCode:         r.RejectCode[:0],
+		RejectMessage:      r.RejectMessage[:0],
+		facts:              r.facts[:0],
+		states:             states[:0],
+		chunkText:          r.chunkText[:0],
+		emitted:            r.emitted[:0],
+		finishReason:       r.finishReason[:0],
+		callResult:         r.callResult[:0],
+	}
+	requestPool.Put(r)
+}
+
+// ID is the context id plugins see.
+func (r *Request) ID() uint32 { return r.id }
+
+// Emitted is the replacement text of the last chunk call. Valid until the
+// next chunk call.
+func (r *Request) Emitted() []byte { return r.emitted }
+
+// FinishReason is the finish_reason a plugin set for STOP ("" for the
+// default).
+func (r *Request) FinishReason() []byte { return r.finishReason }
+
+// Fact returns the fact stored under key.
+func (r *Request) Fact(key string) ([]byte, bool) {
+	for _, f := range r.facts {
+		if string(f.Name) == key {
+			return f.Value, true
+		}
+	}
+	return nil, false
+}
+
+func (r *Request) setFact(k, v []byte) int32 {
+	for i := range r.facts {
+		if bytes.Equal(r.facts[i].Name, k) {
+			r.facts[i].Value = append(r.facts[i].Value[:0], v...)
+			return 0
+		}
+	}
+	if len(r.facts) >= maxFacts {
+		return codeInvalid
+	}
+	r.facts = append(r.facts, Header{Name: append([]byte(nil), k...), Value: append([]byte(nil), v...)})
+	return 0
+}
+
+func (r *Request) state(slot int) []byte {
+	if slot < len(r.states) {
+		return r.states[slot]
+	}
+	return nil
+}
+
+func (r *Request) setState(slot int, v []byte) {
+	for len(r.states) <= slot {
+		if len(r.states) < cap(r.states) {
+			r.states = r.states[:len(r.states)+1]
+			r.states[len(r.states)-1] = r.states[len(r.states)-1][:0]
+		} else {
+			r.states = append(r.states, nil)
+		}
+	}
+	r.states[slot] = append(r.states[slot][:0], v...)
+}

@@ -1,0 +1,6 @@
+//go:build !wasip1
+
+package main
+
+func wildLog()          { panic("testplugin: only in wasm") }
+func wildRequestField() { panic("testplugin: only in wasm") }
