@@ -119,10 +119,10 @@ const (
 	tenantPlan   = 3
 	tenantStatus = 4
 
-	tenantRPM           = 1
-	tenantTPM           = 2
-	tenantBudgetMicros  = 3
-	tenantMaxTokens     = 4
+	tenantRPM          = 1
+	tenantTPM          = 2
+	tenantBudgetMicros = 3
+	tenantMaxTokens    = 4
 )
 
 // Usage fields (usage).

@@ -62,9 +62,9 @@ type Request struct {
 
 	id          uint32
 	stack       [4]uint64 // params and results of the current callback
-	configuring bool // on_configure: Body is the plugin's config
+	configuring bool      // on_configure: Body is the plugin's config
 	facts       []Header
-	states [][]byte // per plugin slot
+	states      [][]byte // per plugin slot
 
 	// Per-callback scratch, reset by each chunk call.
 	chunkText    []byte
