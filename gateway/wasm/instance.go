@@ -16,16 +16,16 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 )
 
-// exitDeadline is the exit code the watchdog closes an overrunning instance
-// with.
-const exitDeadline = 0x7d0
-
 // instance is one instantiated module. It serves one callback at a time.
 type instance struct {
 	p   *Plugin
 	mod api.Module
-	ctx context.Context // carries the instance to host functions
-	fns map[string]api.Function
+	// ctx carries the instance to host functions; the watchdog cancels it
+	// to stop a callback past its deadline (wazero then closes the module
+	// from the calling goroutine, the only race-free way).
+	ctx  context.Context
+	kill context.CancelFunc
+	fns  map[string]api.Function
 
 	req     *Request // the request of the current callback
 	phase   Phase    // the phase of the current callback; 0 while configuring
@@ -40,7 +40,7 @@ func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
 
 func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 	inst := &instance{p: p, fns: make(map[string]api.Function), stderr: &tailBuffer{max: 2048}}
-	inst.ctx = context.WithValue(context.Background(), instanceKey{}, inst)
+	inst.ctx, inst.kill = context.WithCancel(context.WithValue(context.Background(), instanceKey{}, inst))
 	cfg := wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions("_initialize").
@@ -98,6 +98,7 @@ func (inst *instance) fn(name string) api.Function { return inst.fns[name] }
 
 // close discards the instance.
 func (inst *instance) close() {
+	inst.kill()
 	if inst.mod != nil {
 		inst.mod.Close(context.Background())
 	}
@@ -114,26 +115,30 @@ func (p *Plugin) forget(inst *instance) {
 
 // explain turns a call error into what happened: deadline, memory, trap.
 func (inst *instance) explain(err error) error {
+	name := inst.p.spec.Name
 	var ee *sys.ExitError
 	switch {
 	case inst.killed.Load():
-		return fmt.Errorf("%w: %s: callback ran past its %s deadline and was stopped", ErrPluginFailed, inst.p.spec.Name, inst.p.spec.Deadline)
+		return fmt.Errorf("%w: %s: callback ran past its %s deadline and was stopped", ErrPluginFailed, name, inst.p.spec.Deadline)
+	case strings.Contains(inst.stderr.String(), "out of memory"):
+		return fmt.Errorf("%w: %s: out of memory (limit %d MiB)", ErrPluginFailed, name, inst.p.spec.MemoryBytes>>20)
 	case errors.As(err, &ee):
-		if strings.Contains(inst.stderr.String(), "out of memory") {
-			return fmt.Errorf("%w: %s: out of memory (limit %d MiB)", ErrPluginFailed, inst.p.spec.Name, inst.p.spec.MemoryBytes>>20)
-		}
-		return fmt.Errorf("%w: %s: exited with code %d", ErrPluginFailed, inst.p.spec.Name, ee.ExitCode())
+		return fmt.Errorf("%w: %s: exited with code %d%s", ErrPluginFailed, name, ee.ExitCode(), inst.stderrTail())
 	default:
-		return fmt.Errorf("%w: %s: %v", ErrPluginFailed, inst.p.spec.Name, err)
+		msg, _, _ := strings.Cut(err.Error(), "\n") // the first line; the wasm stack trace goes to the debug log
+		return fmt.Errorf("%w: %s: trapped: %s%s", ErrPluginFailed, name, msg, inst.stderrTail())
 	}
 }
 
+// stderrTail is the first line of what the guest wrote to stderr (a Go
+// guest's panic message), for error messages.
 func (inst *instance) stderrTail() string {
 	s := strings.TrimSpace(inst.stderr.String())
 	if s == "" {
 		return ""
 	}
-	return " (guest stderr: " + s + ")"
+	s, _, _ = strings.Cut(s, "\n")
+	return " (guest: " + s + ")"
 }
 
 // get checks an instance out of the pool, creating one while under the cap
@@ -231,33 +236,47 @@ func (p *Plugin) watchdog() {
 		}
 		p.mu.Unlock()
 		for _, inst := range busy {
-			if inst.killed.Swap(true) {
-				continue
+			if !inst.killed.Swap(true) {
+				inst.kill()
 			}
-			inst.mod.CloseWithExitCode(context.Background(), exitDeadline)
 		}
 	}
 }
 
-// tailBuffer keeps the last max bytes written (a guest's stderr).
+// tailBuffer keeps the first and the last max/2 bytes written to a guest's
+// stderr: the head has a Go panic's message, the tail its last frames.
 type tailBuffer struct {
-	max int
-	buf bytes.Buffer
+	max  int
+	head []byte
+	tail bytes.Buffer
+	cut  bool
 }
 
 func (t *tailBuffer) Write(p []byte) (int, error) {
 	n := len(p)
-	if len(p) > t.max {
-		p = p[len(p)-t.max:]
+	half := t.max / 2
+	if room := half - len(t.head); room > 0 {
+		k := min(room, len(p))
+		t.head = append(t.head, p[:k]...)
+		p = p[k:]
 	}
-	if t.buf.Len()+len(p) > t.max {
-		keep := t.buf.Bytes()[t.buf.Len()+len(p)-t.max:]
-		rest := append([]byte(nil), keep...)
-		t.buf.Reset()
-		t.buf.Write(rest)
+	if len(p) > half {
+		p = p[len(p)-half:]
+		t.cut = true
 	}
-	t.buf.Write(p)
+	if t.tail.Len()+len(p) > half {
+		rest := append([]byte(nil), t.tail.Bytes()[t.tail.Len()+len(p)-half:]...)
+		t.tail.Reset()
+		t.tail.Write(rest)
+		t.cut = true
+	}
+	t.tail.Write(p)
 	return n, nil
 }
 
-func (t *tailBuffer) String() string { return t.buf.String() }
+func (t *tailBuffer) String() string {
+	if t.cut {
+		return string(t.head) + " … " + t.tail.String()
+	}
+	return string(t.head) + t.tail.String()
+}

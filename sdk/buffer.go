@@ -1,0 +1,70 @@
+package sdk
+
+// The host never allocates in the guest: to read a value the guest passes a
+// buffer, and the host returns the value's length, writing it only when it
+// fits (ABI.md, "Guest-owned buffers"). A buffer is reused from call to call
+// and grows to the largest value it has held, so steady-state reads make no
+// allocation in the SDK.
+type buffer struct{ b []byte }
+
+// Reusable buffers. An instance runs one callback at a time on one thread.
+var (
+	scratch  buffer // values copied out at once (headers, fields, facts)
+	bodyBuf  buffer // Exchange.Body
+	textBuf  buffer // Chunk.Bytes
+	stateBuf buffer // Exchange.State
+	callBuf  buffer // Call
+)
+
+// errUnstable is returned when the host asked for a bigger buffer again and
+// again: the value changed between calls, which the ABI does not allow.
+const errUnstable Error = -1000
+
+const firstBuffer = 256
+
+// read calls get with the whole buffer, at least min bytes, and retries with
+// a bigger one while the host reports a longer value. It returns the value,
+// which aliases the buffer, and the host's result code: n ≥ 0 is the length,
+// n < 0 an error.
+func (buf *buffer) read(min int, get func([]byte) int32) ([]byte, int32) {
+	if cap(buf.b) < min || buf.b == nil {
+		buf.b = make([]byte, max(min, firstBuffer))
+	}
+	b := buf.b[:cap(buf.b)]
+	for try := 0; ; try++ {
+		n := get(b)
+		if n < 0 {
+			return nil, n
+		}
+		if int(n) <= len(b) {
+			return b[:n], n
+		}
+		if try == 2 {
+			return nil, int32(errUnstable)
+		}
+		b = make([]byte, max(int(n), 2*len(b)))
+		buf.b = b
+	}
+}
+
+// broken reports a host result the ABI rules out for the call the SDK made
+// (for example NOT_ALLOWED from a getter that is only reachable in its own
+// phase). The SDK panics rather than hand the plugin an empty value: the
+// callback fails and the plugin's on_error applies, so a guard never passes
+// content it could not read.
+func broken(what string, n int32) {
+	panic("sdk: " + what + ": " + Error(n).Error())
+}
+
+// readString reads a value into scratch and copies it out; false when the
+// host reports ABSENT.
+func readString(what string, get func([]byte) int32) (string, bool) {
+	b, n := scratch.read(0, get)
+	if n == int32(ErrAbsent) {
+		return "", false
+	}
+	if n < 0 {
+		broken(what, n)
+	}
+	return string(b), true
+}
