@@ -12,6 +12,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	_ "net/http/pprof" // served only with -pprof
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -108,6 +110,7 @@ func serve(args []string, stderr io.Writer) int {
 	policyPath := fs.String("policy", "", "policy file (default: the embedded default policy)")
 	listen := fs.String("listen", "", "listen address, overriding server.listen")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060); off by default")
 	shutdownDelay := fs.Duration("shutdown-delay", 0, "after SIGTERM, how long readiness fails before the listener closes (give load balancers time to notice)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -142,6 +145,13 @@ func serve(args []string, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "tollgate: %v\n", err)
 		return 1
+	}
+	if *pprofAddr != "" {
+		go func() {
+			if err := http.ListenAndServe(*pprofAddr, nil); err != nil {
+				log.Error("pprof listener", "err", err)
+			}
+		}()
 	}
 	srv, err := proxy.New(p, log)
 	if err != nil {
