@@ -27,11 +27,18 @@ type instance struct {
 	kill context.CancelFunc
 	fns  map[string]api.Function
 
-	req     *Request // the request of the current callback
-	phase   Phase    // the phase of the current callback; 0 while configuring
-	started atomic.Int64
+	req     *Request     // the request of the current callback
+	phase   Phase        // the phase of the current callback; 0 while configuring
+	started atomic.Int64 // UnixNano when the current callback began; 0 when idle
+	tid     atomic.Int32 // the OS thread running the current callback
 	killed  atomic.Bool
-	stderr  *tailBuffer
+
+	// Watchdog-only: the thread CPU time and wall time when the watchdog
+	// first saw the current callback past its deadline.
+	overdueCall int64
+	overdueCPU  int64
+	overdueWall int64
+	stderr      *tailBuffer
 }
 
 type instanceKey struct{}
@@ -155,14 +162,17 @@ func (p *Plugin) get() (*instance, error) {
 	if grow {
 		return p.newInstance(context.Background())
 	}
+	// All instances busy: wait (back-pressure). A goroutine holding an
+	// instance may be descheduled by a busy host between its Go steps, so
+	// the wait is bounded by PoolWait, not by the callback deadline.
 	p.stats.PoolWaits.Add(1)
-	t := time.NewTimer(p.spec.Deadline)
+	t := time.NewTimer(p.spec.PoolWait)
 	defer t.Stop()
 	select {
 	case inst := <-p.pool:
 		return inst, nil
 	case <-t.C:
-		return nil, fmt.Errorf("%w: %s: no instance free within %s (all %d busy)", ErrPluginFailed, p.spec.Name, p.spec.Deadline, p.spec.Instances)
+		return nil, fmt.Errorf("%w: %s: no instance free within %s (all %d busy)", ErrPluginFailed, p.spec.Name, p.spec.PoolWait, p.spec.Instances)
 	}
 }
 
@@ -192,6 +202,7 @@ func (p *Plugin) call(r *Request, phase Phase, name string, stack []uint64) erro
 	}
 	p.stats.Calls.Add(1)
 	inst.req, inst.phase = r, phase
+	inst.tid.Store(int32(gettid()))
 	inst.started.Store(time.Now().UnixNano())
 	err = f.CallWithStack(inst.ctx, stack)
 	inst.started.Store(0)
@@ -213,13 +224,19 @@ func (p *Plugin) call(r *Request, phase Phase, name string, stack []uint64) erro
 
 // watchdog stops callbacks that run past the deadline. It scans the live
 // instances a few times per deadline; the scan holds p.mu only to copy the
-// set, and closing a module happens outside it.
+// set, and stopping happens outside it.
+//
+// The deadline is for a guest burning CPU, not for a host too busy to run
+// it: a callback past its wall-clock deadline is stopped once the watchdog
+// sees its thread spending at least half of one tick's time on the CPU (a
+// runaway), or unconditionally at ten times the deadline. Under CPU
+// starvation a healthy callback is slow but not spinning, and survives.
 func (p *Plugin) watchdog() {
 	tick := p.spec.Deadline / 4
 	tick = min(max(tick, time.Millisecond), 50*time.Millisecond)
 	t := time.NewTicker(tick)
 	defer t.Stop()
-	var busy []*instance
+	var overdue []*instance
 	for {
 		select {
 		case <-p.stopDog:
@@ -227,20 +244,41 @@ func (p *Plugin) watchdog() {
 		case <-t.C:
 		}
 		now := time.Now().UnixNano()
-		busy = busy[:0]
+		overdue = overdue[:0]
 		p.mu.Lock()
 		for inst := range p.live {
 			if s := inst.started.Load(); s != 0 && now-s > int64(p.spec.Deadline) {
-				busy = append(busy, inst)
+				overdue = append(overdue, inst)
 			}
 		}
 		p.mu.Unlock()
-		for _, inst := range busy {
-			if !inst.killed.Swap(true) {
+		for _, inst := range overdue {
+			if p.runaway(inst, now) && !inst.killed.Swap(true) {
 				inst.kill()
 			}
 		}
 	}
+}
+
+// runaway decides whether an overdue callback is to be stopped.
+func (p *Plugin) runaway(inst *instance, now int64) bool {
+	started := inst.started.Load()
+	if started == 0 {
+		return false
+	}
+	if now-started > 10*int64(p.spec.Deadline) {
+		return true
+	}
+	cpu, ok := threadCPU(inst.tid.Load())
+	if !ok {
+		return true // no thread clock: wall-clock deadline
+	}
+	if inst.overdueCall != started {
+		inst.overdueCall, inst.overdueCPU, inst.overdueWall = started, cpu, now
+		return false
+	}
+	wall := now - inst.overdueWall
+	return wall > 0 && (cpu-inst.overdueCPU)*2 >= wall
 }
 
 // tailBuffer keeps the first and the last max/2 bytes written to a guest's

@@ -43,6 +43,9 @@ type Spec struct {
 	Deadline time.Duration
 	// Instances caps the instance pool (default 2 × GOMAXPROCS, at least 2).
 	Instances int
+	// PoolWait bounds the wait for a free instance when all are busy
+	// (default 10 s); past it the callback fails.
+	PoolWait time.Duration
 	// Slot is the plugin's index in its pipeline, used to key per-request
 	// state. Set by NewPipeline.
 	Slot int
@@ -52,6 +55,7 @@ type Spec struct {
 const (
 	DefaultMemoryBytes = 64 << 20
 	DefaultDeadline    = 50 * time.Millisecond
+	DefaultPoolWait    = 10 * time.Second
 )
 
 // Host compiles plugins. Compiled code is cached in a directory shared by
@@ -131,6 +135,9 @@ func (h *Host) Load(ctx context.Context, spec Spec) (*Plugin, error) {
 	}
 	if spec.Instances == 0 {
 		spec.Instances = max(2, 2*runtimeProcs())
+	}
+	if spec.PoolWait == 0 {
+		spec.PoolWait = DefaultPoolWait
 	}
 	if spec.Config == nil {
 		spec.Config = []byte("{}")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -368,3 +369,26 @@ func TestPhasesReported(t *testing.T) {
 }
 
 func readFile(p string) ([]byte, error) { return os.ReadFile(p) }
+
+// The watchdog tells a spinning guest from a starved one by its thread's
+// CPU clock.
+func TestThreadCPU(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tid := int32(gettid())
+	before, ok := threadCPU(tid)
+	if !ok {
+		t.Skip("no thread CPU clock on this platform")
+	}
+	for end := time.Now().Add(50 * time.Millisecond); time.Now().Before(end); {
+	}
+	spun, _ := threadCPU(tid)
+	time.Sleep(50 * time.Millisecond)
+	slept, _ := threadCPU(tid)
+	if d := spun - before; d < 25e6 {
+		t.Errorf("spinning 50ms counted %v of CPU", time.Duration(d))
+	}
+	if d := slept - spun; d > 10e6 {
+		t.Errorf("sleeping 50ms counted %v of CPU", time.Duration(d))
+	}
+}

@@ -72,6 +72,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Requests, "n", 0, "total measured requests (exclusive with -d)")
 	fs.DurationVar(&cfg.Duration, "d", 0, "measured duration, e.g. 10s (exclusive with -n; default 10s if neither is set)")
 	fs.IntVar(&cfg.Warmup, "warmup", 20, "unrecorded warmup requests per worker")
+	fs.DurationVar(&cfg.Ramp, "ramp", 0, "spread the workers' start over this duration")
 	fs.BoolVar(&cfg.Stream, "stream", false, `set "stream":true and measure TTFT and total stream time`)
 	fs.StringVar(&cfg.Model, "model", loadgen.DefaultModel, "model name in the generated body")
 	fs.IntVar(&cfg.MaxTokens, "max-tokens", 64, "max_tokens in the generated body (0 omits it)")

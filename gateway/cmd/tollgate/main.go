@@ -2,6 +2,7 @@
 //
 //	tollgate serve [-policy FILE] [-listen ADDR]   run the gateway
 //	tollgate validate FILE...                      check policy files
+//	tollgate plugin build|test DIR                 build or test a plugin
 //	tollgate version                               print the version
 package main
 
@@ -19,6 +20,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/tollgate/tollgate/gateway/internal/config"
 	"github.com/tollgate/tollgate/gateway/internal/proxy"
@@ -30,6 +32,8 @@ const usage = `tollgate: an LLM edge gateway
 Usage:
   tollgate serve [-policy FILE] [-listen ADDR]   run the gateway (embedded default policy without -policy)
   tollgate validate FILE...                      check policy files; lists every problem, exits 1 if any
+  tollgate plugin build DIR [-o FILE]            build a Go plugin (GOOS=wasip1 GOARCH=wasm -buildmode=c-shared)
+  tollgate plugin test DIR [go test flags]       build it, then run its tests against the built module
   tollgate version                               print the version
 
 Run 'tollgate COMMAND -h' for a command's flags.
@@ -49,6 +53,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(args[1:], stderr)
 	case "validate":
 		return validate(args[1:], stdout, stderr)
+	case "plugin":
+		return plugin(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, version())
 		return 0
@@ -104,6 +110,8 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
+func loadEmbedded() (*config.Policy, error) { return config.Parse(policies.Default, nil) }
+
 func serve(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -111,6 +119,7 @@ func serve(args []string, stderr io.Writer) int {
 	listen := fs.String("listen", "", "listen address, overriding server.listen")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060); off by default")
+	watch := fs.Duration("watch", 2*time.Second, "poll the policy file and its plugin modules this often and reload on change (0 disables; SIGHUP always reloads)")
 	shutdownDelay := fs.Duration("shutdown-delay", 0, "after SIGTERM, how long readiness fails before the listener closes (give load balancers time to notice)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -130,7 +139,7 @@ func serve(args []string, stderr io.Writer) int {
 	source := *policyPath
 	if source == "" {
 		source = "(embedded default)"
-		p, err = config.Parse(policies.Default, nil)
+		p, err = loadEmbedded()
 	} else {
 		p, err = config.Load(source)
 	}
@@ -163,6 +172,10 @@ func serve(args []string, stderr io.Writer) int {
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("tollgate serving", "listen", ln.Addr().String(), "policy", source,
 		"upstreams", len(p.Upstreams), "routes", len(p.Routes), "version", version())
+
+	stopReload := make(chan struct{})
+	defer close(stopReload)
+	go (&reloader{srv: srv, log: log, path: *policyPath, every: *watch}).run(stopReload)
 
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)

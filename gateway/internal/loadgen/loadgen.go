@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"runtime"
 	"strings"
@@ -78,6 +79,10 @@ type Config struct {
 	// Duration is how long the measured phase lasts. Requests in flight
 	// when it ends are completed and recorded.
 	Duration time.Duration
+	// Ramp spreads the workers' first measured requests evenly over this
+	// duration instead of starting all at once (for thousands of long
+	// streams, which would otherwise overflow the server's accept queue).
+	Ramp time.Duration
 	// Warmup is the number of unrecorded requests each worker sends before
 	// the measured phase starts. All workers finish their warmup before
 	// the measured phase begins.
@@ -255,8 +260,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		perWorker = [][]sample{make([]sample, cfg.Requests)}
 		shared := perWorker[0]
 		var next atomic.Int64
-		for _, w := range workers {
+		for wi, w := range workers {
 			wg.Go(func() {
+				rampWait(ctx, cfg, wi)
 				for ctx.Err() == nil {
 					i := next.Add(1) - 1
 					if i >= int64(len(shared)) {
@@ -271,6 +277,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		deadline := start.Add(cfg.Duration)
 		for i, w := range workers {
 			wg.Go(func() {
+				rampWait(ctx, cfg, i)
 				s := make([]sample, 0, capacityFor(warmupRate[i], cfg.Duration))
 				for ctx.Err() == nil && time.Now().Before(deadline) {
 					s = append(s, w.measure(ctx, log))
@@ -287,6 +294,19 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res.Errors = log.entries
 	summariseInto(&res, perWorker, cfg.Stream)
 	return res, ctx.Err()
+}
+
+// rampWait delays worker i by its share of cfg.Ramp.
+func rampWait(ctx context.Context, cfg Config, i int) {
+	if cfg.Ramp <= 0 || cfg.Concurrency <= 1 {
+		return
+	}
+	t := time.NewTimer(cfg.Ramp * time.Duration(i) / time.Duration(cfg.Concurrency))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // capacityFor estimates how many samples one worker will produce in d given
@@ -393,6 +413,9 @@ func newClient(cfg Config) (*fasthttp.HostClient, error) {
 		ReadTimeout:               cfg.Timeout,
 		WriteTimeout:              cfg.Timeout,
 		MaxIdemponentCallAttempts: 1,
+		Dial: func(addr string) (net.Conn, error) {
+			return fasthttp.DialTimeout(addr, 10*time.Second)
+		},
 		ReadBufferSize:            16 << 10,
 		StreamResponseBody:        cfg.Stream,
 	}, nil

@@ -76,7 +76,8 @@ func New(p *config.Policy, log *slog.Logger) (*Server, error) {
 		NoDefaultDate:         false,
 		NoDefaultContentType:  true,
 		DisableKeepalive:      false,
-		ReadBufferSize:        16 << 10,
+		ReadBufferSize:        8 << 10, // also the cap on request headers
+		ReduceMemoryUsage:     true,    // idle keep-alive connections hold no buffers
 		CloseOnShutdown:       true,
 		NoDefaultServerHeader: false,
 		Logger:                fasthttpLogger{log},

@@ -14,7 +14,7 @@ const (
 	// initialBufSize is the size of the read buffer a Reader starts with; it
 	// grows (doubling) only while a single event does not fit, up to the
 	// event size limit.
-	initialBufSize = 32 << 10
+	initialBufSize = 4 << 10
 
 	// keepBufSize is the largest buffer Reset keeps; a bigger one (grown by
 	// a huge event) is dropped so pooled Readers do not pin megabytes.

@@ -235,8 +235,7 @@ func (c *Client) dial(ctx context.Context) (*conn, error) {
 		nc = tc
 	}
 	cn := &conn{nc: nc}
-	cn.br = bufio.NewReaderSize(cn, 16<<10)
-	cn.bw = bufio.NewWriterSize(nc, 16<<10)
+	cn.br = bufio.NewReaderSize(cn, 8<<10)
 	return cn, nil
 }
 
@@ -276,7 +275,6 @@ func (c *Client) Close() {
 type conn struct {
 	nc       net.Conn
 	br       *bufio.Reader
-	bw       *bufio.Writer
 	step     time.Duration // per-read deadline: first byte, then idle
 	cap      time.Time     // absolute deadline (total), zero for none
 	lastUsed time.Time
@@ -303,7 +301,12 @@ func (cn *conn) cancel() {
 	cn.nc.Close()
 }
 
-var exchangePool = sync.Pool{New: func() any { return new(Exchange) }}
+var (
+	exchangePool = sync.Pool{New: func() any { return new(Exchange) }}
+	// writers are borrowed for the few microseconds of writing a request,
+	// so an idle or streaming connection holds no write buffer.
+	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 8<<10) }}
+)
 
 func acquireExchange() *Exchange { return exchangePool.Get().(*Exchange) }
 

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -80,7 +81,10 @@ func (ex *Exchange) attempt(ctx context.Context, req *Request) error {
 }
 
 func (ex *Exchange) writeRequest(req *Request) error {
-	c, w := ex.client, ex.conn.bw
+	c := ex.client
+	w := writers.Get().(*bufio.Writer)
+	w.Reset(ex.conn.nc)
+	defer func() { w.Reset(nil); writers.Put(w) }()
 	w.WriteString(req.Method)
 	w.WriteByte(' ')
 	w.WriteString(c.basePath)
