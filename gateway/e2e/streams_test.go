@@ -38,7 +38,7 @@ func TestTenThousandOpenStreams(t *testing.T) {
 		}
 	}
 	mockAddr := freeAddr(t)
-	mock := exec.Command(filepath.Join(binDir, "mockllm"), "-listen", mockAddr, "-tokens", "3", "-inter-token", "5s")
+	mock := exec.Command(filepath.Join(binDir, "mockllm"), "-listen", mockAddr, "-tokens", "3", "-inter-token", "6s")
 	if err := mock.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,8 @@ func TestTenThousandOpenStreams(t *testing.T) {
 
 	pol := withPlugins(t, policy("http://"+mockAddr, ""), "fail_closed", `{"chunk":"continue","phases":["chunk"]}`)
 	pol = strings.Replace(pol, "limits: {deadline: 200ms}", "limits: {deadline: 200ms, instances: 4}", 1)
-	pol = strings.Replace(pol, "timeouts: {connect: 1s,", "max_connections: 20000\n    timeouts: {connect: 5s,", 1)
+	pol = strings.Replace(pol, "timeouts: {connect: 1s, first_byte: 5s, idle: 5s, total: 30s}",
+		"max_connections: 20000\n    timeouts: {connect: 10s, first_byte: 30s, idle: 30s, total: 2m}", 1)
 	gw, url, logs := gatewayProcess(t, pol)
 
 	// Sample the gateway's open descriptors (two per stream: client and
@@ -68,7 +69,7 @@ func TestTenThousandOpenStreams(t *testing.T) {
 		}
 	}()
 	lg := exec.Command(filepath.Join(binDir, "loadgen"), "-url", url+"/v1/chat/completions", "-stream",
-		"-c", fmt.Sprint(streams), "-n", fmt.Sprint(streams), "-warmup", "0", "-ramp", "2s", "-timeout", "90s", "-json")
+		"-c", fmt.Sprint(streams), "-n", fmt.Sprint(streams), "-warmup", "0", "-ramp", "3s", "-timeout", "90s", "-json")
 	out, err := lg.Output()
 	close(stop)
 	peak := <-peakFDs
