@@ -26,6 +26,9 @@
 #   STREAM_WARMUP=2           warmup streams per worker
 #   TARGETS="direct nginx tollgate"   which targets (direct is always run)
 #   POLICY=policies/default.yaml      policy for tollgate serve
+#   EXTRA="plugins=policies/bench-noop-plugins.yaml"
+#                                     more gateway targets, NAME=POLICY each,
+#                                     measured beside the others (target tollgate-NAME)
 #   TOLLGATE_BIN=path         use this tollgate binary instead of building
 #                             ./gateway/cmd/tollgate
 #   BENCH_MODEL=mock-1        model name in request bodies
@@ -49,6 +52,7 @@ STREAM_DURATION=${STREAM_DURATION:-3s}
 STREAM_WARMUP=${STREAM_WARMUP:-2}
 TARGETS=${TARGETS:-direct nginx tollgate}
 POLICY=${POLICY:-policies/default.yaml}
+EXTRA=${EXTRA:-}
 BENCH_MODEL=${BENCH_MODEL:-mock-1}
 BENCH_HEADER=${BENCH_HEADER:-}
 # The load generator shares the 2 cores with the mock and the proxy under
@@ -82,6 +86,7 @@ COMMAND+=" STREAM_DURATION=$STREAM_DURATION STREAM_WARMUP=$STREAM_WARMUP"
 COMMAND+=" TARGETS='$TARGETS' LOADGEN_GOMAXPROCS=$LOADGEN_GOMAXPROCS"
 [[ -n ${TOLLGATE_BIN:-} ]] && COMMAND+=" TOLLGATE_BIN=$TOLLGATE_BIN"
 [[ $POLICY != policies/default.yaml ]] && COMMAND+=" POLICY=$POLICY"
+[[ -n $EXTRA ]] && COMMAND+=" EXTRA='$EXTRA'"
 [[ -n $BENCH_HEADER ]] && COMMAND+=" BENCH_HEADER='${BENCH_HEADER%%:*}: …'"
 COMMAND+=" scripts/bench.sh"
 
@@ -223,6 +228,23 @@ for c in "${cmds[@]}"; do
 	go build -o "$BIN/$c" "./gateway/cmd/$c" || die "go build ./gateway/cmd/$c failed"
 done
 
+# NOOP_PLUGINS=1 (default) adds the target tollgate-noop4: the policy plus
+# four no-op plugins, one per phase (request, response_headers, chunk, end),
+# to measure what the plugin runtime itself costs.
+if want_target tollgate && [[ ${NOOP_PLUGINS:-1} == 1 ]]; then
+	log "building the no-op plugin"
+	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o "$BIN/noop.wasm" ./gateway/wasm/testdata/testplugin ||
+		die "building the test plugin failed"
+	{
+		cat "$POLICY"
+		echo "plugins:"
+		for ph in request response_headers chunk end; do
+			printf '  - name: noop-%s\n    path: %s\n    config: {%s: continue, phases: [%s]}\n' "$ph" "$BIN/noop.wasm" "$ph" "$ph"
+		done
+	} >"$WORK/noop4.yaml"
+	EXTRA="noop4=$WORK/noop4.yaml${EXTRA:+ $EXTRA}"
+fi
+
 ensure_tool jq jq
 if want_target nginx; then
 	# Same as: command -v nginx || (apt-get update && apt-get install -y nginx-light || apt-get install -y nginx)
@@ -316,25 +338,37 @@ if want_target tollgate; then
 	[[ -f $POLICY ]] || die "policy $POLICY not found"
 	# One gateway per mock: the CLI contract routes model mock-1 to
 	# $TOLLGATE_MOCK_URL.
-	start_gateway() { # start_gateway NAME MOCKPORT GWPORT
+	start_gateway() { # start_gateway NAME MOCKPORT GWPORT POLICY
 		start "$1" env TOLLGATE_MOCK_URL="http://127.0.0.1:$2/v1" \
-			"$BIN/tollgate" serve -policy "$POLICY" -listen "127.0.0.1:$3"
+			"$BIN/tollgate" serve -policy "$4" -listen "127.0.0.1:$3" -watch 0
 		wait_ready "$3" /readyz "$!" || die "$1 did not become ready (GET /readyz)"
 	}
-	GW_PORT=$(free_port)
-	start_gateway tollgate "$MOCK_PORT" "$GW_PORT"
-	URL[tollgate]=http://127.0.0.1:$GW_PORT/v1/chat/completions
-	if [[ -n ${STREAM_LEVELS// /} ]]; then
-		GW_SPORT=$(free_port)
-		start_gateway tollgate-stream "$SMOCK_PORT" "$GW_SPORT"
-		SURL[tollgate]=http://127.0.0.1:$GW_SPORT/v1/chat/completions
-	fi
+	# gateway_target NAME POLICY starts the gateways of one target.
+	gateway_target() {
+		local port
+		port=$(free_port)
+		start_gateway "$1" "$MOCK_PORT" "$port" "$2"
+		URL[$1]=http://127.0.0.1:$port/v1/chat/completions
+		if [[ -n ${STREAM_LEVELS// /} ]]; then
+			port=$(free_port)
+			start_gateway "$1-stream" "$SMOCK_PORT" "$port" "$2"
+			SURL[$1]=http://127.0.0.1:$port/v1/chat/completions
+		fi
+	}
+	gateway_target tollgate "$POLICY"
+	for extra in $EXTRA; do
+		[[ -f ${extra#*=} ]] || die "policy ${extra#*=} not found"
+		gateway_target "tollgate-${extra%%=*}" "${extra#*=}"
+	done
 fi
 
 order=(direct)
 for t in nginx tollgate; do
 	want_target "$t" && order+=("$t")
 done
+if want_target tollgate; then
+	for extra in $EXTRA; do order+=("tollgate-${extra%%=*}"); done
+fi
 
 LG_HEADERS=()
 [[ -n $BENCH_HEADER ]] && LG_HEADERS=(-H "$BENCH_HEADER")

@@ -125,6 +125,7 @@ const (
 	ErrUnavailable Error = -4
 )
 
+// Error describes the code, as "tollgate: invalid argument".
 func (e Error) Error() string {
 	switch e {
 	case ErrAbsent:

@@ -78,7 +78,30 @@ var (
 	curEnd      End
 )
 
+// reportPanic, deferred by every dispatch, writes a handler's panic to the
+// host's log before letting it go on and trap the instance: the host
+// discards the guest's stderr, where Go prints it, so without this line an
+// operator would see only "unreachable".
+func reportPanic(export string) {
+	if e := recover(); e != nil {
+		var msg string
+		switch v := e.(type) {
+		case string:
+			msg = v
+		case error:
+			msg = v.Error()
+		case interface{ String() string }:
+			msg = v.String()
+		default:
+			msg = "(a value that is not a string or an error)"
+		}
+		hostLog(int32(LevelError), "panic in "+export+": "+msg)
+		panic(e)
+	}
+}
+
 func dispatchConfigure(configLen int32) int32 {
+	defer reportPanic("on_configure")
 	f := handlers.configure
 	if f == nil {
 		return 0
@@ -111,7 +134,9 @@ func dispatchRequest(ctx uint32) Verdict {
 	if f == nil {
 		return Continue
 	}
-	curRequest = Request{Exchange: Exchange{ctx: ctx}}
+	defer reportPanic("on_request")
+	calls++
+	curRequest = Request{Exchange: Exchange{ctx: ctx, call: calls}}
 	return f(&curRequest)
 }
 
@@ -120,7 +145,9 @@ func dispatchResponseHeaders(ctx uint32, status int32) Verdict {
 	if f == nil {
 		return Continue
 	}
-	curResponse = Response{Exchange: Exchange{ctx: ctx}, status: int(status)}
+	defer reportPanic("on_response_headers")
+	calls++
+	curResponse = Response{Exchange: Exchange{ctx: ctx, call: calls}, status: int(status)}
 	return f(&curResponse)
 }
 
@@ -129,7 +156,9 @@ func dispatchChunk(ctx uint32, textLen int32, flags uint32) Verdict {
 	if f == nil {
 		return Continue
 	}
-	curChunk = Chunk{Exchange: Exchange{ctx: ctx}, n: int(textLen), flags: ChunkFlags(flags)}
+	defer reportPanic("on_chunk")
+	calls++
+	curChunk = Chunk{Exchange: Exchange{ctx: ctx, call: calls}, n: int(textLen), flags: ChunkFlags(flags)}
 	return f(&curChunk)
 }
 
@@ -138,6 +167,8 @@ func dispatchEnd(ctx uint32, flags uint32) {
 	if f == nil {
 		return
 	}
-	curEnd = End{Exchange: Exchange{ctx: ctx}, flags: EndFlags(flags)}
+	defer reportPanic("on_end")
+	calls++
+	curEnd = End{Exchange: Exchange{ctx: ctx, call: calls}, flags: EndFlags(flags)}
 	f(&curEnd)
 }

@@ -2,6 +2,8 @@
 
 package sdk
 
+import "unsafe"
+
 // On a non-wasm build the host imports do not exist. The package still
 // compiles, so that code importing it can be built, vetted and unit-tested
 // on the developer's machine, but every call that would reach the host
@@ -63,7 +65,9 @@ func hostStateGet(buf []byte) int32                  { return host().stateGet(bu
 func hostStateSet(b []byte) int32                    { return host().stateSet(b) }
 func hostChunkText(buf []byte) int32                 { return host().chunkText(buf) }
 func hostEmit(text string) int32                     { return host().emit(text) }
-func hostEmitBytes(b []byte) int32                   { return host().emit(string(b)) }
+func hostEmitBytes(b []byte) int32 {
+	return host().emit(unsafe.String(unsafe.SliceData(b), len(b)))
+}
 func hostSetFinishReason(reason string) int32        { return host().setFinishReason(reason) }
 func hostUsage(field int32) int64                    { return host().usage(field) }
 func hostMetricAdd(name string, v int64) int32       { return host().metricAdd(name, v) }

@@ -134,7 +134,7 @@ func (p *Plugin) hostFuncs() []hostFunc {
 		{"request_field", 3, nil, i32, func(ctx context.Context, m api.Module, s []uint64) {
 			_, r := current(ctx)
 			var v []byte
-			switch s[0] {
+			switch uint32(s[0]) {
 			case fieldModel:
 				v = r.Model
 			case fieldEndpoint:
@@ -154,7 +154,7 @@ func (p *Plugin) hostFuncs() []hostFunc {
 		{"request_int", 1, nil, i64, func(ctx context.Context, m api.Module, s []uint64) {
 			_, r := current(ctx)
 			v := int64(-1)
-			switch s[0] {
+			switch uint32(s[0]) {
 			case intStream:
 				v = 0
 				if r.Stream {
@@ -181,7 +181,7 @@ func (p *Plugin) hostFuncs() []hostFunc {
 				return
 			}
 			var v string
-			switch s[0] {
+			switch uint32(s[0]) {
 			case tenantID:
 				v = t.ID
 			case tenantKeyID:
@@ -201,7 +201,7 @@ func (p *Plugin) hostFuncs() []hostFunc {
 			t := r.Tenant
 			v := int64(-1)
 			if t != nil {
-				switch s[0] {
+				switch uint32(s[0]) {
 				case tenantRPM:
 					v = t.RPM
 				case tenantTPM:
@@ -311,7 +311,7 @@ func (p *Plugin) hostFuncs() []hostFunc {
 		{"usage", 1, nil, i64, func(ctx context.Context, m api.Module, s []uint64) {
 			_, r := current(ctx)
 			v := int64(-1)
-			switch s[0] {
+			switch uint32(s[0]) {
 			case usagePrompt:
 				v = r.PromptTokensUsed
 			case usageCompletion:
@@ -361,7 +361,7 @@ func (p *Plugin) hostLog(ctx context.Context, m api.Module, s []uint64) {
 	inst, _ := current(ctx)
 	msg := read(m, uint32(s[1]), min(uint32(s[2]), maxLogLine), "log message")
 	level := slog.LevelInfo
-	switch s[0] {
+	switch uint32(s[0]) {
 	case 0:
 		level = slog.LevelDebug
 	case 2:

@@ -176,6 +176,9 @@ func (p *Plugin) load(ctx context.Context) error {
 	if _, ok := exports["tollgate_abi_version"]; !ok {
 		return errors.New("not a Tollgate plugin: it does not export tollgate_abi_version (see sdk/ABI.md)")
 	}
+	if _, ok := exports["_initialize"]; !ok {
+		return errors.New("the module has no _initialize export: build Go plugins with -buildmode=c-shared (a reactor), not as a command")
+	}
 	p.pool = make(chan *instance, p.spec.Instances)
 	inst, err := p.newInstance(ctx)
 	if err != nil {
@@ -202,6 +205,9 @@ func (p *Plugin) load(ctx context.Context) error {
 			return fmt.Errorf("calling tollgate_phases: %w", err)
 		}
 		p.phases &= Phase(stack[0])
+	}
+	if p.phases == 0 {
+		p.log.Warn("plugin takes part in no phase; with the Go SDK, register handlers in init(), not main()")
 	}
 	p.pool <- inst
 	return nil

@@ -290,7 +290,8 @@ func TestLoadErrors(t *testing.T) {
 		want   string
 	}{
 		{"configuration refused", nil, `{"configure":"fail","fail_message":"deny[2] is not a valid regex"}`, "configuration refused: deny[2] is not a valid regex"},
-		{"ABI version mismatch", abiModule(2), `{}`, "plugin ABI version 2, but this gateway implements version 1"},
+		{"ABI version mismatch", abiModule(2, true), `{}`, "plugin ABI version 2, but this gateway implements version 1"},
+		{"a command, not a reactor", abiModule(1, false), `{}`, "build Go plugins with -buildmode=c-shared"},
 		{"not a plugin", notAPlugin, `{}`, "does not export tollgate_abi_version"},
 		{"not wasm", []byte("hello"), `{}`, "compiling"},
 	}
@@ -308,18 +309,31 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
-// abiModule is a minimal module exporting memory and tollgate_abi_version
-// returning v.
-func abiModule(v byte) []byte {
+// abiModule is a minimal module exporting memory, tollgate_abi_version
+// returning v and, with reactor, an empty _initialize.
+func abiModule(v byte, reactor bool) []byte {
+	if !reactor {
+		return []byte{
+			0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+			0x01, 0x05, 0x01, 0x60, 0x00, 0x01, 0x7f, // type: () -> i32
+			0x03, 0x02, 0x01, 0x00, // func 0: type 0
+			0x05, 0x03, 0x01, 0x00, 0x01, // memory: min 1
+			0x07, 0x21, 0x02, // exports: 2
+			0x06, 'm', 'e', 'm', 'o', 'r', 'y', 0x02, 0x00,
+			0x14, 't', 'o', 'l', 'l', 'g', 'a', 't', 'e', '_', 'a', 'b', 'i', '_', 'v', 'e', 'r', 's', 'i', 'o', 'n', 0x00, 0x00,
+			0x0a, 0x06, 0x01, 0x04, 0x00, 0x41, v, 0x0b, // code: i32.const v
+		}
+	}
 	return []byte{
 		0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
-		0x01, 0x05, 0x01, 0x60, 0x00, 0x01, 0x7f, // type: () -> i32
-		0x03, 0x02, 0x01, 0x00, // func 0: type 0
+		0x01, 0x08, 0x02, 0x60, 0x00, 0x01, 0x7f, 0x60, 0x00, 0x00, // types: () -> i32, () -> ()
+		0x03, 0x03, 0x02, 0x00, 0x01, // funcs: type 0, type 1
 		0x05, 0x03, 0x01, 0x00, 0x01, // memory: min 1
-		0x07, 0x21, 0x02, // exports: 2
+		0x07, 0x2f, 0x03, // exports: 3
 		0x06, 'm', 'e', 'm', 'o', 'r', 'y', 0x02, 0x00,
 		0x14, 't', 'o', 'l', 'l', 'g', 'a', 't', 'e', '_', 'a', 'b', 'i', '_', 'v', 'e', 'r', 's', 'i', 'o', 'n', 0x00, 0x00,
-		0x0a, 0x06, 0x01, 0x04, 0x00, 0x41, v, 0x0b, // code: i32.const v
+		0x0b, '_', 'i', 'n', 'i', 't', 'i', 'a', 'l', 'i', 'z', 'e', 0x00, 0x01,
+		0x0a, 0x09, 0x02, 0x04, 0x00, 0x41, v, 0x0b, 0x02, 0x00, 0x0b, // code: i32.const v; nothing
 	}
 }
 

@@ -49,7 +49,6 @@ func (r *reloader) run(done <-chan struct{}) {
 	}
 }
 
-
 // current stats the policy file and the plugin files of p (or of the policy
 // on disk when p is nil).
 func (r *reloader) current(p *config.Policy) map[string]time.Time {

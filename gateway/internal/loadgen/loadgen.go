@@ -416,8 +416,8 @@ func newClient(cfg Config) (*fasthttp.HostClient, error) {
 		Dial: func(addr string) (net.Conn, error) {
 			return fasthttp.DialTimeout(addr, 10*time.Second)
 		},
-		ReadBufferSize:            16 << 10,
-		StreamResponseBody:        cfg.Stream,
+		ReadBufferSize:     16 << 10,
+		StreamResponseBody: cfg.Stream,
 	}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // disconnects notices clients that close their connection while the
@@ -13,11 +14,11 @@ import (
 // many seconds away).
 //
 // One goroutine waits in epoll_wait on a private epoll instance. A request
-// registers its client socket for EPOLLRDHUP (peer closed; RST and errors
-// are always reported) with EPOLLONESHOT, and unregisters when its reply is
-// done: two epoll_ctl calls per request, no goroutine per request and no
-// wake-up of another thread on the hot path. Pipelined bytes do not
-// trigger it.
+// still waiting on its upstream after watchDelay registers its client
+// socket for EPOLLRDHUP (peer closed; RST and errors are always reported)
+// with EPOLLONESHOT, and unregisters when its reply is done: no goroutine
+// per request, and for a request answered within watchDelay no syscall at
+// all (a timer only). Pipelined bytes do not trigger it.
 type disconnects struct {
 	epfd    int
 	mu      sync.Mutex // guards waiters; never held across a syscall
@@ -35,11 +36,19 @@ var watcher = sync.OnceValue(func() *disconnects {
 	return d
 })
 
-// clientWatch is one registration.
+// watchDelay is how long a request runs before its client socket is
+// watched; it is part of the time a disconnect may take to cancel the
+// upstream (the budget is 100 ms).
+const watchDelay = 2 * time.Millisecond
+
+// clientWatch is one request's watch.
 type clientWatch struct {
 	d     *disconnects
 	fd    int
-	token uint64
+	gone  func(error)
+	timer *time.Timer
+	done  chan struct{} // closed when register has finished (it fired)
+	token uint64        // set by register; 0 if registration failed
 }
 
 // watchClient calls gone(ErrClientGone) if the peer of c closes before
@@ -60,18 +69,28 @@ func watchClient(c net.Conn, gone func(error)) *clientWatch {
 	if fd < 0 {
 		return nil
 	}
+	w := &clientWatch{d: d, fd: fd, gone: gone, done: make(chan struct{})}
+	w.timer = time.AfterFunc(watchDelay, w.register)
+	return w
+}
+
+// register runs on the timer's goroutine once the request has lasted
+// watchDelay.
+func (w *clientWatch) register() {
+	defer close(w.done)
+	d := w.d
 	token := d.next.Add(1)
 	d.mu.Lock()
-	d.waiters[token] = gone
+	d.waiters[token] = w.gone
 	d.mu.Unlock()
 	ev := syscall.EpollEvent{Events: syscall.EPOLLRDHUP | epollOneShot, Fd: int32(token), Pad: int32(token >> 32)}
-	if err := syscall.EpollCtl(d.epfd, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
+	if err := syscall.EpollCtl(d.epfd, syscall.EPOLL_CTL_ADD, w.fd, &ev); err != nil {
 		d.mu.Lock()
 		delete(d.waiters, token)
 		d.mu.Unlock()
-		return nil
+		return
 	}
-	return &clientWatch{d: d, fd: fd, token: token}
+	w.token = token
 }
 
 const epollOneShot = 1 << 30 // EPOLLONESHOT
@@ -80,7 +99,11 @@ const epollOneShot = 1 << 30 // EPOLLONESHOT
 // may still call gone; gone is a context cancel, harmless once the request
 // is over.
 func (w *clientWatch) stop() {
-	if w == nil {
+	if w == nil || w.timer.Stop() {
+		return // never registered
+	}
+	<-w.done
+	if w.token == 0 {
 		return
 	}
 	syscall.EpollCtl(w.d.epfd, syscall.EPOLL_CTL_DEL, w.fd, nil)

@@ -27,7 +27,9 @@
 // the other actions only have side effects.
 //
 //	continue, hold, release          that verdict
-//	reject                           request, response_headers: reject with reject_*; elsewhere the raw verdict 1
+//	reject                           request, response_headers: reject with reject_* (without
+//	                                 reject_status, return 1 without calling reject: the host's
+//	                                 default 403); elsewhere the raw verdict 1
 //	verdict:<n>                      return n as is (to test the host's checks)
 //	replace:<text>                   chunk: emit text, verdict replace
 //	replace_upper                    chunk: emit the chunk text upper-cased (ASCII), verdict replace
@@ -197,6 +199,8 @@ func run(acts actions, e *env) sdk.Verdict {
 			v = sdk.Release
 		case "reject":
 			switch {
+			case cfg.RejectStatus == 0:
+				v = sdk.Reject // no reject call: the host's default error
 			case e.req != nil:
 				v = e.req.Reject(cfg.RejectStatus, cfg.RejectType, cfg.RejectCode, cfg.RejectMessage)
 			case e.resp != nil:

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"errors"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// guard is a parsed, checked configuration.
+type guard struct {
+	rules       []rule // the deny patterns, in order
+	message     string
+	status      int
+	headerName  string // "" when no header is configured
+	headerValue string
+
+	// Reused for every request: an instance serves one at a time.
+	sc    scanner
+	lower []byte
+}
+
+const (
+	defaultMessage = "The request was blocked by the content policy."
+	defaultStatus  = 400
+	maxMessage     = 4096 // the host's limit on an error message
+)
+
+// parseConfig reads and checks the plugin's config. Errors name the bad
+// entry, as the operator sees them when the plugin fails to load.
+func parseConfig(raw []byte) (*guard, error) {
+	g := &guard{message: defaultMessage, status: defaultStatus}
+	s := &g.sc
+	s.reset(raw)
+	if s.peek() != '{' {
+		return nil, errors.New("the config must be a JSON object")
+	}
+	seenDeny := false
+	err := s.object(func(key []byte) error {
+		switch string(key) {
+		case "deny":
+			seenDeny = true
+			g.rules = g.rules[:0]
+			if s.peek() != '[' {
+				return errors.New(`"deny" must be a list of regular expressions`)
+			}
+			return s.array(func(i int) error {
+				entry := "deny[" + strconv.Itoa(i) + "]"
+				if s.peek() != '"' {
+					return errors.New(entry + " must be a string")
+				}
+				b, err := s.str()
+				if err != nil {
+					return err
+				}
+				pat := string(b)
+				if pat == "" {
+					return errors.New(entry + " is empty, which would match every request")
+				}
+				re, err := regexp.Compile(pat)
+				if err != nil {
+					return errors.New(entry + " " + strconv.Quote(pat) + " is not a valid regular expression: " + err.Error())
+				}
+				g.rules = append(g.rules, newRule(re))
+				return nil
+			})
+		case "message":
+			if s.peek() != '"' {
+				return errors.New(`"message" must be a string`)
+			}
+			b, err := s.str()
+			if err != nil {
+				return err
+			}
+			if len(b) == 0 || len(b) > maxMessage {
+				return errors.New(`"message" must be 1 to 4096 bytes long`)
+			}
+			g.message = string(b)
+			return nil
+		case "status":
+			lit, err := s.number()
+			if err != nil {
+				return errors.New(`"status" must be a number`)
+			}
+			n, err := strconv.Atoi(string(lit))
+			if err != nil || n < 400 || n > 499 {
+				return errors.New(`"status" is ` + string(lit) + `; it must be an HTTP client error status, 400 to 499`)
+			}
+			g.status = n
+			return nil
+		case "header":
+			if s.peek() != '{' {
+				return errors.New(`"header" must be an object {"name": ..., "value": ...}`)
+			}
+			if err := s.object(func(key []byte) error {
+				k := string(key)
+				if k != "name" && k != "value" {
+					return errors.New(`header: unknown key ` + strconv.Quote(k) + ` (keys: name, value)`)
+				}
+				if s.peek() != '"' {
+					return errors.New("header." + k + " must be a string")
+				}
+				b, err := s.str()
+				if err != nil {
+					return err
+				}
+				if k == "name" {
+					g.headerName = string(b)
+				} else {
+					g.headerValue = string(b)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			return checkHeader(g.headerName, g.headerValue)
+		}
+		return errors.New("unknown key " + strconv.Quote(string(key)) + " (keys: deny, message, status, header)")
+	})
+	if err == nil {
+		err = s.end()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !seenDeny || len(g.rules) == 0 {
+		return nil, errors.New(`"deny" must list at least one regular expression`)
+	}
+	return g, nil
+}
+
+func checkHeader(name, value string) error {
+	if name == "" {
+		return errors.New("header.name is required")
+	}
+	for i := 0; i < len(name); i++ {
+		if !isTokenChar(name[i]) {
+			return errors.New("header.name " + strconv.Quote(name) + " is not a valid header name")
+		}
+	}
+	switch strings.ToLower(name) {
+	case "host", "content-length", "transfer-encoding", "connection":
+		return errors.New("header.name " + strconv.Quote(name) + " is a header the gateway manages")
+	}
+	if value == "" {
+		return errors.New("header.value is required (an empty value would remove the header)")
+	}
+	if strings.ContainsAny(value, "\r\n\x00") {
+		return errors.New("header.value must not contain CR, LF or NUL")
+	}
+	return nil
+}
+
+// isTokenChar reports whether c may appear in an HTTP header name (RFC 9110
+// token).
+func isTokenChar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+// errStop unwinds the scan at the first match.
+var errStop = errors.New("stop")
+
+// check scans a request body and returns the index of the first deny
+// pattern that matches one of its prompt texts and the top-level key it
+// was found under; -1 when none matches. The texts are the strings under
+// "messages", "prompt", "input" and "suffix": plain strings, arrays of
+// them, and in objects (messages, content parts) the values of "content"
+// and "text", recursively. An error means the body could not be read: the
+// caller fails closed.
+func (g *guard) check(body []byte) (rule int, where string, err error) {
+	s := &g.sc
+	s.reset(body)
+	rule = -1
+	match := func(text []byte) bool {
+		lowered := false
+		for i := range g.rules {
+			r := &g.rules[i]
+			if r.mayMatch(text, &g.lower, &lowered) && r.re.Match(text) {
+				rule = i
+				return true
+			}
+		}
+		return false
+	}
+	if s.peek() != '{' {
+		return -1, "", errors.New("the request body is not a JSON object")
+	}
+	err = s.object(func(key []byte) error {
+		switch string(key) {
+		case "messages":
+			where = "messages"
+		case "prompt":
+			where = "prompt"
+		case "input":
+			where = "input"
+		case "suffix":
+			where = "suffix"
+		default:
+			return s.skip()
+		}
+		return s.texts(match)
+	})
+	if err == errStop {
+		return rule, where, nil
+	}
+	if err == nil {
+		err = s.end()
+	}
+	return -1, "", err
+}
+
+// texts calls match for each text in the value at the cursor and returns
+// errStop as soon as match reports true.
+func (s *scanner) texts(match func([]byte) bool) error {
+	switch s.peek() {
+	case '"':
+		t, err := s.str()
+		if err != nil {
+			return err
+		}
+		if match(t) {
+			return errStop
+		}
+		return nil
+	case '[':
+		return s.array(func(int) error { return s.texts(match) })
+	case '{':
+		return s.object(func(key []byte) error {
+			switch string(key) {
+			case "content", "text":
+				return s.texts(match)
+			}
+			return s.skip()
+		})
+	}
+	return s.skip()
+}

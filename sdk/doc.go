@@ -1,0 +1,107 @@
+// Package sdk is the Go guest SDK for Tollgate plugins: WebAssembly modules
+// that the gateway runs at fixed points of every request (phases) to
+// inspect, change, hold back or reject it. The SDK implements the guest side
+// of the plugin ABI (sdk/ABI.md): it declares every export the ABI names,
+// hides the host's buffer protocol behind typed accessors, and dispatches
+// each callback to the handler the plugin registered.
+//
+// # A complete plugin
+//
+//	package main
+//
+//	import (
+//		"strings"
+//
+//		"github.com/tollgate/tollgate/sdk"
+//	)
+//
+//	func main() {} // required, but never run: see "Registering handlers"
+//
+//	func init() {
+//		sdk.OnRequest(func(r *sdk.Request) sdk.Verdict {
+//			if strings.HasPrefix(r.Model(), "o1") && !r.Stream() {
+//				return r.Reject(400, "invalid_request_error", "stream_required",
+//					"This gateway serves o1 models only as streams.")
+//			}
+//			r.SetResponseHeader("X-Checked-By", "example")
+//			return sdk.Continue
+//		})
+//	}
+//
+// Build it with the standard Go toolchain (Go 1.24 or later; TinyGo is not
+// needed):
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o plugin.wasm .
+//
+// -buildmode=c-shared is required: it makes a WASI reactor, whose
+// _initialize export sets up the Go runtime and returns, so that the host
+// can then call the plugin's exports again and again. A plain build makes a
+// command whose runtime exits when main returns.
+//
+// # Registering handlers
+//
+// With -buildmode=c-shared, _initialize runs the package init functions but
+// never main (the Go runtime documents this for c-archive and c-shared, and
+// the SDK's tests with a wazero host confirm it for wasip1). Register the
+// handlers ([OnConfigure], [OnRequest], [OnResponseHeaders], [OnChunk],
+// [OnEnd]) from an init function; handlers registered in main are never
+// registered, and the plugin reports that it takes part in no phase.
+//
+// The SDK exports every callback. Its tollgate_phases export reports the
+// phases that have a handler when the host asks, and the host calls only
+// those. The gateway creates each instance by running _initialize and then
+// on_configure, and reads tollgate_abi_version (this SDK returns
+// [ABIVersion]) and tollgate_phases from its first instance after
+// on_configure. So a plugin may also register phase handlers from its
+// OnConfigure handler, depending on its configuration; every instance gets
+// the same configuration and must end up with the same phases.
+//
+// # Callbacks and their data
+//
+// Each phase handler gets a view of the request being served: [*Request],
+// [*Response], [*Chunk] or [*End]. All embed [Exchange], which reads what
+// every phase may read (model, body, tenant, facts, this plugin's state).
+// A view is valid only during the callback it was passed to.
+//
+// A plugin runs as a pool of instances. Two callbacks of one request may run
+// on different instances, and one instance serves many requests, one
+// callback at a time. Keep nothing about a request in globals between
+// callbacks: use [Exchange.SetState] for this plugin's own per-request data
+// and [Exchange.SetFact] for data other plugins read. Globals are for what
+// is the same for every request, such as the parsed configuration.
+//
+// # Buffers and allocation
+//
+// The host never allocates in the guest: values are copied into buffers the
+// SDK owns and grows to the largest value seen, retrying when the host
+// reports a longer value. Methods returning string copy the value (one
+// allocation of its length); methods returning []byte ([Exchange.Body],
+// [Exchange.State], [Chunk.Bytes]) return the SDK's buffer without
+// allocating, valid until the end of the callback or the next call of the
+// same method. In the chunk phase, the hot path, [Chunk.Bytes] and
+// [Chunk.EmitBytes] make no allocation at all in steady state.
+//
+// # Errors and failures
+//
+// Setters and host services return the ABI's negative result codes as
+// [Error] values: [ErrAbsent], [ErrInvalid], [ErrNotAllowed] and
+// [ErrUnavailable]. Getters return the value (with a bool where it may be
+// absent); each view only offers the getters the ABI allows in its phase,
+// so an error there means the host broke the contract, and the SDK panics
+// rather than let a guard act on text it could not read.
+//
+// A panic in a handler traps the instance: the host discards it and applies
+// the plugin's on_error (fail_closed or fail_open). The SDK first writes
+// the panic's message to the host's log ("panic in on_chunk: ..."), because
+// the host discards what Go prints on stderr. Go's fatal errors (out of
+// memory, deadlock) cannot be caught and reach the host only as a trap.
+//
+// # Building and testing on the host
+//
+// The package compiles for any GOOS/GOARCH so that plugins can be built,
+// vetted and unit-tested with plain go build, go vet and go test. Off
+// wasip1, every call that would reach the host panics with
+// "sdk: only available in a wasm plugin": keep a plugin's logic (parsing,
+// matching) in plain functions and test those, and test the whole plugin
+// against the gateway's plugin host.
+package sdk

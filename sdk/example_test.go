@@ -1,0 +1,128 @@
+package sdk_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"regexp"
+	"strings"
+
+	"github.com/tollgate/tollgate/sdk"
+)
+
+// These examples compile on any platform; they run only inside a plugin
+// (built with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared), which
+// is why none has an Output comment. In a plugin, the bodies of these
+// examples go in the main package's init function.
+
+// A request guard: reject requests for models outside an allow-list, and
+// tag the ones it passes.
+func ExampleOnRequest() {
+	allowed := map[string]bool{"gpt-4o-mini": true, "mock-1": true}
+	sdk.OnRequest(func(r *sdk.Request) sdk.Verdict {
+		if !allowed[r.Model()] {
+			return r.Reject(403, "invalid_request_error", "model_not_allowed",
+				"The model "+r.Model()+" is not allowed for this key.")
+		}
+		if n, ok := r.MaxTokens(); !ok || n > 4096 {
+			// Cap the reply; the upstream sees the header.
+			r.SetHeader("X-Max-Tokens-Cap", "4096")
+		}
+		r.SetResponseHeader("X-Model-Guard", "passed")
+		return sdk.Continue
+	})
+}
+
+// A configurable plugin: the config is parsed once per instance, and a bad
+// config stops the plugin from loading with a message naming the setting.
+func ExampleOnConfigure() {
+	var deny *regexp.Regexp
+	sdk.OnConfigure(func(cfg []byte) error {
+		// A real plugin would decode JSON; see plugins/keywordguard.
+		pattern := strings.Trim(string(bytes.TrimSpace(cfg)), `{}"`)
+		re, err := regexp.Compile(pattern)
+		if err != nil {
+			return err // the operator sees err.Error()
+		}
+		deny = re
+		return nil
+	})
+	sdk.OnRequest(func(r *sdk.Request) sdk.Verdict {
+		if deny.Match(r.Body()) {
+			return r.Reject(400, "invalid_request_error", "content_policy_violation", "Blocked by policy.")
+		}
+		return sdk.Continue
+	})
+}
+
+// A streaming output guard: replace a word in every streamed event, and end
+// the reply when a forbidden phrase appears. Chunk.Bytes and Chunk.EmitBytes
+// do not allocate, and the reusable buffer keeps the handler
+// allocation-free.
+func ExampleOnChunk() {
+	word, forbidden := []byte("darn"), []byte("BEGIN PRIVATE KEY")
+	var out []byte
+	sdk.OnChunk(func(c *sdk.Chunk) sdk.Verdict {
+		text := c.Bytes()
+		switch {
+		case bytes.Contains(text, forbidden):
+			return c.Stop("[The reply was stopped by policy.]", "content_filter")
+		case bytes.Contains(text, word):
+			out = append(out[:0], text...)
+			out = bytes.ReplaceAll(out, word, []byte("d**n"))
+			c.EmitBytes(out)
+			return sdk.Replace
+		}
+		return sdk.Continue
+	})
+}
+
+// Per-request state: count the streamed events of each request in the
+// plugin's state (not in a global: the events of one request may reach
+// different instances), and report the count when the exchange ends.
+func ExampleExchange_State() {
+	count := func(x *sdk.Exchange) uint64 {
+		if st := x.State(); len(st) == 8 {
+			return binary.LittleEndian.Uint64(st)
+		}
+		return 0
+	}
+	sdk.OnChunk(func(c *sdk.Chunk) sdk.Verdict {
+		c.SetState(binary.LittleEndian.AppendUint64(nil, count(&c.Exchange)+1))
+		return sdk.Continue
+	})
+	sdk.OnEnd(func(e *sdk.End) {
+		sdk.MetricAdd("events", int64(count(&e.Exchange)))
+		if e.Stopped() {
+			sdk.Logf(sdk.LevelInfo, "request %s stopped after %d events", e.RequestID(), count(&e.Exchange))
+		}
+	})
+}
+
+// Facts pass data between the plugins of one request: an earlier plugin
+// sets a fact, a later one (or a later phase) reads it.
+func ExampleExchange_Fact() {
+	sdk.OnRequest(func(r *sdk.Request) sdk.Verdict {
+		if plan, ok := r.Fact("tenant.plan"); ok && plan == "free" && r.Stream() {
+			return r.Reject(402, "", "plan_limit", "Streaming needs a paid plan.")
+		}
+		r.SetFact("guard.checked", "1")
+		return sdk.Continue
+	})
+}
+
+// Calling a host service: the request and the result are JSON.
+func ExampleCall() {
+	sdk.OnRequest(func(r *sdk.Request) sdk.Verdict {
+		res, err := sdk.Call("ratelimit", []byte(`{"key":"`+r.RequestID()+`"}`))
+		switch {
+		case err == sdk.ErrUnavailable:
+			return sdk.Continue // no rate limiter configured: let it pass
+		case err != nil:
+			sdk.Log(sdk.LevelWarn, "ratelimit: "+err.Error())
+			return sdk.Continue
+		case bytes.Contains(res, []byte(`"allowed":false`)):
+			return r.Reject(429, "", "rate_limit_exceeded", "Too many requests.")
+		}
+		return sdk.Continue
+	})
+}

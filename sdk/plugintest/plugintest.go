@@ -1,0 +1,339 @@
+// Package plugintest runs a built Tollgate plugin (.wasm) in the real host
+// runtime against fake host services, so a plugin author can unit-test a
+// guard without a gateway:
+//
+//	func TestGuard(t *testing.T) {
+//		p := plugintest.Load(t, plugintest.Build(t, "."), `{"deny":["(?i)secret"]}`)
+//		res := p.Request(plugintest.Request{Body: `{"model":"m","messages":[{"role":"user","content":"the secret"}]}`})
+//		if !res.Rejected || res.Status != 400 { t.Fatal(res) }
+//	}
+//
+// `tollgate plugin test DIR` builds DIR and runs its tests with
+// TOLLGATE_PLUGIN_WASM set to the built module, which Build then returns.
+package plugintest
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/gateway/wasm/wasmbuild"
+)
+
+// Build returns the .wasm of the plugin in dir: $TOLLGATE_PLUGIN_WASM when
+// set (as `tollgate plugin test` does), otherwise a cached build of dir.
+func Build(t testing.TB, dir string) string {
+	t.Helper()
+	if p := os.Getenv("TOLLGATE_PLUGIN_WASM"); p != "" {
+		return p
+	}
+	p, err := wasmbuild.Cached(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Plugin is a loaded plugin and the fake services it calls.
+type Plugin struct {
+	t        testing.TB
+	pipe     *wasm.Pipeline
+	Services *Services
+	logs     *logBuffer
+}
+
+// Options tune Load. The zero value is the gateway's defaults.
+type Options struct {
+	Deadline    time.Duration
+	MemoryBytes int64
+	FailOpen    bool
+}
+
+var (
+	hostOnce sync.Once
+	host     *wasm.Host
+	hostErr  error
+	logs     = &logBuffer{}
+)
+
+// Load loads the module at path with config (JSON; "" means {}). The plugin
+// is closed when the test ends. A config the plugin refuses fails the test;
+// use LoadErr to test that.
+func Load(t testing.TB, path, config string, opts ...Options) *Plugin {
+	t.Helper()
+	p, err := LoadErr(t, path, config, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// LoadErr is Load returning the load error (e.g. a refused config).
+func LoadErr(t testing.TB, path, config string, opts ...Options) (*Plugin, error) {
+	t.Helper()
+	hostOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "tollgate-plugintest")
+		if err != nil {
+			hostErr = err
+			return
+		}
+		host, hostErr = wasm.NewHost(dir, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	})
+	if hostErr != nil {
+		return nil, hostErr
+	}
+	mod, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if config == "" {
+		config = "{}"
+	}
+	spec := wasm.Spec{Name: "plugin", Module: mod, Config: []byte(config)}
+	for _, o := range opts {
+		spec.Deadline, spec.MemoryBytes = o.Deadline, o.MemoryBytes
+		if o.FailOpen {
+			spec.OnError = wasm.FailOpen
+		}
+	}
+	pipe, err := wasm.NewPipeline(context.Background(), host, []wasm.Spec{spec})
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(pipe.Close)
+	return &Plugin{t: t, pipe: pipe, Services: &Services{}, logs: logs}, nil
+}
+
+// Logs returns everything plugins logged so far in this test binary.
+func (p *Plugin) Logs() string { return p.logs.String() }
+
+// Metric returns the value of a counter the plugin added to with metric_add.
+func (p *Plugin) Metric(name string) int64 {
+	v, ok := p.pipe.Plugins()[0].Stats().Events.Load(name)
+	if !ok {
+		return 0
+	}
+	return v.(*atomic.Int64).Load()
+}
+
+// Request is what the host tells a plugin about a request.
+type Request struct {
+	Model     string // default "test-model"
+	Endpoint  string // default "chat/completions"
+	Body      string // the raw request JSON
+	Headers   map[string]string
+	Stream    bool
+	MaxTokens int64 // 0: absent
+	Messages  int64
+	Tenant    *wasm.Tenant
+}
+
+// RequestResult is what the request phase decided.
+type RequestResult struct {
+	Rejected            bool
+	Status              int
+	Type, Code, Message string
+	UpstreamHeaders     map[string]string // set with set_request_header
+	ClientHeaders       map[string]string // set with set_response_header
+	Err                 error             // a plugin failure (trap, deadline, bad verdict)
+}
+
+func (p *Plugin) newRequest(req Request) *wasm.Request {
+	r := wasm.AcquireRequest()
+	r.Model, r.Endpoint, r.Body, r.RequestID = []byte(or(req.Model, "test-model")), []byte(or(req.Endpoint, "chat/completions")), []byte(req.Body), []byte("req_test")
+	r.Stream, r.Messages, r.Tenant = req.Stream, req.Messages, req.Tenant
+	if req.MaxTokens > 0 {
+		r.MaxTokens = req.MaxTokens
+	}
+	var h fasthttp.RequestHeader
+	for k, v := range req.Headers {
+		h.Set(k, v)
+	}
+	r.ClientHeader = &h
+	r.Services = p.Services
+	return r
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// Request runs the request phase.
+func (p *Plugin) Request(req Request) RequestResult {
+	r := p.newRequest(req)
+	defer wasm.ReleaseRequest(r)
+	err := p.pipe.Request(r)
+	res := RequestResult{UpstreamHeaders: headerMap(r.SetUpstreamHeaders), ClientHeaders: headerMap(r.SetClientHeaders)}
+	var rej *wasm.RejectError
+	switch {
+	case errors.As(err, &rej):
+		res.Rejected, res.Status, res.Type, res.Code, res.Message = true, rej.Status, rej.Type, rej.Code, rej.Message
+	case err != nil:
+		res.Err = err
+	}
+	return res
+}
+
+func headerMap(hs []wasm.Header) map[string]string {
+	m := make(map[string]string, len(hs))
+	for _, h := range hs {
+		m[string(h.Name)] = string(h.Value)
+	}
+	return m
+}
+
+// StreamResult is what a client would have received from a stream whose
+// upstream sent the given text deltas.
+type StreamResult struct {
+	Text         string // the text the client received, in order
+	Stopped      bool   // a plugin stopped the stream
+	FinishReason string // the finish_reason sent with STOP
+	Err          error  // a plugin failure (the stream would end with an error event)
+}
+
+// Stream runs the chunk phase over deltas (one event each), then the
+// stream's end ([DONE]) and the end phase, applying the verdicts as the
+// gateway does: HOLD queues events, RELEASE/CONTINUE/REPLACE send what is
+// held first, STOP drops held events and sends the correction.
+func (p *Plugin) Stream(req Request, deltas []string) StreamResult {
+	req.Stream = true
+	r := p.newRequest(req)
+	defer wasm.ReleaseRequest(r)
+	var out strings.Builder
+	var held []string
+	flush := func() {
+		for _, h := range held {
+			out.WriteString(h)
+		}
+		held = held[:0]
+	}
+	for i, d := range deltas {
+		flags := wasm.ChunkText
+		if i == 0 {
+			flags |= wasm.ChunkRole
+		}
+		res, err := p.pipe.Chunk(r, []byte(d), flags)
+		if err != nil {
+			return StreamResult{Text: out.String(), Err: err}
+		}
+		switch res.Verdict {
+		case wasm.Hold:
+			held = append(held, d)
+		case wasm.Replace:
+			flush()
+			out.WriteString(string(res.Text))
+		case wasm.Stop:
+			out.WriteString(string(res.Text))
+			return StreamResult{Text: out.String(), Stopped: true, FinishReason: or(string(res.FinishReason), "content_filter")}
+		default:
+			flush()
+			out.WriteString(d)
+		}
+	}
+	res, err := p.pipe.Chunk(r, nil, wasm.ChunkDone)
+	if err != nil {
+		return StreamResult{Text: out.String(), Err: err}
+	}
+	switch res.Verdict {
+	case wasm.Stop:
+		out.WriteString(string(res.Text))
+		return StreamResult{Text: out.String(), Stopped: true, FinishReason: or(string(res.FinishReason), "content_filter")}
+	case wasm.Replace:
+		flush()
+		out.WriteString(string(res.Text))
+	default:
+		flush()
+	}
+	r.TextBytesSent = int64(out.Len())
+	p.pipe.End(r, wasm.EndCompleted)
+	return StreamResult{Text: out.String()}
+}
+
+// Whole runs the chunk phase over a non-streamed reply's text and returns
+// the text the client would receive.
+func (p *Plugin) Whole(req Request, text string) StreamResult {
+	r := p.newRequest(req)
+	defer wasm.ReleaseRequest(r)
+	res, err := p.pipe.Chunk(r, []byte(text), wasm.ChunkText|wasm.ChunkWhole)
+	switch {
+	case err != nil:
+		return StreamResult{Err: err}
+	case res.Verdict == wasm.Stop:
+		return StreamResult{Text: string(res.Text), Stopped: true, FinishReason: or(string(res.FinishReason), "content_filter")}
+	case res.Verdict == wasm.Replace:
+		return StreamResult{Text: string(res.Text)}
+	}
+	return StreamResult{Text: text}
+}
+
+// Services is a fake of the host services plugins reach with `call`:
+// Handle registers a handler per service name; Calls records every call.
+type Services struct {
+	mu       sync.Mutex
+	handlers map[string]func(req []byte) ([]byte, error)
+	calls    []Call
+}
+
+// Call is one recorded service call.
+type Call struct {
+	Service string
+	Request string
+}
+
+// Handle serves service name with f.
+func (s *Services) Handle(name string, f func(req []byte) ([]byte, error)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.handlers == nil {
+		s.handlers = map[string]func([]byte) ([]byte, error){}
+	}
+	s.handlers[name] = f
+}
+
+// Calls returns the calls made so far.
+func (s *Services) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Call(nil), s.calls...)
+}
+
+// Call implements wasm.Services.
+func (s *Services) Call(_ *wasm.Request, name string, req []byte) ([]byte, error) {
+	s.mu.Lock()
+	s.calls = append(s.calls, Call{Service: name, Request: string(req)})
+	f := s.handlers[name]
+	s.mu.Unlock()
+	if f == nil {
+		return nil, wasm.ErrNoService
+	}
+	return f(req)
+}
+
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

@@ -1,0 +1,482 @@
+//go:build !wasip1
+
+// The SDK's logic against a fake host; on wasip1 the real imports stand
+// in its place, so these tests build only off wasm.
+
+package sdk
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// fakeHost is an in-memory host for the SDK's logic. It follows the ABI's
+// buffer protocol and counts calls.
+type fakeHost struct {
+	calls      int
+	logs       []string
+	cfg        string
+	failed     string
+	reqHeaders map[string]string
+	setUp      map[string]string
+	setClient  map[string]string
+	respHdrs   map[string]string
+	fields     map[int32]string
+	ints       map[int32]int64
+	tenant     map[int32]string
+	tenantInts map[int32]int64
+	facts      map[string]string
+	state      []byte
+	hasState   bool
+	text       string
+	emitted    []byte
+	finish     string
+	rejected   string
+	usages     map[int32]int64
+	metrics    map[string]int64
+	services   map[string]string
+	result     string
+	notAllowed bool // every getter answers NOT_ALLOWED
+}
+
+func newFake() *fakeHost {
+	return &fakeHost{reqHeaders: map[string]string{}, setUp: map[string]string{}, setClient: map[string]string{},
+		respHdrs: map[string]string{}, fields: map[int32]string{}, ints: map[int32]int64{}, facts: map[string]string{},
+		usages: map[int32]int64{}, metrics: map[string]int64{}, services: map[string]string{}}
+}
+
+func install(t testing.TB) *fakeHost {
+	h := newFake()
+	testHost = h
+	saved := handlers
+	t.Cleanup(func() { testHost, handlers = nil, saved })
+	return h
+}
+
+func (h *fakeHost) out(buf []byte, v string, ok bool) int32 {
+	h.calls++
+	if h.notAllowed {
+		return int32(ErrNotAllowed)
+	}
+	if !ok {
+		return int32(ErrAbsent)
+	}
+	if len(v) > len(buf) {
+		return int32(len(v))
+	}
+	return int32(copy(buf, v))
+}
+
+func (h *fakeHost) log(level int32, msg string) {
+	h.logs = append(h.logs, Level(level).name()+" "+msg)
+}
+func (h *fakeHost) config(buf []byte) int32 { return h.out(buf, h.cfg, true) }
+func (h *fakeHost) fail(msg string)         { h.failed = msg }
+func (h *fakeHost) requestHeader(name string, buf []byte) int32 {
+	v, ok := h.reqHeaders[strings.ToLower(name)]
+	return h.out(buf, v, ok)
+}
+func (h *fakeHost) setRequestHeader(name, value string) int32 {
+	if strings.ContainsAny(name+value, "\r\n\x00") || strings.EqualFold(name, "host") {
+		return int32(ErrInvalid)
+	}
+	h.setUp[name] = value
+	return 0
+}
+func (h *fakeHost) responseHeader(name string, buf []byte) int32 {
+	v, ok := h.respHdrs[strings.ToLower(name)]
+	return h.out(buf, v, ok)
+}
+func (h *fakeHost) setResponseHeader(name, value string) int32 { h.setClient[name] = value; return 0 }
+func (h *fakeHost) requestField(field int32, buf []byte) int32 {
+	v, ok := h.fields[field]
+	return h.out(buf, v, ok)
+}
+func (h *fakeHost) requestInt(field int32) int64 {
+	if v, ok := h.ints[field]; ok {
+		return v
+	}
+	return -1
+}
+func (h *fakeHost) tenantField(field int32, buf []byte) int32 {
+	v, ok := h.tenant[field]
+	return h.out(buf, v, ok)
+}
+func (h *fakeHost) tenantInt(field int32) int64 {
+	if v, ok := h.tenantInts[field]; ok {
+		return v
+	}
+	return -1
+}
+func (h *fakeHost) fact(key string, buf []byte) int32 {
+	v, ok := h.facts[key]
+	return h.out(buf, v, ok)
+}
+func (h *fakeHost) setFact(key, value string) int32 {
+	if len(key) == 0 || len(key) > 64 {
+		return int32(ErrInvalid)
+	}
+	h.facts[key] = value
+	return 0
+}
+func (h *fakeHost) stateGet(buf []byte) int32 { return h.out(buf, string(h.state), h.hasState) }
+func (h *fakeHost) stateSet(b []byte) int32 {
+	h.state, h.hasState = append([]byte(nil), b...), true
+	return 0
+}
+func (h *fakeHost) chunkText(buf []byte) int32 { return h.out(buf, h.text, true) }
+func (h *fakeHost) emit(text string) int32 {
+	if len(h.emitted)+len(text) > 1<<20 {
+		return int32(ErrInvalid)
+	}
+	h.emitted = append(h.emitted, text...)
+	return 0
+}
+func (h *fakeHost) setFinishReason(reason string) int32 { h.finish = reason; return 0 }
+func (h *fakeHost) reject(status int32, typ, code, msg string) int32 {
+	if status < 400 || status > 599 {
+		return int32(ErrInvalid)
+	}
+	h.rejected = itoa(int64(status)) + " " + typ + " " + code + " " + msg
+	return 0
+}
+func (h *fakeHost) usage(field int32) int64 {
+	if v, ok := h.usages[field]; ok {
+		return v
+	}
+	return -1
+}
+func (h *fakeHost) metricAdd(name string, v int64) int32 { h.metrics[name] += v; return 0 }
+func (h *fakeHost) call(service string, req, buf []byte) int32 {
+	res, ok := h.services[service]
+	if !ok {
+		h.calls++
+		return int32(ErrUnavailable)
+	}
+	h.result = strings.ReplaceAll(res, "$REQ", string(req))
+	return h.out(buf, h.result, true)
+}
+func (h *fakeHost) callResult(buf []byte) int32 { return h.out(buf, h.result, true) }
+
+func (l Level) name() string { return [...]string{"debug", "info", "warn", "error"}[l] }
+
+func TestPhases(t *testing.T) {
+	install(t)
+	handlers = struct {
+		configure       func(cfg []byte) error
+		request         func(*Request) Verdict
+		responseHeaders func(*Response) Verdict
+		chunk           func(*Chunk) Verdict
+		end             func(*End)
+	}{}
+	if p := registeredPhases(); p != 0 {
+		t.Fatal(p)
+	}
+	OnRequest(func(*Request) Verdict { return Continue })
+	OnEnd(func(*End) {})
+	if p := registeredPhases(); p != PhaseRequest|PhaseEnd {
+		t.Fatal(p)
+	}
+	OnRequest(nil)
+	OnChunk(func(*Chunk) Verdict { return Hold })
+	OnResponseHeaders(func(*Response) Verdict { return Reject })
+	if p := registeredPhases(); p != PhaseResponseHeaders|PhaseChunk|PhaseEnd {
+		t.Fatal(p)
+	}
+	// A phase without a handler continues.
+	if v := dispatchRequest(1); v != Continue {
+		t.Fatal(v)
+	}
+	if v := dispatchChunk(1, 0, 0); v != Hold {
+		t.Fatal(v)
+	}
+}
+
+func TestConfigure(t *testing.T) {
+	h := install(t)
+	handlers.configure = nil
+	if dispatchConfigure(2) != 0 {
+		t.Fatal("no handler must accept")
+	}
+	var got []byte
+	OnConfigure(func(cfg []byte) error { got = cfg; return nil })
+	h.cfg = `{"deny":["x"]}` + strings.Repeat(" ", 1000)
+	if r := dispatchConfigure(int32(len(h.cfg))); r != 0 || string(got) != h.cfg || h.calls != 1 {
+		t.Fatalf("%d %q %d calls", r, got, h.calls)
+	}
+	// A config_len that is too small is fixed by the retry.
+	if r := dispatchConfigure(3); r != 0 || string(got) != h.cfg {
+		t.Fatal(r)
+	}
+	OnConfigure(func(cfg []byte) error { return errors.New(`deny[1]: bad regexp`) })
+	if r := dispatchConfigure(int32(len(h.cfg))); r != 1 || h.failed != "deny[1]: bad regexp" {
+		t.Fatal(r, h.failed)
+	}
+}
+
+func TestRequest(t *testing.T) {
+	h := install(t)
+	h.fields[fieldModel] = "gpt-4o"
+	h.fields[fieldEndpoint] = "chat/completions"
+	h.fields[fieldRequestID] = "req-1"
+	h.fields[fieldUpstream] = "openai"
+	h.fields[fieldBody] = `{"model":"gpt-4o","messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`
+	h.ints[intStream] = 1
+	h.ints[intMaxTokens] = 100
+	h.ints[intMessages] = 1
+	h.ints[intPromptTokens] = 1250
+	h.reqHeaders["authorization"] = "Bearer k"
+	h.facts["tenant.plan"] = "pro"
+	var verdict Verdict
+	OnRequest(func(r *Request) Verdict {
+		if r.Model() != "gpt-4o" || r.Endpoint() != "chat/completions" || r.RequestID() != "req-1" || r.Upstream() != "openai" {
+			t.Error("fields")
+		}
+		if !r.Stream() || r.Messages() != 1 || r.PromptTokensEstimate() != 1250 {
+			t.Error("ints")
+		}
+		if n, ok := r.MaxTokens(); n != 100 || !ok {
+			t.Error("max tokens")
+		}
+		if v, ok := r.Header("Authorization"); v != "Bearer k" || !ok {
+			t.Error("header", v, ok)
+		}
+		if _, ok := r.Header("X-Missing"); ok {
+			t.Error("absent header")
+		}
+		before := h.calls
+		if b := r.Body(); string(b) != h.fields[fieldBody] {
+			t.Error("body")
+		}
+		r.Body()
+		if h.calls-before != 2 { // one too-small try, one read; the second Body is cached
+			t.Error("body calls", h.calls-before)
+		}
+		if v, ok := r.Fact("tenant.plan"); v != "pro" || !ok {
+			t.Error("fact")
+		}
+		if err := r.SetFact("", "x"); err != ErrInvalid {
+			t.Error("set fact", err)
+		}
+		if err := r.SetHeader("Host", "x"); !errors.Is(err, ErrInvalid) {
+			t.Error("set header", err)
+		}
+		if err := r.SetHeader("X-Up", "1"); err != nil {
+			t.Error(err)
+		}
+		r.SetResponseHeader("X-Guard", "checked")
+		if _, ok := r.Tenant(); ok {
+			t.Error("tenant")
+		}
+		return r.Reject(429, "", "rate_limited", "slow down")
+	})
+	verdict = dispatchRequest(7)
+	if verdict != Reject || h.rejected != "429  rate_limited slow down" || h.setUp["X-Up"] != "1" || h.setClient["X-Guard"] != "checked" {
+		t.Fatalf("%v %q %v", verdict, h.rejected, h.setUp)
+	}
+	// A bad status is logged, and the request still rejected.
+	OnRequest(func(r *Request) Verdict { return r.Reject(200, "", "", "") })
+	if v := dispatchRequest(7); v != Reject || len(h.logs) != 1 || !strings.Contains(h.logs[0], "reject(200)") {
+		t.Fatal(v, h.logs)
+	}
+	h.tenant = map[int32]string{tenantID: "t1", tenantPlan: "pro"}
+	h.tenantInts = map[int32]int64{tenantRPM: 60}
+	OnRequest(func(r *Request) Verdict {
+		tn, ok := r.Tenant()
+		if !ok || tn.ID != "t1" || tn.Plan != "pro" || tn.KeyID != "" || tn.RPM != 60 || tn.TPM != -1 {
+			t.Errorf("%+v", tn)
+		}
+		return Continue
+	})
+	dispatchRequest(7)
+}
+
+func TestBrokenHostPanics(t *testing.T) {
+	h := install(t)
+	h.notAllowed = true
+	OnRequest(func(r *Request) Verdict { r.Body(); return Continue })
+	defer func() {
+		if e := recover(); e == nil || !strings.Contains(e.(string), "request_field(BODY): tollgate: not allowed") {
+			t.Fatal(e)
+		}
+		// The panic went to the host's log before trapping.
+		if len(h.logs) != 1 || h.logs[0] != "error panic in on_request: sdk: request_field(BODY): tollgate: not allowed in this phase" {
+			t.Fatal(h.logs)
+		}
+	}()
+	dispatchRequest(1)
+}
+
+func TestChunk(t *testing.T) {
+	h := install(t)
+	h.text = "hello"
+	OnChunk(func(c *Chunk) Verdict {
+		if !c.HasText() || c.IsDone() || !c.Flags().Has(ChunkText|ChunkRole) || c.Len() != 5 {
+			t.Error("flags")
+		}
+		if string(c.Bytes()) != "hello" || c.Text() != "hello" {
+			t.Error("text")
+		}
+		return c.Replace(strings.ToUpper(c.Text()))
+	})
+	if v := dispatchChunk(1, 5, uint32(ChunkText|ChunkRole)); v != Replace || string(h.emitted) != "HELLO" {
+		t.Fatal(v, h.emitted)
+	}
+	// Longer than the buffer: the text is read in one call, sized by text_len.
+	h.text = strings.Repeat("y", 10000)
+	before := h.calls
+	OnChunk(func(c *Chunk) Verdict {
+		if string(c.Bytes()) != h.text {
+			t.Error("long text")
+		}
+		return c.Stop("[removed]", "stop")
+	})
+	h.emitted = h.emitted[:0]
+	if v := dispatchChunk(1, int32(len(h.text)), uint32(ChunkText)); v != Stop || string(h.emitted) != "[removed]" || h.finish != "stop" || h.calls-before != 1 {
+		t.Fatal(v, h.emitted, h.finish, h.calls-before)
+	}
+	// No text: no host call.
+	before = h.calls
+	OnChunk(func(c *Chunk) Verdict {
+		if c.Bytes() != nil || c.Text() != "" {
+			t.Error("empty")
+		}
+		return Continue
+	})
+	dispatchChunk(1, 0, uint32(ChunkDone))
+	if h.calls != before {
+		t.Fatal("host called for empty text")
+	}
+}
+
+func TestChunkTextAllocs(t *testing.T) {
+	h := install(t)
+	h.text = "a streamed token or three"
+	var n int
+	OnChunk(func(c *Chunk) Verdict {
+		n += len(c.Bytes())
+		c.EmitBytes(c.Bytes())
+		return Replace
+	})
+	allocs := testing.AllocsPerRun(1000, func() {
+		h.emitted = h.emitted[:0]
+		dispatchChunk(1, int32(len(h.text)), uint32(ChunkText))
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per chunk", allocs)
+	}
+}
+
+func TestStateAndEnd(t *testing.T) {
+	h := install(t)
+	OnChunk(func(c *Chunk) Verdict {
+		st := c.State()
+		n := 0
+		if st != nil {
+			n = int(st[0])
+		}
+		c.SetState([]byte{byte(n + 1)})
+		return Continue
+	})
+	for range 3 {
+		dispatchChunk(1, 0, 0)
+	}
+	h.usages[usagePrompt] = 10
+	h.usages[usageCompletion] = 20
+	h.usages[usageStatus] = 200
+	h.usages[usageReported] = 1
+	OnEnd(func(e *End) {
+		u := e.Usage()
+		if u.PromptTokens != 10 || u.CompletionTokens != 20 || u.Status != 200 || u.TextBytes != -1 || !u.Reported {
+			t.Errorf("%+v", u)
+		}
+		if !e.Completed() || e.Stopped() || !e.Flags().Has(EndCompleted) {
+			t.Error("flags")
+		}
+		MetricAdd("chunks", int64(e.State()[0]))
+	})
+	dispatchEnd(1, uint32(EndCompleted))
+	if h.metrics["chunks"] != 3 {
+		t.Fatal(h.metrics)
+	}
+}
+
+func TestCall(t *testing.T) {
+	h := install(t)
+	h.services["echo"] = `{"got":$REQ}`
+	res, err := Call("echo", []byte(`{"a":1}`))
+	if err != nil || string(res) != `{"got":{"a":1}}` {
+		t.Fatal(string(res), err)
+	}
+	// A result bigger than the buffer is fetched with call_result; the call
+	// is not repeated.
+	big := `{"x":"` + strings.Repeat("z", 9000) + `"}`
+	h.services["big"] = big
+	before := h.calls
+	res, err = Call("big", nil)
+	if err != nil || string(res) != big || h.calls-before != 2 {
+		t.Fatal(len(res), err, h.calls-before)
+	}
+	if _, err := Call("nope", nil); err != ErrUnavailable {
+		t.Fatal(err)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	for _, c := range []struct {
+		n    int32
+		want error
+	}{{0, nil}, {5, nil}, {-1, ErrAbsent}, {-2, ErrInvalid}, {-3, ErrNotAllowed}, {-4, ErrUnavailable}} {
+		if got := status(c.n); got != c.want {
+			t.Errorf("%d: %v", c.n, got)
+		}
+	}
+	if err := status(-9); err.Error() != "tollgate: host error -9" || !errors.Is(err, Error(-9)) {
+		t.Error(err)
+	}
+	if Verdict(9).String() != "verdict(9)" || Stop.String() != "stop" {
+		t.Error("verdict names")
+	}
+}
+
+func TestLogf(t *testing.T) {
+	h := install(t)
+	Logf(LevelWarn, "%s=%d %q %v %x %t %v 100%% %v %d", "k", 42, "q", errors.New("e"), "hi", true, 1.5, Continue, -3)
+	Logf(LevelInfo, "%d %s", 1)
+	Logf(LevelInfo, "x", 1)
+	Logf(LevelInfo, "%v", struct{}{})
+	want := []string{
+		`warn k=42 "q" e 6869 true 1.5 100% continue -3`,
+		`info 1 %!s(MISSING)`,
+		`info x%!(EXTRA)`,
+		`info %!v(unsupported)`,
+	}
+	if strings.Join(h.logs, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("%q", h.logs)
+	}
+}
+
+func TestNoHost(t *testing.T) {
+	defer func() {
+		if e := recover(); e != "sdk: only available in a wasm plugin" {
+			t.Fatal(e)
+		}
+	}()
+	Log(LevelInfo, "x")
+}
+
+func BenchmarkChunkBytes(b *testing.B) {
+	h := install(b)
+	h.text = "a streamed token"
+	OnChunk(func(c *Chunk) Verdict {
+		if len(c.Bytes()) == 0 {
+			b.Fatal("empty")
+		}
+		return Continue
+	})
+	b.ReportAllocs()
+	for b.Loop() {
+		dispatchChunk(1, int32(len(h.text)), uint32(ChunkText))
+	}
+}
