@@ -4,17 +4,22 @@ GO    ?= go
 BIN   := bin
 NODE_E2E := gateway/e2e/testdata/node
 
-.PHONY: all build run test test-deps vet unit fuzz-short fuzz bench clean
+.PHONY: all build plugins run test test-deps vet unit fuzz-short fuzz bench clean
 
 all: build
 
 build:
 	$(GO) build -o $(BIN)/ ./gateway/cmd/...
 
+# plugins: every plugin under plugins/ into bin/plugins/NAME.wasm.
+plugins: build
+	@for d in plugins/*/; do n=$$(basename $$d); bin/tollgate plugin build $$d -o $(BIN)/plugins/$$n.wasm || exit 1; done
+
 # run: the gateway on its embedded default policy with the mock model behind
-# it. No Postgres, no Redis. Ctrl-C stops both.
+# it. No Postgres, no Redis. Ctrl-C stops both. `make run POLICY=FILE` runs
+# another policy (policies/keywordguard.yaml: also `make plugins`).
 run: build
-	@scripts/run.sh
+	@POLICY=$(POLICY) scripts/run.sh
 
 # test: the whole suite, as CI runs it (.ci/run).
 test: test-deps vet unit fuzz-short

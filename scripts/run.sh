@@ -15,11 +15,13 @@ for _ in $(seq 50); do
 done
 
 cat <<MSG
-Tollgate on http://$LISTEN (embedded default policy), mock model on http://$MOCK_ADDR.
+Tollgate on http://$LISTEN (${POLICY:-embedded default policy}), mock model on http://$MOCK_ADDR.
 Try a streaming chat completion:
 
   curl -N http://$LISTEN/v1/chat/completions -H 'Content-Type: application/json' -d '{"model":"mock-1","stream":true,"messages":[{"role":"user","content":"Hello"}]}'
 
 Ctrl-C stops both.
 MSG
-TOLLGATE_MOCK_URL="http://$MOCK_ADDR/v1" bin/tollgate serve -listen "$LISTEN"
+args=(serve -listen "$LISTEN")
+[[ -n ${POLICY:-} ]] && args+=(-policy "$POLICY")
+TOLLGATE_MOCK_URL="http://$MOCK_ADDR/v1" bin/tollgate "${args[@]}"

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/tollgate/tollgate/gateway/wasm/wasmbuild"
 )
 
 func env(vars map[string]string) func(string) (string, bool) {
@@ -186,18 +189,29 @@ func TestParseByteSize(t *testing.T) {
 	}
 }
 
-// The example policies are golden inputs: each must load.
+// The example policies are golden inputs: each must load. Plugins they
+// name under bin/plugins/ are built from plugins/ first (as `make plugins`
+// does).
 func TestExamplePoliciesLoad(t *testing.T) {
 	files, _ := filepath.Glob("../../../policies/*.yaml")
 	if len(files) == 0 {
 		t.Fatal("no example policies found")
 	}
+	root, _ := filepath.Abs("../../..")
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Parse(data, env(map[string]string{"OPENAI_API_KEY": "x", "ANTHROPIC_API_KEY": "x"})); err != nil {
+		for _, m := range regexp.MustCompile(`bin/plugins/([a-z0-9_-]+)\.wasm`).FindAllStringSubmatch(string(data), -1) {
+			out := filepath.Join(root, "bin/plugins", m[1]+".wasm")
+			if _, err := os.Stat(out); err != nil {
+				if err := wasmbuild.Build(filepath.Join(root, "plugins", m[1]), out); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if _, err := ParseIn(data, filepath.Dir(f), env(map[string]string{"OPENAI_API_KEY": "x", "ANTHROPIC_API_KEY": "x"})); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
