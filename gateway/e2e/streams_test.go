@@ -23,6 +23,10 @@ import (
 // unprivileged container), the test runs as many streams as the limit
 // allows and says so.
 //
+// The mock holds every stream 10 s before its first token, so all of them
+// are open at once however slowly the connections are made; then each
+// sends its events through the chunk phase.
+//
 // Every process is a real binary (mock model, gateway, load generator), so
 // this test's own process stays small.
 func TestTenThousandOpenStreams(t *testing.T) {
@@ -38,7 +42,7 @@ func TestTenThousandOpenStreams(t *testing.T) {
 		}
 	}
 	mockAddr := freeAddr(t)
-	mock := exec.Command(filepath.Join(binDir, "mockllm"), "-listen", mockAddr, "-tokens", "3", "-inter-token", "6s")
+	mock := exec.Command(filepath.Join(binDir, "mockllm"), "-listen", mockAddr, "-ttft", "10s", "-tokens", "3", "-inter-token", "500ms")
 	if err := mock.Start(); err != nil {
 		t.Fatal(err)
 	}
