@@ -267,8 +267,10 @@ func TestStreamErrorStatus(t *testing.T) {
 	if res.Failures != 4 || len(res.Errors) != 1 || res.Errors[0].Message != "HTTP 429: rate limited" {
 		t.Fatalf("failures=%d errors=%+v", res.Failures, res.Errors)
 	}
-	if got := srv.conns.Load(); got != 2 {
-		t.Errorf("%d connections, want 2: error bodies should be drained and connections reused", got)
+	// Two workers share the client's pool: one or two connections, never
+	// one per request (error bodies are drained and connections reused).
+	if got := srv.conns.Load(); got < 1 || got > 2 {
+		t.Errorf("%d connections for 4+warmup requests at concurrency 2, want 1 or 2", got)
 	}
 }
 
