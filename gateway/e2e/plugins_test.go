@@ -77,6 +77,16 @@ func TestPluginRequestPhase(t *testing.T) {
 			t.Errorf("upstream headers %v", h)
 		}
 	})
+	t.Run("response_headers phase rejects before any byte reaches the client", func(t *testing.T) {
+		_, gw := startGateway(t, withPlugins(t, policy(mockURL, ""), "fail_closed",
+			`{"response_headers":["set_response_header:X-Seen-Status=yes","reject"],"reject_status":502,"reject_code":"upstream_refused","reject_message":"Refused by policy."}`), nil)
+		status, hdr, body := post(t, gw+"/v1/chat/completions", chatStream)
+		<-seen
+		e := decodeError(t, body)
+		if status != 502 || *e.Error.Code != "upstream_refused" || hdr.Get("X-Seen-Status") != "yes" || strings.Contains(string(body), "data:") {
+			t.Errorf("got %d %v %s", status, hdr, body)
+		}
+	})
 	t.Run("a trapping plugin fails closed with a clear error", func(t *testing.T) {
 		_, gw := startGateway(t, withPlugins(t, policy(mockURL, ""), "fail_closed", `{"request":"trap"}`), nil)
 		status, _, body := post(t, gw+"/v1/chat/completions", chatOnce)

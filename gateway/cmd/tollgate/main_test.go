@@ -81,3 +81,26 @@ routes:
 		}
 	}
 }
+
+func TestPluginBuild(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "kg.wasm")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"plugin", "build", "../../../plugins/keywordguard", "-o", out}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	b, err := os.ReadFile(out)
+	if err != nil || len(b) < 1<<20 || string(b[:4]) != "\x00asm" {
+		t.Fatalf("built module: %d bytes, %v", len(b), err)
+	}
+	if !strings.Contains(stdout.String(), "built "+out) {
+		t.Errorf("stdout %q", stdout.String())
+	}
+	stderr.Reset()
+	if code := run([]string{"plugin", "frob"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "tollgate plugin build DIR") {
+		t.Errorf("usage: exit %d %q", code, stderr.String())
+	}
+	stderr.Reset()
+	if code := run([]string{"plugin", "build", t.TempDir()}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "building plugin") {
+		t.Errorf("empty dir: exit %d %q", code, stderr.String())
+	}
+}
