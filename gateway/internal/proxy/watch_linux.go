@@ -41,15 +41,22 @@ var watcher = sync.OnceValue(func() *disconnects {
 // upstream (the budget is 100 ms).
 const watchDelay = 2 * time.Millisecond
 
-// clientWatch is one request's watch.
+// clientWatch is one request's watch. Watches are pooled with their timer.
 type clientWatch struct {
 	d     *disconnects
 	fd    int
 	gone  func(error)
 	timer *time.Timer
-	done  chan struct{} // closed when register has finished (it fired)
+	done  chan struct{} // receives once register has finished (it fired)
 	token uint64        // set by register; 0 if registration failed
 }
+
+var watches = sync.Pool{New: func() any {
+	w := &clientWatch{done: make(chan struct{}, 1)}
+	w.timer = time.AfterFunc(time.Hour, w.register)
+	w.timer.Stop()
+	return w
+}}
 
 // watchClient calls gone(ErrClientGone) if the peer of c closes before
 // stop. It returns nil when c has no file descriptor (e.g. TLS) or epoll
@@ -69,15 +76,16 @@ func watchClient(c net.Conn, gone func(error)) *clientWatch {
 	if fd < 0 {
 		return nil
 	}
-	w := &clientWatch{d: d, fd: fd, gone: gone, done: make(chan struct{})}
-	w.timer = time.AfterFunc(watchDelay, w.register)
+	w := watches.Get().(*clientWatch)
+	w.d, w.fd, w.gone, w.token = d, fd, gone, 0
+	w.timer.Reset(watchDelay)
 	return w
 }
 
 // register runs on the timer's goroutine once the request has lasted
 // watchDelay.
 func (w *clientWatch) register() {
-	defer close(w.done)
+	defer func() { w.done <- struct{}{} }()
 	d := w.d
 	token := d.next.Add(1)
 	d.mu.Lock()
@@ -99,17 +107,20 @@ const epollOneShot = 1 << 30 // EPOLLONESHOT
 // may still call gone; gone is a context cancel, harmless once the request
 // is over.
 func (w *clientWatch) stop() {
-	if w == nil || w.timer.Stop() {
-		return // never registered
-	}
-	<-w.done
-	if w.token == 0 {
+	if w == nil {
 		return
 	}
-	syscall.EpollCtl(w.d.epfd, syscall.EPOLL_CTL_DEL, w.fd, nil)
-	w.d.mu.Lock()
-	delete(w.d.waiters, w.token)
-	w.d.mu.Unlock()
+	if !w.timer.Stop() { // it fired: wait for register, then undo it
+		<-w.done
+		if w.token != 0 {
+			syscall.EpollCtl(w.d.epfd, syscall.EPOLL_CTL_DEL, w.fd, nil)
+			w.d.mu.Lock()
+			delete(w.d.waiters, w.token)
+			w.d.mu.Unlock()
+		}
+	}
+	w.d, w.gone = nil, nil
+	watches.Put(w)
 }
 
 func (d *disconnects) loop() {
