@@ -228,21 +228,25 @@ for c in "${cmds[@]}"; do
 	go build -o "$BIN/$c" "./gateway/cmd/$c" || die "go build ./gateway/cmd/$c failed"
 done
 
-# NOOP_PLUGINS=1 (default) adds the target tollgate-noop4: the policy plus
+# NOOP_PLUGINS=1 (default) adds two targets: tollgate-noop4, the policy plus
 # four no-op plugins, one per phase (request, response_headers, chunk, end),
-# to measure what the plugin runtime itself costs.
+# to measure what the plugin runtime itself costs; and tollgate-noop4t, the
+# same plugins with `interruptible: false` (no per-call termination watch).
 if want_target tollgate && [[ ${NOOP_PLUGINS:-1} == 1 ]]; then
 	log "building the no-op plugin"
 	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o "$BIN/noop.wasm" ./gateway/wasm/testdata/testplugin ||
 		die "building the test plugin failed"
-	{
-		cat "$POLICY"
-		echo "plugins:"
-		for ph in request response_headers chunk end; do
-			printf '  - name: noop-%s\n    path: %s\n    config: {%s: continue, phases: [%s]}\n' "$ph" "$BIN/noop.wasm" "$ph" "$ph"
-		done
-	} >"$WORK/noop4.yaml"
-	EXTRA="noop4=$WORK/noop4.yaml${EXTRA:+ $EXTRA}"
+	for variant in noop4:true noop4t:false; do
+		{
+			cat "$POLICY"
+			echo "plugins:"
+			for ph in request response_headers chunk end; do
+				printf '  - name: noop-%s\n    path: %s\n    limits: {interruptible: %s}\n    config: {%s: continue, phases: [%s]}\n' \
+					"$ph" "$BIN/noop.wasm" "${variant#*:}" "$ph" "$ph"
+			done
+		} >"$WORK/${variant%%:*}.yaml"
+	done
+	EXTRA="noop4=$WORK/noop4.yaml noop4t=$WORK/noop4t.yaml${EXTRA:+ $EXTRA}"
 fi
 
 ensure_tool jq jq

@@ -207,6 +207,16 @@ func (p *Plugin) call(r *Request, phase Phase, name string, stack []uint64) erro
 	err = f.CallWithStack(inst.ctx, stack)
 	inst.started.Store(0)
 	inst.req, inst.phase = nil, 0
+	if err == nil && inst.killed.Load() {
+		if p.spec.Uninterruptible {
+			inst.killed.Store(false) // it was only reported
+		} else {
+			// Stopped just as it returned: its context is canceled, so
+			// the instance cannot serve another callback.
+			inst.close()
+			return nil
+		}
+	}
 	if err != nil {
 		err = inst.explain(err)
 		if inst.killed.Load() {
@@ -253,9 +263,15 @@ func (p *Plugin) watchdog() {
 		}
 		p.mu.Unlock()
 		for _, inst := range overdue {
-			if p.runaway(inst, now) && !inst.killed.Swap(true) {
-				inst.kill()
+			if !p.runaway(inst, now) || inst.killed.Swap(true) {
+				continue
 			}
+			if p.spec.Uninterruptible {
+				p.stats.Overdue.Add(1)
+				p.log.Error("callback past its deadline cannot be stopped (plugin is uninterruptible)", "deadline", p.spec.Deadline.String())
+				continue
+			}
+			inst.kill()
 		}
 	}
 }

@@ -46,6 +46,12 @@ type Spec struct {
 	// PoolWait bounds the wait for a free instance when all are busy
 	// (default 10 s); past it the callback fails.
 	PoolWait time.Duration
+	// Uninterruptible compiles the plugin without termination checks: each
+	// callback is about 20 µs faster at low load (wazero starts no watch
+	// goroutine per call), but a callback past its deadline cannot be
+	// stopped, only logged and counted (Stats.Overdue). For first-party
+	// plugins an operator trusts; see docs/adr/0002.
+	Uninterruptible bool
 	// Slot is the plugin's index in its pipeline, used to key per-request
 	// state. Set by NewPipeline.
 	Slot int
@@ -114,6 +120,9 @@ type Plugin struct {
 // Stats counts a plugin's runtime events. Fields are updated atomically.
 type Stats struct {
 	Calls, Traps, Timeouts, PoolWaits, InstancesCreated, InstancesDiscarded atomic.Int64
+	// Overdue counts callbacks of an uninterruptible plugin that ran past
+	// their deadline.
+	Overdue atomic.Int64
 	// Events counts the guest's metric_add names.
 	Events sync.Map // name → *atomic.Int64
 }
@@ -148,7 +157,7 @@ func (h *Host) Load(ctx context.Context, spec Spec) (*Plugin, error) {
 		WithMemoryLimitPages(pages).
 		// Compiles termination checks into loops so the deadline watchdog
 		// can stop a runaway guest (see docs/adr/0002).
-		WithCloseOnContextDone(true)
+		WithCloseOnContextDone(!spec.Uninterruptible)
 	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
 	p := &Plugin{spec: spec, log: h.log.With("plugin", spec.Name), rt: rt, stats: &Stats{},
 		live: make(map[*instance]struct{}), stopDog: make(chan struct{})}

@@ -285,6 +285,25 @@ func TestFailures(t *testing.T) {
 	}
 }
 
+// An uninterruptible plugin's overdue callback is reported, not stopped.
+func TestUninterruptibleOverdue(t *testing.T) {
+	spec := Spec{Name: "slow", Module: testPlugin(t), Config: []byte(`{"request":"log:x","chunk":"replace_upper"}`),
+		Deadline: 20 * time.Millisecond, Uninterruptible: true}
+	pl, err := NewPipeline(context.Background(), testHost(t), []Spec{spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pl.Close()
+	r := request(`{}`)
+	defer ReleaseRequest(r)
+	if res, err := pl.Chunk(r, []byte("ab"), ChunkText); err != nil || string(res.Text) != "AB" {
+		t.Fatalf("got %q %v", res.Text, err)
+	}
+	if p := pl.Plugins()[0]; p.Stats().Overdue.Load() != 0 || p.Stats().Timeouts.Load() != 0 {
+		t.Fatal("a fast callback was reported overdue")
+	}
+}
+
 func TestLoadErrors(t *testing.T) {
 	tests := []struct {
 		name   string

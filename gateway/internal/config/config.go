@@ -67,6 +67,11 @@ type PluginLimits struct {
 	Deadline time.Duration `yaml:"deadline"`
 	// Instances caps the instance pool (default 2 × CPUs).
 	Instances int `yaml:"instances"`
+	// Interruptible (default true) compiles termination checks so a
+	// callback spinning past its deadline is stopped. false saves about
+	// 20 µs per callback at low load, for first-party plugins you trust:
+	// an overdue callback is then only logged and counted.
+	Interruptible *bool `yaml:"interruptible"`
 }
 
 // PluginRuntime configures the WebAssembly runtime.

@@ -45,6 +45,9 @@ func (s *Server) newState(p *config.Policy) (*state, error) {
 		}
 		spec := wasm.Spec{Name: pl.Name, Module: bin, Config: cfg, MemoryBytes: int64(pl.Limits.Memory),
 			Deadline: pl.Limits.Deadline, Instances: pl.Limits.Instances}
+		if pl.Limits.Interruptible != nil && !*pl.Limits.Interruptible {
+			spec.Uninterruptible = true
+		}
 		if pl.OnError == config.FailOpen {
 			spec.OnError = wasm.FailOpen
 		}
