@@ -470,7 +470,7 @@ report=$(jq -rs \
 		dt99: (if $r.target == "direct" or $r.base == null or $r.ttft_us == null then null else $r.ttft_us.p99 - $r.base.ttft_us.p99 end)
 	})
 	| def rank: {"direct": 0, "nginx": 1, "tollgate": 2}[.] // 9;
-	  group_by([.mode, .level, (.target | rank)])
+	  group_by([.mode, .level, (.target | rank), .target])
 	| map({
 		mode: .[0].mode, level: .[0].level, target: .[0].target, runs: length,
 		rps: (map(.rps) | median),
