@@ -17,6 +17,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/tollgate/tollgate/gateway/internal/store/mem"
 )
 
 // Version is the policy format this build reads.
@@ -33,6 +35,10 @@ type Policy struct {
 	Server    Server     `yaml:"server"`
 	Upstreams []Upstream `yaml:"upstreams"`
 	Routes    []Route    `yaml:"routes"`
+	// Store selects where tenants, keys, plans and prices come from.
+	Store Store `yaml:"store"`
+	// Tenants is the memory store's data (store.kind: memory).
+	Tenants mem.Config `yaml:"tenants"`
 	// Plugins run in this order in every phase they take part in.
 	Plugins       []Plugin      `yaml:"plugins"`
 	PluginRuntime PluginRuntime `yaml:"plugin_runtime"`
@@ -41,6 +47,42 @@ type Policy struct {
 	// resolved against it ("" for a policy that is not a file: the working
 	// directory).
 	Dir string `yaml:"-"`
+}
+
+// Store kinds.
+const (
+	StoreMemory   = "memory"
+	StorePostgres = "postgres"
+)
+
+// Store configures the tenant store and its cache.
+type Store struct {
+	// Kind is memory (default: the policy's tenants section) or postgres.
+	Kind     string        `yaml:"kind"`
+	Postgres PostgresStore `yaml:"postgres"`
+	Cache    TenantCache   `yaml:"cache"`
+}
+
+// PostgresStore locates the database.
+type PostgresStore struct {
+	// DSNEnv names the environment variable holding the connection string
+	// (default TOLLGATE_DATABASE_URL); the DSN itself is never written in
+	// the policy.
+	DSNEnv   string `yaml:"dsn_env"`
+	MaxConns int32  `yaml:"max_conns"`
+
+	DSN string `yaml:"-"` // resolved from DSNEnv
+}
+
+// TenantCache configures the read-through cache in front of the store.
+type TenantCache struct {
+	// TTL is how long a key's snapshot is fresh (default 3s, at most 30s);
+	// 0s reads the store on every request.
+	TTL *time.Duration `yaml:"ttl"`
+	// NegativeTTL is how long an unknown key is remembered (default 1s).
+	NegativeTTL time.Duration `yaml:"negative_ttl"`
+	// MaxEntries caps the cache (default 100000).
+	MaxEntries int64 `yaml:"max_entries"`
 }
 
 // Plugin is one WebAssembly policy plugin.
@@ -192,6 +234,8 @@ func (p *Policy) applyDefaults() {
 	for i := range p.Plugins {
 		setDefault(&p.Plugins[i].OnError, FailClosed)
 	}
+	setDefault(&p.Store.Kind, StoreMemory)
+	setDefault(&p.Store.Postgres.DSNEnv, "TOLLGATE_DATABASE_URL")
 }
 
 func setDefault[T comparable](v *T, def T) {
@@ -271,6 +315,7 @@ func (p *Policy) validate(lookupEnv func(string) (string, bool)) Problems {
 		ps.add("routes", "at least one route is required")
 	}
 	p.validatePlugins(&ps)
+	p.validateStore(lookupEnv, &ps)
 	seen := make(map[string]string)
 	for i, r := range p.Routes {
 		at := fmt.Sprintf("routes[%d]", i)
@@ -404,6 +449,40 @@ func (p *Policy) validatePlugins(ps *Problems) {
 		if _, err := json.Marshal(pl.Config); err != nil {
 			ps.add(at+".config", "cannot be expressed as JSON: %v", err)
 		}
+	}
+}
+
+func (p *Policy) validateStore(lookupEnv func(string) (string, bool), ps *Problems) {
+	st := &p.Store
+	switch st.Kind {
+	case StoreMemory:
+		if _, err := mem.New(p.Tenants, lookupEnv); err != nil {
+			ps.add("tenants", "%v", err)
+		}
+	case StorePostgres:
+		dsn, ok := lookupEnv(st.Postgres.DSNEnv)
+		if !ok || dsn == "" {
+			ps.add("store.postgres.dsn_env", "environment variable %s is not set (it holds the Postgres connection string)", st.Postgres.DSNEnv)
+		}
+		st.Postgres.DSN = dsn
+		if len(p.Tenants.Tenants)+len(p.Tenants.Plans)+len(p.Tenants.Prices) > 0 {
+			ps.add("tenants", "is the memory store's data; with store.kind postgres, manage tenants through the admin API")
+		}
+	default:
+		ps.add("store.kind", "must be %s or %s, got %q", StoreMemory, StorePostgres, st.Kind)
+	}
+	if st.Postgres.MaxConns < 0 {
+		ps.add("store.postgres.max_conns", "must not be negative")
+	}
+	c := st.Cache
+	if c.TTL != nil && (*c.TTL < 0 || *c.TTL > 30*time.Second) {
+		ps.add("store.cache.ttl", "must be between 0s (read through every time) and 30s, got %s", *c.TTL)
+	}
+	if c.NegativeTTL < 0 || c.NegativeTTL > 30*time.Second {
+		ps.add("store.cache.negative_ttl", "must be between 0s and 30s")
+	}
+	if c.MaxEntries < 0 {
+		ps.add("store.cache.max_entries", "must not be negative")
 	}
 }
 

@@ -196,6 +196,7 @@ func (x *exchange) startPlugins(ctx *fasthttp.RequestCtx, body []byte) {
 	}
 	wr.Messages, wr.PromptTokens, wr.PromptChars = int64(r.Messages), int64(r.EstimatedPromptTokens), int64(r.PromptChars)
 	wr.ClientHeader = &ctx.Request.Header
+	wr.Services = x.st.services
 	x.wr = wr
 }
 

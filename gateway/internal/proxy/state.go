@@ -24,22 +24,33 @@ type state struct {
 	clients  map[string]*upstream.Client
 	filters  map[*upstream.Client]*headerFilter
 	pipeline *wasm.Pipeline
+	services *services
+	closers  []func() // tenant store, cache, listener
 
 	refs      atomic.Int64 // requests in flight + 1 while current
 	closeOnce sync.Once
 }
 
-func (s *Server) newState(p *config.Policy) (*state, error) {
-	st := &state{policy: p, clients: make(map[string]*upstream.Client), filters: make(map[*upstream.Client]*headerFilter)}
+func (s *Server) newState(p *config.Policy) (st *state, err error) {
+	st = &state{policy: p, clients: make(map[string]*upstream.Client), filters: make(map[*upstream.Client]*headerFilter)}
 	st.refs.Store(1)
+	defer func() {
+		if err != nil {
+			st.close()
+		}
+	}()
+	if err := s.openTenants(st, p); err != nil {
+		return nil, err
+	}
 	specs := make([]wasm.Spec, 0, len(p.Plugins))
 	for i := range p.Plugins {
 		pl := &p.Plugins[i]
-		bin, err := os.ReadFile(pl.File)
+		var bin, cfg []byte
+		bin, err = os.ReadFile(pl.File)
 		if err != nil {
 			return nil, fmt.Errorf("plugin %q: %w", pl.Name, err)
 		}
-		cfg, err := pluginConfigJSON(pl.Config)
+		cfg, err = pluginConfigJSON(pl.Config)
 		if err != nil {
 			return nil, fmt.Errorf("plugin %q: config: %w", pl.Name, err)
 		}
@@ -56,8 +67,8 @@ func (s *Server) newState(p *config.Policy) (*state, error) {
 	if len(specs) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		pipe, err := wasm.NewPipeline(ctx, s.host, specs)
-		if err != nil {
+		var pipe *wasm.Pipeline
+		if pipe, err = wasm.NewPipeline(ctx, s.host, specs); err != nil {
 			return nil, err
 		}
 		st.pipeline = pipe
@@ -95,6 +106,9 @@ func (st *state) release() {
 }
 
 func (st *state) close() {
+	for _, c := range st.closers {
+		c()
+	}
 	st.pipeline.Close()
 	for _, c := range st.clients {
 		c.Close()

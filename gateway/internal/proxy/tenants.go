@@ -1,0 +1,62 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/tollgate/tollgate/gateway/internal/config"
+	"github.com/tollgate/tollgate/gateway/internal/store/mem"
+	"github.com/tollgate/tollgate/gateway/internal/store/pg"
+	"github.com/tollgate/tollgate/gateway/internal/tenant"
+)
+
+// openTenants builds the tenant store and its cache for a state: the
+// policy's tenants section (memory) or Postgres, whose writes evict cached
+// entries through LISTEN/NOTIFY.
+func (s *Server) openTenants(st *state, p *config.Policy) error {
+	var store tenant.Store
+	switch p.Store.Kind {
+	case config.StorePostgres:
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		db, err := pg.Open(ctx, p.Store.Postgres.DSN, pg.Options{MaxConns: p.Store.Postgres.MaxConns, Logger: s.log})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("tenant store: %w", err)
+		}
+		st.closers = append(st.closers, db.Close)
+		store = db
+	default:
+		m, err := mem.New(p.Tenants, os.LookupEnv)
+		if err != nil {
+			return fmt.Errorf("tenants: %w", err)
+		}
+		store = m
+	}
+	opts := tenant.CacheOptions{NegativeTTL: p.Store.Cache.NegativeTTL, MaxEntries: p.Store.Cache.MaxEntries}
+	if ttl := p.Store.Cache.TTL; ttl != nil {
+		opts.TTL, opts.PassThrough = *ttl, *ttl == 0
+	}
+	cache, err := tenant.NewCache(store, opts)
+	if err != nil {
+		return fmt.Errorf("tenant cache: %w", err)
+	}
+	// Closers run in order: stop listening, then close the cache.
+	if db, ok := store.(*pg.Store); ok {
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			db.Listen(ctx, func(payload string) {
+				if err := cache.HandleNotify(payload); err != nil {
+					s.log.Warn("tenant cache eviction", "payload", payload, "err", err)
+				}
+			})
+		}()
+		st.closers = append([]func(){func() { stop(); <-done }}, st.closers...)
+	}
+	st.closers = append(st.closers, cache.Close)
+	st.services = &services{log: s.log, tenants: cache, now: time.Now}
+	return nil
+}

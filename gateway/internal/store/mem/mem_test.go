@@ -1,0 +1,305 @@
+package mem
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/tollgate/tollgate/gateway/internal/tenant"
+	"github.com/tollgate/tollgate/gateway/internal/tenant/storetest"
+)
+
+func sha(key string) string {
+	h := tenant.HashKey(key)
+	return hex.EncodeToString(h[:])
+}
+
+// configOf turns a fixture into a Config the way an operator would write
+// it: budgets and prices in dollars, keys as hashes, except the keys of
+// tenant initech, which come from the environment (returned as env).
+func configOf(f storetest.Fixture) (Config, map[string]string) {
+	var cfg Config
+	env := make(map[string]string)
+	usd := func(micros int64) float64 { return float64(micros) / 1e6 }
+	for _, p := range f.Plans {
+		cfg.Plans = append(cfg.Plans, PlanConfig{
+			ID: p.ID, MonthlyBudgetUSD: usd(p.MonthlyBudgetMicros),
+			RPM: p.RPM, TPM: p.TPM, MaxTokens: p.MaxTokens, AllowedModels: p.AllowedModels,
+		})
+	}
+	for _, tn := range f.Tenants {
+		tc := TenantConfig{ID: tn.ID, Plan: tn.PlanID, Status: tn.Status}
+		for _, k := range tn.Keys {
+			kc := KeyConfig{
+				ID: k.ID, Prefix: k.Prefix, Status: k.Status, ExpiresAt: k.ExpiresAt,
+				RPM: k.Limits.RPM, TPM: k.Limits.TPM, MaxTokens: k.Limits.MaxTokens,
+			}
+			if tn.ID == "initech" {
+				kc.KeyEnv = "TG_KEY_" + strings.ToUpper(strings.ReplaceAll(k.ID, "-", "_"))
+				env[kc.KeyEnv] = k.Plaintext
+			} else {
+				kc.KeySHA256 = sha(k.Plaintext)
+			}
+			tc.Keys = append(tc.Keys, kc)
+		}
+		cfg.Tenants = append(cfg.Tenants, tc)
+	}
+	for _, p := range f.Prices {
+		cfg.Prices = append(cfg.Prices, PriceConfig{
+			Model: p.Model, InputUSDPerMTok: usd(p.InputMicrosPerMTok),
+			OutputUSDPerMTok: usd(p.OutputMicrosPerMTok), EffectiveFrom: p.EffectiveFrom,
+		})
+	}
+	return cfg, env
+}
+
+func lookup(env map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+}
+
+func TestStore(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, f storetest.Fixture) tenant.Store {
+		cfg, env := configOf(f)
+		s, err := New(cfg, lookup(env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+// TestDecodeYAML checks the yaml tags against the policy format.
+func TestDecodeYAML(t *testing.T) {
+	const doc = `
+plans:
+  - {id: basic, monthly_budget_usd: 12.5, rpm: 60, tpm: 1000, max_tokens: 256, allowed_models: ["mock-*"]}
+tenants:
+  - id: acme
+    plan: basic
+    status: active
+    keys:
+      - {id: k-1, key_sha256: ` + "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08" + `, prefix: tg_x, status: revoked,
+         expires_at: 2030-01-02T03:04:05Z, rpm: 1, tpm: 2, max_tokens: 3}
+      - {id: k-2, key_env: ACME_KEY}
+prices:
+  - {model: m, input_usd_per_mtok: 0.15, output_usd_per_mtok: 0.6, effective_from: 2024-07-18}
+`
+	var cfg Config
+	dec := yaml.NewDecoder(strings.NewReader(doc))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cfg, lookup(map[string]string{"ACME_KEY": "tg_acme"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := hex.DecodeString("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
+	snap, err := s.KeyByHash(context.Background(), tenant.KeyHash(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := snap.Key
+	if k.ID != "k-1" || k.Prefix != "tg_x" || k.Status != tenant.StatusRevoked || k.ExpiresAt.Year() != 2030 ||
+		k.Limits != (tenant.Limits{RPM: 1, TPM: 2, MaxTokens: 3}) || snap.Plan.MonthlyBudgetMicros != 12_500_000 ||
+		snap.Plan.Limits != (tenant.Limits{RPM: 60, TPM: 1000, MaxTokens: 256}) || snap.Plan.AllowedModels[0] != "mock-*" {
+		t.Errorf("decoded snapshot = %+v", snap)
+	}
+	if _, err := s.KeyByHash(context.Background(), tenant.HashKey("tg_acme")); err != nil {
+		t.Errorf("key_env key: %v", err)
+	}
+	p, err := s.Price(context.Background(), "m", cfg.Prices[0].EffectiveFrom)
+	if err != nil || p.InputMicrosPerMTok != 150_000 || p.OutputMicrosPerMTok != 600_000 {
+		t.Errorf("price = %+v, %v", p, err)
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	valid := func() Config {
+		return Config{
+			Plans: []PlanConfig{{ID: "basic"}, {ID: "free"}},
+			Tenants: []TenantConfig{
+				{ID: "acme", Plan: "basic", Keys: []KeyConfig{{ID: "k-1", KeySHA256: sha("a")}}},
+				{ID: "globex", Plan: "free", Keys: []KeyConfig{{ID: "k-2", KeySHA256: sha("b")}}},
+			},
+			Prices: []PriceConfig{{Model: "m", InputUSDPerMTok: 1}},
+		}
+	}
+	tests := []struct {
+		name   string
+		modify func(*Config)
+		want   []string // each a problem's "path: message" prefix
+	}{
+		{"valid", func(*Config) {}, nil},
+		{"unknown plan", func(c *Config) { c.Tenants[1].Plan = "gold" },
+			[]string{`tenants[1].plan: unknown plan "gold" (declared: "basic", "free")`}},
+		{"missing plan", func(c *Config) { c.Tenants[0].Plan = "" }, []string{"tenants[0].plan: is required"}},
+		{"duplicate plan id", func(c *Config) { c.Plans[1].ID = "basic" },
+			[]string{
+				`plans[1].id: duplicate plan id "basic" (first at plans[0].id)`,
+				`tenants[1].plan: unknown plan "free" (declared: "basic")`,
+			}},
+		{"missing plan id", func(c *Config) { c.Plans = append(c.Plans, PlanConfig{}) }, []string{"plans[2].id: plan id is required"}},
+		{"duplicate tenant id", func(c *Config) { c.Tenants[1].ID = "acme" },
+			[]string{`tenants[1].id: duplicate tenant id "acme" (first at tenants[0].id)`}},
+		{"duplicate key id across tenants", func(c *Config) { c.Tenants[1].Keys[0].ID = "k-1" },
+			[]string{`tenants[1].keys[0].id: duplicate key id "k-1" (first at tenants[0].keys[0].id)`}},
+		{"duplicate hash", func(c *Config) { c.Tenants[1].Keys[0].KeySHA256 = strings.ToUpper(sha("a")) },
+			[]string{"tenants[1].keys[0]: same key as tenants[0].keys[0]"}},
+		{"duplicate hash through env", func(c *Config) {
+			c.Tenants[1].Keys[0].KeySHA256, c.Tenants[1].Keys[0].KeyEnv = "", "KEY_A"
+		}, []string{"tenants[1].keys[0]: same key as tenants[0].keys[0]"}},
+		{"bad hex", func(c *Config) { c.Tenants[1].Keys[0].KeySHA256 = strings.Repeat("zz", 32) },
+			[]string{"tenants[1].keys[0].key_sha256: must be the key's SHA-256 as 64 hex digits: not hex"}},
+		{"plaintext key in key_sha256 is not echoed", func(c *Config) { c.Tenants[1].Keys[0].KeySHA256 = "tg_live_secret" },
+			[]string{"tenants[1].keys[0].key_sha256: must be the key's SHA-256 as 64 hex digits, got 14 characters"}},
+		{"missing key", func(c *Config) { c.Tenants[0].Keys[0].KeySHA256 = "" },
+			[]string{"tenants[0].keys[0]: missing key"}},
+		{"both key forms", func(c *Config) { c.Tenants[0].Keys[0].KeyEnv = "KEY_A" },
+			[]string{"tenants[0].keys[0]: set one of key_sha256 and key_env"}},
+		{"unset env", func(c *Config) { c.Tenants[0].Keys[0].KeySHA256, c.Tenants[0].Keys[0].KeyEnv = "", "NOPE" },
+			[]string{"tenants[0].keys[0].key_env: environment variable NOPE is not set"}},
+		{"empty env", func(c *Config) { c.Tenants[0].Keys[0].KeySHA256, c.Tenants[0].Keys[0].KeyEnv = "", "EMPTY" },
+			[]string{"tenants[0].keys[0].key_env: environment variable EMPTY is not set"}},
+		{"missing key id", func(c *Config) { c.Tenants[0].Keys[0].ID = "" }, []string{"tenants[0].keys[0].id: key id is required"}},
+		{"bad statuses", func(c *Config) {
+			c.Tenants[0].Status = "revoked"
+			c.Tenants[0].Keys[0].Status = "suspended"
+		}, []string{
+			`tenants[0].status: must be active or suspended, got "revoked"`,
+			`tenants[0].keys[0].status: must be active or revoked, got "suspended"`,
+		}},
+		{"negative limits", func(c *Config) {
+			c.Plans[0].RPM = -1
+			c.Tenants[0].Keys[0].MaxTokens = -2
+		}, []string{"plans[0].rpm: must not be negative", "tenants[0].keys[0].max_tokens: must not be negative"}},
+		{"bad model pattern", func(c *Config) { c.Plans[0].AllowedModels = []string{"ok", "[", ""} }, []string{
+			`plans[0].allowed_models[1]: must be a model name or a path.Match pattern, got "["`,
+			`plans[0].allowed_models[2]: must be a model name or a path.Match pattern, got ""`,
+		}},
+		{"budget with 7 decimals", func(c *Config) { c.Plans[0].MonthlyBudgetUSD = 0.1234567 },
+			[]string{"plans[0].monthly_budget_usd: has more than 6 decimals"}},
+		{"negative price", func(c *Config) { c.Prices[0].OutputUSDPerMTok = -1 },
+			[]string{"prices[0].output_usd_per_mtok: must not be negative"}},
+		{"price without model", func(c *Config) { c.Prices[0].Model = "" }, []string{"prices[0].model: is required"}},
+		{"duplicate price", func(c *Config) { c.Prices = append(c.Prices, c.Prices[0]) },
+			[]string{`prices[1]: duplicate price for "m" from 0001-01-01T00:00:00Z (first at prices[0])`}},
+		{"problems are all reported", func(c *Config) {
+			c.Tenants[0].Plan = "x"
+			c.Tenants[1].Keys[0].KeySHA256 = "00"
+		}, []string{"tenants[0].plan: unknown plan", "tenants[1].keys[0].key_sha256: must be"}},
+	}
+	env := lookup(map[string]string{"KEY_A": "a", "EMPTY": ""})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := valid()
+			tt.modify(&cfg)
+			s, err := New(cfg, env)
+			if len(tt.want) == 0 {
+				if err != nil || s == nil {
+					t.Fatalf("New: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("New accepted the config")
+			}
+			var problems []string
+			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+				var ce *ConfigError
+				if !errors.As(e, &ce) {
+					t.Fatalf("problem %v is not a *ConfigError", e)
+				}
+				problems = append(problems, ce.Error())
+			}
+			if len(problems) != len(tt.want) {
+				t.Fatalf("problems = %q, want %d matching %q", problems, len(tt.want), tt.want)
+			}
+			for i, w := range tt.want {
+				if !strings.HasPrefix(problems[i], w) {
+					t.Errorf("problem %d = %q, want prefix %q", i, problems[i], w)
+				}
+			}
+			if strings.Contains(err.Error(), "tg_live_secret") {
+				t.Error("the error echoes a key")
+			}
+		})
+	}
+}
+
+func TestUSDToMicros(t *testing.T) {
+	tests := []struct {
+		usd     float64
+		want    int64
+		wantErr string
+	}{
+		{0, 0, ""},
+		{12.5, 12_500_000, ""},
+		{0.1, 100_000, ""},
+		{19.99, 19_990_000, ""},
+		{0.000001, 1, ""},
+		{0.150001, 150_001, ""},
+		{1e6, 1_000_000_000_000, ""},
+		{123456789.123456, 123_456_789_123_456, ""},
+		{0.0000001, 0, "more than 6 decimals"},
+		{1.0000005, 0, "more than 6 decimals"},
+		{-0.5, 0, "negative"},
+		{1e19, 0, "too large"},
+		{math.NaN(), 0, "finite"},
+		{math.Inf(1), 0, "finite"},
+	}
+	for _, tt := range tests {
+		got, err := usdToMicros(tt.usd)
+		switch {
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+			t.Errorf("usdToMicros(%v) = %d, %v; want error %q", tt.usd, got, err, tt.wantErr)
+		case tt.wantErr == "" && (err != nil || got != tt.want):
+			t.Errorf("usdToMicros(%v) = %d, %v; want %d", tt.usd, got, err, tt.want)
+		}
+	}
+}
+
+// FuzzUSDToMicros checks that an accepted amount converts back to the same
+// float64: the micros are the decimal the YAML number denotes.
+func FuzzUSDToMicros(f *testing.F) {
+	for _, v := range []float64{0, 0.1, 12.5, 19.99, 0.000001, 1e-7, 123456789.123456, 1e19, -1} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v float64) {
+		m, err := usdToMicros(v)
+		if err != nil {
+			return
+		}
+		if m < 0 {
+			t.Fatalf("usdToMicros(%v) = %d", v, m)
+		}
+		if m < 1<<53 && float64(m)/1e6 != v {
+			t.Fatalf("usdToMicros(%v) = %d, which is %v", v, m, float64(m)/1e6)
+		}
+	})
+}
+
+func TestStoreIsACopy(t *testing.T) {
+	cfg := Config{
+		Plans:   []PlanConfig{{ID: "p", AllowedModels: []string{"a"}}},
+		Tenants: []TenantConfig{{ID: "t", Plan: "p", Keys: []KeyConfig{{ID: "k", KeySHA256: sha("k")}}}},
+	}
+	s, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Plans[0].AllowedModels[0] = "changed"
+	a, _ := s.KeyByHash(context.Background(), tenant.HashKey("k"))
+	b, _ := s.KeyByHash(context.Background(), tenant.HashKey("k"))
+	if a.Plan.AllowedModels[0] != "a" {
+		t.Errorf("the store shares the config's slices: %q", a.Plan.AllowedModels)
+	}
+	if a == b {
+		t.Error("KeyByHash returned the same snapshot twice; each read is a new snapshot")
+	}
+}

@@ -1,0 +1,230 @@
+package pg
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tollgate/tollgate/gateway/internal/tenant"
+)
+
+// Key format: KeyPrefix, then the base62 digits of 32 random bytes, padded
+// to KeyDigits.
+const (
+	KeyPrefix = "tg_"
+	// KeyDigits is the length of 2^256-1 in base62.
+	KeyDigits = 43
+	// displayDigits is how many random digits the stored display prefix
+	// keeps (about 48 of the 256 bits).
+	displayDigits = 8
+)
+
+// keyByHashSQL reads everything a Snapshot needs in one statement.
+const keyByHashSQL = `
+SELECT k.id, k.tenant_id, k.prefix, k.status, k.expires_at,
+       coalesce(k.rpm, 0), coalesce(k.tpm, 0), coalesce(k.max_tokens, 0),
+       t.status, t.plan_id,
+       p.monthly_budget_micros, p.rpm, p.tpm, p.max_tokens, p.allowed_models
+FROM api_keys k
+JOIN tenants t ON t.id = k.tenant_id
+JOIN plans p ON p.id = t.plan_id
+WHERE k.key_hash = $1`
+
+// KeyByHash returns the snapshot of the key with hash h, its tenant and
+// plan, read with one statement, or an error wrapping tenant.ErrNotFound.
+// Revoked and expired keys and suspended tenants are returned too, with
+// their status: Snapshot.Usable decides. LoadedAt is when the read began, so
+// a change notified after LoadedAt may be missing from the snapshot but one
+// notified before it is not.
+func (s *Store) KeyByHash(ctx context.Context, h tenant.KeyHash) (*tenant.Snapshot, error) {
+	snap := &tenant.Snapshot{LoadedAt: time.Now()}
+	var expires *time.Time
+	k, t, p := &snap.Key, &snap.Tenant, &snap.Plan
+	err := s.pool.QueryRow(ctx, keyByHashSQL, h[:]).Scan(
+		&k.ID, &k.TenantID, &k.Prefix, &k.Status, &expires,
+		&k.Limits.RPM, &k.Limits.TPM, &k.Limits.MaxTokens,
+		&t.Status, &t.PlanID,
+		&p.MonthlyBudgetMicros, &p.RPM, &p.TPM, &p.MaxTokens, &p.AllowedModels,
+	)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("key %x…: %w", h[:4], tenant.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading key %x…: %w", h[:4], err)
+	}
+	k.Hash = h
+	if expires != nil {
+		k.ExpiresAt = expires.UTC()
+	}
+	t.ID = k.TenantID
+	p.ID = t.PlanID
+	if len(p.AllowedModels) == 0 {
+		p.AllowedModels = nil
+	}
+	return snap, nil
+}
+
+// KeyOptions are the optional settings of a new key. The zero value is a
+// key that never expires and inherits every limit from the plan.
+type KeyOptions struct {
+	// ExpiresAt is when the key stops working; zero means never.
+	ExpiresAt time.Time
+	// Limits override the plan's; zero fields inherit them.
+	Limits tenant.Limits
+}
+
+// CreateKey creates an active key for tenant tenantID and returns the key
+// itself, which is stored nowhere (only its SHA-256 and display prefix are),
+// so this is the one chance to hand it out; and its record. An unknown
+// tenant is an error wrapping tenant.ErrNotFound.
+func (s *Store) CreateKey(ctx context.Context, tenantID string, opts KeyOptions) (string, *tenant.Key, error) {
+	if err := checkID("tenant", tenantID); err != nil {
+		return "", nil, fmt.Errorf("creating a key: %w", err)
+	}
+	if err := checkLimits(opts.Limits); err != nil {
+		return "", nil, fmt.Errorf("creating a key for tenant %q: %w", tenantID, err)
+	}
+	plaintext, err := newKey()
+	if err != nil {
+		return "", nil, err
+	}
+	id, err := newKeyID()
+	if err != nil {
+		return "", nil, err
+	}
+	k := &tenant.Key{
+		ID:        id,
+		TenantID:  tenantID,
+		Hash:      tenant.HashKey(plaintext),
+		Prefix:    plaintext[:len(KeyPrefix)+displayDigits],
+		Status:    tenant.StatusActive,
+		ExpiresAt: opts.ExpiresAt,
+		Limits:    opts.Limits,
+	}
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `
+INSERT INTO api_keys (id, tenant_id, key_hash, prefix, status, expires_at, rpm, tpm, max_tokens)
+VALUES ($1, $2, $3, $4, 'active', $5, $6, $7, $8)`,
+			k.ID, k.TenantID, k.Hash[:], k.Prefix, nullTime(k.ExpiresAt),
+			nullPositive(k.Limits.RPM), nullPositive(k.Limits.TPM), nullPositive(k.Limits.MaxTokens))
+		return err
+	})
+	if err != nil {
+		return "", nil, fmt.Errorf("creating a key for tenant %q: %w", tenantID, classify(err))
+	}
+	return plaintext, k, nil
+}
+
+// RevokeKey revokes the key with id keyID. Revoking a revoked key succeeds
+// and keeps its revocation time; an unknown id is an error wrapping
+// tenant.ErrNotFound.
+func (s *Store) RevokeKey(ctx context.Context, keyID string) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `
+UPDATE api_keys SET status = 'revoked', revoked_at = coalesce(revoked_at, now())
+WHERE id = $1`, keyID)
+		if err == nil && tag.RowsAffected() == 0 {
+			err = tenant.ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("revoking key %q: %w", keyID, err)
+	}
+	return nil
+}
+
+// ListKeys returns the keys of tenant tenantID, oldest first: their records,
+// with the hash and display prefix (the keys themselves are stored nowhere).
+// An unknown tenant is an error wrapping tenant.ErrNotFound; a tenant without
+// keys gives an empty slice.
+func (s *Store) ListKeys(ctx context.Context, tenantID string) ([]tenant.Key, error) {
+	// From tenants, so an unknown tenant (no row) and a tenant without keys
+	// (one row of NULLs) differ in one statement.
+	rows, err := s.pool.Query(ctx, `
+SELECT k.id, k.key_hash, k.prefix, k.status, k.expires_at,
+       coalesce(k.rpm, 0), coalesce(k.tpm, 0), coalesce(k.max_tokens, 0)
+FROM tenants t
+LEFT JOIN api_keys k ON k.tenant_id = t.id
+WHERE t.id = $1
+ORDER BY k.created_at, k.id`, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("listing keys of tenant %q: %w", tenantID, err)
+	}
+	keys := []tenant.Key{}
+	found := false
+	for rows.Next() {
+		found = true
+		var (
+			id, prefix, status *string
+			hash               []byte
+			expires            *time.Time
+			l                  tenant.Limits
+		)
+		if err := rows.Scan(&id, &hash, &prefix, &status, &expires, &l.RPM, &l.TPM, &l.MaxTokens); err != nil {
+			return nil, fmt.Errorf("listing keys of tenant %q: %w", tenantID, err)
+		}
+		if id == nil {
+			continue // the tenant's row, no keys
+		}
+		k := tenant.Key{ID: *id, TenantID: tenantID, Prefix: *prefix, Status: *status, Limits: l}
+		copy(k.Hash[:], hash)
+		if expires != nil {
+			k.ExpiresAt = expires.UTC()
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing keys of tenant %q: %w", tenantID, err)
+	}
+	if !found {
+		return nil, fmt.Errorf("listing keys of tenant %q: %w", tenantID, tenant.ErrNotFound)
+	}
+	return keys, nil
+}
+
+// newKey returns a new API key: KeyPrefix and 32 random bytes in base62.
+func newKey() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("generating a key: %w", err)
+	}
+	digits := new(big.Int).SetBytes(b[:]).Text(62)
+	return KeyPrefix + strings.Repeat("0", KeyDigits-len(digits)) + digits, nil
+}
+
+// keyIDEncoding spells key ids: lowercase base32, no padding.
+var keyIDEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// newKeyID returns a new key id, "key_" and 16 random characters. Ids are
+// not secret; they name keys in the admin API and the call log.
+func newKeyID() (string, error) {
+	var b [10]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("generating a key id: %w", err)
+	}
+	return "key_" + keyIDEncoding.EncodeToString(b[:]), nil
+}
+
+// nullTime maps the zero time to NULL.
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// nullPositive maps 0 ("inherit") to NULL.
+func nullPositive(n int64) *int64 {
+	if n == 0 {
+		return nil
+	}
+	return &n
+}

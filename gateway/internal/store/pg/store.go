@@ -1,0 +1,149 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tollgate/tollgate/gateway/internal/tenant"
+)
+
+// Errors of admin writes, besides tenant.ErrNotFound.
+var (
+	// ErrExists is returned when creating a plan, tenant, key or price
+	// whose identity is taken.
+	ErrExists = errors.New("already exists")
+	// ErrInvalid is returned for a value the schema rejects: an empty or
+	// too long id, an unknown status, a negative limit.
+	ErrInvalid = errors.New("invalid value")
+)
+
+// Options configure Open. The zero value is the default.
+type Options struct {
+	// Tracer, if not nil, sees every query run on the pool's connections
+	// (not the Listen connection), e.g. to count the statements of a
+	// request: KeyByHash and Price are one statement each, an admin write
+	// three (BEGIN, the write, COMMIT). It is also used as a pgx batch,
+	// copy-from, prepare or connect tracer if it implements those
+	// interfaces.
+	Tracer pgx.QueryTracer
+	// MaxConns caps the pool's connections; 0 keeps pool_max_conns from the
+	// DSN, or pgxpool's default (the greater of 4 and the number of CPUs).
+	MaxConns int32
+	// Logger receives Listen's connection messages; nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Store is the Postgres tenant store. Its methods are safe for concurrent
+// use.
+type Store struct {
+	pool *pgxpool.Pool
+	// listenConfig is the connection configuration of Listen: the pool's,
+	// without the tracer.
+	listenConfig *pgx.ConnConfig
+	log          *slog.Logger
+}
+
+var _ tenant.Store = (*Store)(nil)
+
+// Open connects a pool to the database at dsn (a postgres:// URL or a
+// key=value connection string) and checks that it answers. opts holds at
+// most one Options; none means defaults. Close the Store when done.
+func Open(ctx context.Context, dsn string, opts ...Options) (*Store, error) {
+	var o Options
+	switch len(opts) {
+	case 0:
+	case 1:
+		o = opts[0]
+	default:
+		return nil, fmt.Errorf("pg.Open: %d Options given, want at most 1", len(opts))
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// pgconn's parse errors never include the password.
+		return nil, fmt.Errorf("parsing the Postgres DSN: %w", err)
+	}
+	if o.MaxConns > 0 {
+		cfg.MaxConns = o.MaxConns
+	}
+	listenConfig := cfg.ConnConfig.Copy()
+	if o.Tracer != nil {
+		cfg.ConnConfig.Tracer = o.Tracer
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating the Postgres pool for %s: %w", where(cfg.ConnConfig), err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connecting to Postgres at %s: %w", where(cfg.ConnConfig), err)
+	}
+	return &Store{
+		pool:         pool,
+		listenConfig: listenConfig,
+		log:          log.With("component", "store/pg"),
+	}, nil
+}
+
+// where names the server and database of cfg for messages, without
+// credentials.
+func where(cfg *pgx.ConnConfig) string {
+	return fmt.Sprintf("%s:%d/%s", cfg.Host, cfg.Port, cfg.Database)
+}
+
+// Close closes the pool's connections, waiting for those in use to be
+// released. It does not stop Listen: cancel its context.
+func (s *Store) Close() { s.pool.Close() }
+
+// Ping checks that the database answers, for readiness checks.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("pinging Postgres: %w", err)
+	}
+	return nil
+}
+
+// inTx runs fn in a transaction, committed if fn returns nil and rolled back
+// otherwise. Notifications of the triggers are sent on commit.
+func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, s.pool, fn)
+}
+
+// SQLSTATE classes and codes this package maps to its errors.
+const (
+	codeUniqueViolation     = "23505"
+	codeForeignKeyViolation = "23503"
+	codeCheckViolation      = "23514"
+	codeNotNullViolation    = "23502"
+	classDataException      = "22"
+)
+
+// classify wraps a database error in ErrExists, tenant.ErrNotFound (a
+// reference to a missing row) or ErrInvalid where it is one of those, keeping
+// the original in the chain; other errors are returned as they are.
+func classify(err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return err
+	}
+	switch {
+	case pgErr.Code == codeUniqueViolation:
+		return fmt.Errorf("%w (%w)", ErrExists, err)
+	case pgErr.Code == codeForeignKeyViolation:
+		return fmt.Errorf("%w (%w)", tenant.ErrNotFound, err)
+	case pgErr.Code == codeCheckViolation, pgErr.Code == codeNotNullViolation,
+		len(pgErr.Code) == 5 && pgErr.Code[:2] == classDataException:
+		return fmt.Errorf("%w (%w)", ErrInvalid, err)
+	}
+	return err
+}

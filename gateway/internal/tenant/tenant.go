@@ -1,0 +1,120 @@
+// Package tenant defines what the gateway knows about the callers of its
+// API: tenants, their plans, their API keys and model prices, and the Store
+// interface the Postgres and in-memory stores implement. Values handed out
+// by a Store or the cache are immutable snapshots: never modify them.
+package tenant
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"time"
+)
+
+// ErrNotFound is returned by a Store for an unknown key, tenant, plan or
+// price. An unknown key and a revoked one look the same to the client.
+var ErrNotFound = errors.New("not found")
+
+// KeyHash is the SHA-256 of an API key. Keys are stored and looked up only
+// by their hash.
+type KeyHash [32]byte
+
+// HashKey returns the hash of a presented API key.
+func HashKey(key string) KeyHash { return sha256.Sum256([]byte(key)) }
+
+// Statuses of tenants and keys.
+const (
+	StatusActive    = "active"
+	StatusSuspended = "suspended" // tenants
+	StatusRevoked   = "revoked"   // keys
+)
+
+// Limits are request limits. Zero means "not set" (inherit or unlimited).
+type Limits struct {
+	RPM       int64 // requests per minute
+	TPM       int64 // tokens per minute
+	MaxTokens int64 // cap on a request's max_tokens
+}
+
+// Plan is what a tenant pays for.
+type Plan struct {
+	ID string
+	// MonthlyBudgetMicros is the monthly budget in millionths of a currency
+	// unit (USD micros); 0 means no budget.
+	MonthlyBudgetMicros int64
+	Limits
+	// AllowedModels are exact names or path.Match patterns; empty allows
+	// every routed model.
+	AllowedModels []string
+}
+
+// Tenant is a customer of the gateway.
+type Tenant struct {
+	ID     string
+	Status string
+	PlanID string
+}
+
+// Key is an API key's record; the key itself is never stored.
+type Key struct {
+	ID        string
+	TenantID  string
+	Hash      KeyHash
+	Prefix    string // the first characters, for display ("tg_live_ab12")
+	Status    string
+	ExpiresAt time.Time // zero: never
+	Limits    Limits    // per-key overrides; zero fields inherit the plan's
+}
+
+// Snapshot is everything the request path needs about a presented key:
+// the key, its tenant and the tenant's plan, read together. It is built
+// once per load and never modified.
+type Snapshot struct {
+	Key    Key
+	Tenant Tenant
+	Plan   Plan
+	// LoadedAt is when the snapshot was read from the store.
+	LoadedAt time.Time
+}
+
+// Effective returns the limits that apply: the key's where set, else the
+// plan's.
+func (s *Snapshot) Effective() Limits {
+	l := s.Plan.Limits
+	if s.Key.Limits.RPM > 0 {
+		l.RPM = s.Key.Limits.RPM
+	}
+	if s.Key.Limits.TPM > 0 {
+		l.TPM = s.Key.Limits.TPM
+	}
+	if s.Key.Limits.MaxTokens > 0 {
+		l.MaxTokens = s.Key.Limits.MaxTokens
+	}
+	return l
+}
+
+// Usable reports whether the key may be used at now: key and tenant active,
+// key not expired.
+func (s *Snapshot) Usable(now time.Time) bool {
+	return s.Key.Status == StatusActive && s.Tenant.Status == StatusActive &&
+		(s.Key.ExpiresAt.IsZero() || now.Before(s.Key.ExpiresAt))
+}
+
+// Price is a model's price per million tokens, in USD micros, from
+// EffectiveFrom on.
+type Price struct {
+	Model               string
+	InputMicrosPerMTok  int64
+	OutputMicrosPerMTok int64
+	EffectiveFrom       time.Time
+}
+
+// Store reads tenant data. Implementations: store/pg (Postgres) and
+// store/mem (the policy's YAML, the embedded default). Reads on the
+// request path go through the cache, never straight to a Store.
+type Store interface {
+	// KeyByHash returns the snapshot for a key hash, or ErrNotFound.
+	KeyByHash(ctx context.Context, h KeyHash) (*Snapshot, error)
+	// Price returns the price of model in force at, or ErrNotFound.
+	Price(ctx context.Context, model string, at time.Time) (*Price, error)
+}
