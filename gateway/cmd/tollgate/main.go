@@ -34,6 +34,7 @@ Usage:
   tollgate validate FILE...                      check policy files; lists every problem, exits 1 if any
   tollgate plugin build DIR [-o FILE]            build a Go plugin (GOOS=wasip1 GOARCH=wasm -buildmode=c-shared)
   tollgate plugin test DIR [go test flags]       build it, then run its tests against the built module
+  tollgate migrate [up | status | down-to N]      apply the Postgres schema ($TOLLGATE_DATABASE_URL)
   tollgate version                               print the version
 
 Run 'tollgate COMMAND -h' for a command's flags.
@@ -55,6 +56,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return validate(args[1:], stdout, stderr)
 	case "plugin":
 		return plugin(args[1:], stdout, stderr)
+	case "migrate":
+		return migrate(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, version())
 		return 0

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/valyala/fasthttp"
 
 	"github.com/tollgate/tollgate/gateway/internal/config"
@@ -26,11 +27,12 @@ var ErrShuttingDown = errors.New("the gateway is shutting down")
 // Server serves one policy. Create it with New, run it with Serve, stop it
 // with Shutdown.
 type Server struct {
-	log   *slog.Logger
-	host  *wasm.Host
-	state atomic.Pointer[state]
-	srv   *fasthttp.Server
-	ids   *requestIDs
+	log      *slog.Logger
+	host     *wasm.Host
+	pgTracer pgx.QueryTracer
+	state    atomic.Pointer[state]
+	srv      *fasthttp.Server
+	ids      *requestIDs
 
 	// base is the parent of every request's context; canceling it ends
 	// every exchange still open.
@@ -46,13 +48,23 @@ type Server struct {
 	conns atomic.Int64
 }
 
+// Option tunes a Server.
+type Option func(*Server)
+
+// WithPGTracer traces every statement of the Postgres tenant store (the
+// query-budget test counts them).
+func WithPGTracer(t pgx.QueryTracer) Option { return func(s *Server) { s.pgTracer = t } }
+
 // New builds a Server for p, compiling and configuring its plugins. log nil
 // means slog.Default().
-func New(p *config.Policy, log *slog.Logger) (*Server, error) {
+func New(p *config.Policy, log *slog.Logger, opts ...Option) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
 	s := &Server{log: log, ids: newRequestIDs()}
+	for _, o := range opts {
+		o(s)
+	}
 	host, err := wasm.NewHost(p.PluginRuntime.CacheDir, log)
 	if err != nil {
 		return nil, err

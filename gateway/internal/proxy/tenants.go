@@ -20,7 +20,7 @@ func (s *Server) openTenants(st *state, p *config.Policy) error {
 	switch p.Store.Kind {
 	case config.StorePostgres:
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		db, err := pg.Open(ctx, p.Store.Postgres.DSN, pg.Options{MaxConns: p.Store.Postgres.MaxConns, Logger: s.log})
+		db, err := pg.Open(ctx, p.Store.Postgres.DSN, pg.Options{MaxConns: p.Store.Postgres.MaxConns, Logger: s.log, Tracer: s.pgTracer})
 		cancel()
 		if err != nil {
 			return fmt.Errorf("tenant store: %w", err)

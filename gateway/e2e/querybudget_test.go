@@ -1,0 +1,180 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tollgate/tollgate/gateway/internal/config"
+	"github.com/tollgate/tollgate/gateway/internal/mockllm"
+	"github.com/tollgate/tollgate/gateway/internal/pgtest"
+	"github.com/tollgate/tollgate/gateway/internal/proxy"
+	"github.com/tollgate/tollgate/gateway/internal/store/pg"
+	"github.com/tollgate/tollgate/gateway/internal/tenant"
+	"github.com/tollgate/tollgate/gateway/wasm/wasmbuild"
+)
+
+// Statement budget of one request through preflight with the Postgres
+// store: a warm request (key cached) does no Postgres work before its first
+// byte; a cold one reads the key, its tenant and plan in one statement.
+const (
+	budgetWarm = 0
+	budgetCold = 1
+)
+
+// countingTracer counts the statements the gateway's pool runs.
+type countingTracer struct{ n atomic.Int64 }
+
+func (c *countingTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *countingTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+var migrated = &pgtest.Template{Name: "migrated", Prepare: pg.Migrate}
+
+// seedTenant creates a plan, a tenant and a key, and returns the key.
+func seedTenant(t *testing.T, st *pg.Store, id string) (string, *tenant.Key) {
+	ctx := context.Background()
+	if err := st.CreatePlan(ctx, tenant.Plan{ID: "plan-" + id, Limits: tenant.Limits{MaxTokens: 512}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateTenant(ctx, tenant.Tenant{ID: id, PlanID: "plan-" + id}); err != nil {
+		t.Fatal(err)
+	}
+	key, k, err := st.CreateKey(ctx, id, pg.KeyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key, k
+}
+
+// pgGateway runs a gateway on the Postgres store with preflight.
+func pgGateway(t *testing.T, mockURL, dsn string, tr pgx.QueryTracer) string {
+	wasm, err := wasmbuild.Cached(repoRoot(t) + "/plugins/preflight")
+	if err != nil {
+		t.Fatal(err)
+	}
+	yaml := policy(mockURL, "") + fmt.Sprintf(`
+store:
+  kind: postgres
+  cache: {ttl: 30s}
+plugins:
+  - name: preflight
+    path: %s
+`, wasm)
+	p, err := config.Parse([]byte(yaml), func(k string) (string, bool) {
+		if k == "TOLLGATE_DATABASE_URL" {
+			return dsn, true
+		}
+		return "", false
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := proxy.New(p, slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})), proxy.WithPGTracer(tr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { srv.Serve(ln); close(done) }()
+	t.Cleanup(func() { srv.Shutdown(0, 2*time.Second); <-done })
+	return "http://" + ln.Addr().String()
+}
+
+func TestQueryBudget(t *testing.T) {
+	db := pgtest.SharedFrom(t, migrated)
+	st, err := pg.Open(context.Background(), db.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	key, _ := seedTenant(t, st, "acme")
+	_, mockURL := startMock(t, mockllm.Config{Tokens: 2})
+	var tr countingTracer
+	gw := pgGateway(t, mockURL, db.DSN(), &tr)
+
+	request := func() int64 {
+		before := tr.n.Load()
+		status, _, body := post(t, gw+"/v1/chat/completions", chatOnce, "Authorization", "Bearer "+key)
+		if status != 200 {
+			t.Fatalf("status %d: %s", status, body)
+		}
+		return tr.n.Load() - before
+	}
+	cold := request()
+	warm := request()
+	for i := 0; i < 20; i++ {
+		warm = max(warm, request())
+	}
+	t.Logf("HOTPATH-BUDGET pg_statements_warm=%d pg_statements_cold=%d", warm, cold)
+	fmt.Printf("HOTPATH-BUDGET pg_statements_warm=%d pg_statements_cold=%d\n", warm, cold)
+	if warm > budgetWarm || cold > budgetCold {
+		t.Errorf("statements before the first byte: warm %d (budget %d), cold %d (budget %d)", warm, budgetWarm, cold, budgetCold)
+	}
+	// A flood of one bad key reaches Postgres once (negative caching).
+	before := tr.n.Load()
+	for i := 0; i < 20; i++ {
+		if status, _, _ := post(t, gw+"/v1/chat/completions", chatOnce, "Authorization", "Bearer tg_bad"); status != 401 {
+			t.Fatalf("bad key: status %d", status)
+		}
+	}
+	if n := tr.n.Load() - before; n > 1 {
+		t.Errorf("20 requests with one unknown key ran %d statements, want ≤ 1", n)
+	}
+}
+
+// TestEvictionReachesOtherReplica revokes a key in Postgres and measures
+// how long a second gateway, whose cache holds the key for 30 s, keeps
+// accepting it: NOTIFY must evict it within 100 ms.
+func TestEvictionReachesOtherReplica(t *testing.T) {
+	db := pgtest.SharedFrom(t, migrated)
+	st, err := pg.Open(context.Background(), db.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	key, k := seedTenant(t, st, "globex")
+	_, mockURL := startMock(t, mockllm.Config{Tokens: 1})
+	var trA, trB countingTracer
+	gwA := pgGateway(t, mockURL, db.DSN(), &trA)
+	gwB := pgGateway(t, mockURL, db.DSN(), &trB)
+	for _, gw := range []string{gwA, gwB} {
+		if status, _, body := post(t, gw+"/v1/chat/completions", chatOnce, "Authorization", "Bearer "+key); status != 200 {
+			t.Fatalf("warm-up: %d %s", status, body)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // both replicas' listeners are up
+	t0 := time.Now()
+	if err := st.RevokeKey(context.Background(), k.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, gw := range []string{gwA, gwB} {
+		for {
+			status, _, _ := post(t, gw+"/v1/chat/completions", chatOnce, "Authorization", "Bearer "+key)
+			if status == 401 {
+				break
+			}
+			if time.Since(t0) > 2*time.Second {
+				t.Fatalf("%s still accepts the revoked key after 2s", gw)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	took := time.Since(t0)
+	t.Logf("revocation reached both replicas' caches %v after commit", took)
+	if took > 100*time.Millisecond {
+		t.Errorf("eviction took %v, want < 100ms", took)
+	}
+}
