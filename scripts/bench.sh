@@ -249,6 +249,25 @@ if want_target tollgate && [[ ${NOOP_PLUGINS:-1} == 1 ]]; then
 	EXTRA="noop4=$WORK/noop4.yaml noop4t=$WORK/noop4t.yaml${EXTRA:+ $EXTRA}"
 fi
 
+# PREFLIGHT=1 (default) adds tollgate-preflight: the policy plus the
+# preflight plugin with the memory tenant store (one tenant, one key); every
+# target then gets the key's Authorization header (ignored by the others).
+if want_target tollgate && [[ ${PREFLIGHT:-1} == 1 ]]; then
+	log "building the preflight plugin"
+	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o "$BIN/preflight.wasm" ./plugins/preflight ||
+		die "building the preflight plugin failed"
+	bench_key=tg_bench_key_0123456789
+	key_sha=$(printf '%s' "$bench_key" | sha256sum | cut -d' ' -f1)
+	{
+		cat "$POLICY"
+		printf 'tenants:\n  plans: [{id: bench, rpm: 1000000, max_tokens: 4096, allowed_models: ["mock-*"]}]\n'
+		printf '  tenants: [{id: bench, plan: bench, keys: [{id: k1, key_sha256: %s}]}]\n' "$key_sha"
+		printf 'plugins:\n  - name: preflight\n    path: %s\n' "$BIN/preflight.wasm"
+	} >"$WORK/preflight.yaml"
+	EXTRA="preflight=$WORK/preflight.yaml${EXTRA:+ $EXTRA}"
+	BENCH_HEADER=${BENCH_HEADER:-"Authorization: Bearer $bench_key"}
+fi
+
 ensure_tool jq jq
 if want_target nginx; then
 	# Same as: command -v nginx || (apt-get update && apt-get install -y nginx-light || apt-get install -y nginx)
