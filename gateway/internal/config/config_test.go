@@ -211,7 +211,7 @@ func TestExamplePoliciesLoad(t *testing.T) {
 				}
 			}
 		}
-		if _, err := ParseIn(data, filepath.Dir(f), env(map[string]string{"OPENAI_API_KEY": "x", "ANTHROPIC_API_KEY": "x"})); err != nil {
+		if _, err := ParseIn(data, filepath.Dir(f), env(map[string]string{"OPENAI_API_KEY": "x", "ANTHROPIC_API_KEY": "x", "DEMO_KEY": "tg_demo_123"})); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
