@@ -105,6 +105,12 @@ type Tenant struct {
 	MaxTokens           int64 // cap on max_tokens per request
 }
 
+// TenantMaxTokens is the resolved tenant's cap on max_tokens (the key's if
+// set, else the plan's); -1 when there is none or no tenant is resolved.
+// One host call, no allocation: cheaper than Tenant when only the cap is
+// needed.
+func (x *Exchange) TenantMaxTokens() int64 { return hostTenantInt(tenantMaxTokens) }
+
 // Tenant returns the request's tenant; false when none is resolved (yet).
 // It makes eight host calls: call it once per callback.
 func (x *Exchange) Tenant() (Tenant, bool) {

@@ -2,9 +2,13 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -58,6 +62,11 @@ func seedTenant(t *testing.T, st *pg.Store, id string) (string, *tenant.Key) {
 
 // pgGateway runs a gateway on the Postgres store with preflight.
 func pgGateway(t *testing.T, mockURL, dsn string, tr pgx.QueryTracer) string {
+	_, url := pgGatewayServer(t, mockURL, dsn, tr)
+	return url
+}
+
+func pgGatewayServer(t *testing.T, mockURL, dsn string, tr pgx.QueryTracer) (*proxy.Server, string) {
 	wasm, err := wasmbuild.Cached(repoRoot(t) + "/plugins/preflight")
 	if err != nil {
 		t.Fatal(err)
@@ -71,8 +80,11 @@ plugins:
     path: %s
 `, wasm)
 	p, err := config.Parse([]byte(yaml), func(k string) (string, bool) {
-		if k == "TOLLGATE_DATABASE_URL" {
+		switch k {
+		case "TOLLGATE_DATABASE_URL":
 			return dsn, true
+		case "TOLLGATE_ADMIN_TOKEN":
+			return adminToken, true
 		}
 		return "", false
 	})
@@ -90,7 +102,65 @@ plugins:
 	done := make(chan struct{})
 	go func() { srv.Serve(ln); close(done) }()
 	t.Cleanup(func() { srv.Shutdown(0, 2*time.Second); <-done })
-	return "http://" + ln.Addr().String()
+	return srv, "http://" + ln.Addr().String()
+}
+
+const adminToken = "admin-secret-for-tests"
+
+// TestAdminKeyLifecycle creates a key through the admin API, uses it, and
+// revokes it: the replica that took the write evicts at once.
+func TestAdminKeyLifecycle(t *testing.T) {
+	db := pgtest.SharedFrom(t, migrated)
+	_, mockURL := startMock(t, mockllm.Config{Tokens: 1})
+	srv, gw := pgGatewayServer(t, mockURL, db.DSN(), nil)
+	adm := httptest.NewServer(srv.AdminHandler())
+	defer adm.Close()
+	call := func(method, path, body string) (int, map[string]any) {
+		req, _ := http.NewRequest(method, adm.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m
+	}
+	if st, m := call("POST", "/v1/admin/plans", `{"id":"pro","max_tokens":100}`); st != 201 {
+		t.Fatalf("plan: %d %v", st, m)
+	}
+	if st, m := call("POST", "/v1/admin/tenants", `{"id":"hooli","plan_id":"pro"}`); st != 201 {
+		t.Fatalf("tenant: %d %v", st, m)
+	}
+	st, m := call("POST", "/v1/admin/tenants/hooli/keys", ``)
+	key, _ := m["key"].(string)
+	if st != 201 || !strings.HasPrefix(key, "tg_") {
+		t.Fatalf("key: %d %v", st, m)
+	}
+	if status, _, body := post(t, gw+"/v1/chat/completions", chatOnce, "Authorization", "Bearer "+key); status != 200 {
+		t.Fatalf("new key: %d %s", status, body)
+	}
+	if status, _, _ := post(t, gw+"/v1/chat/completions", `{"model":"mock-1","max_tokens":500,"messages":[{"role":"user","content":"x"}]}`,
+		"Authorization", "Bearer "+key); status != 400 {
+		t.Errorf("plan cap not applied: %d", status)
+	}
+	if st, m := call("POST", "/v1/admin/keys/"+m["id"].(string)+"/revoke", `{"tenant_id":"hooli"}`); st != 200 {
+		t.Fatalf("revoke: %d %v", st, m)
+	}
+	// No wait: the writing replica evicted before answering.
+	if status, _, body := post(t, gw+"/v1/chat/completions", chatOnce, "Authorization", "Bearer "+key); status != 401 {
+		t.Fatalf("revoked key still works on the writing replica: %d %s", status, body)
+	}
+	if st, _ := call("GET", "/v1/admin/tenants/hooli/usage", ""); st != 200 {
+		t.Errorf("usage: %d", st)
+	}
+	req, _ := http.NewRequest("GET", adm.URL+"/v1/admin/tenants/hooli/keys", nil)
+	req.Header.Set("Authorization", "Bearer wrong")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 401 {
+		t.Errorf("wrong admin token: %v %v", resp.StatusCode, err)
+	}
 }
 
 func TestQueryBudget(t *testing.T) {

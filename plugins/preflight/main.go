@@ -66,7 +66,7 @@ func onRequest(r *sdk.Request) sdk.Verdict {
 		return r.Reject(503, "server_error", "tenant_service_unavailable",
 			"The gateway cannot check API keys right now; retry shortly.")
 	}
-	status, allowed := parseResolve(res)
+	status, allowed, _ := strings.Cut(string(res), "\n")
 	switch status {
 	case "ok":
 	case "suspended":
@@ -79,15 +79,14 @@ func onRequest(r *sdk.Request) sdk.Verdict {
 		return r.Reject(403, "permission_error", "model_not_allowed",
 			"Your API key may not use the model `"+model+"`.")
 	}
-	t, _ := r.Tenant()
-	if max, has := r.MaxTokens(); t.MaxTokens > 0 {
-		switch {
-		case has && max > t.MaxTokens:
+	if cap := r.TenantMaxTokens(); cap > 0 {
+		switch max, has := r.MaxTokens(); {
+		case has && max > cap:
 			return r.Reject(400, "invalid_request_error", "max_tokens_too_large",
-				"max_tokens is "+strconv.FormatInt(max, 10)+", above this key's limit of "+strconv.FormatInt(t.MaxTokens, 10)+".")
+				"max_tokens is "+strconv.FormatInt(max, 10)+", above this key's limit of "+strconv.FormatInt(cap, 10)+".")
 		case !has && cfg.RequireMaxTokens:
 			return r.Reject(400, "invalid_request_error", "max_tokens_required",
-				"This key requires max_tokens (at most "+strconv.FormatInt(t.MaxTokens, 10)+").")
+				"This key requires max_tokens (at most "+strconv.FormatInt(cap, 10)+").")
 		}
 	}
 	if cfg.MaxBodyBytes > 0 && r.BodyBytes() > cfg.MaxBodyBytes {
@@ -116,23 +115,15 @@ func apiKey(r *sdk.Request) (string, bool) {
 	return "", false
 }
 
-// parseResolve reads the tenant service's answer: a status line, then (for
-// "ok") the plan's allowed model patterns, one per line.
-func parseResolve(b []byte) (status string, allowed []string) {
-	lines := strings.Split(string(b), "\n")
-	for _, l := range lines[1:] {
-		if l != "" {
-			allowed = append(allowed, l)
-		}
-	}
-	return lines[0], allowed
-}
-
-func modelAllowed(model string, allowed []string) bool {
-	if len(allowed) == 0 {
+// modelAllowed matches model against the tenant service's allowed
+// patterns, one per line (none: every model).
+func modelAllowed(model, allowed string) bool {
+	if allowed == "" {
 		return true
 	}
-	for _, p := range allowed {
+	for allowed != "" {
+		var p string
+		p, allowed, _ = strings.Cut(allowed, "\n")
 		if p == model {
 			return true
 		}

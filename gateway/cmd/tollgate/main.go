@@ -35,6 +35,7 @@ Usage:
   tollgate plugin build DIR [-o FILE]            build a Go plugin (GOOS=wasip1 GOARCH=wasm -buildmode=c-shared)
   tollgate plugin test DIR [go test flags]       build it, then run its tests against the built module
   tollgate migrate [up | status | down-to N]      apply the Postgres schema ($TOLLGATE_DATABASE_URL)
+  tollgate keys create|revoke|list               manage API keys through the admin API
   tollgate version                               print the version
 
 Run 'tollgate COMMAND -h' for a command's flags.
@@ -58,6 +59,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return plugin(args[1:], stdout, stderr)
 	case "migrate":
 		return migrate(args[1:], stdout, stderr)
+	case "keys":
+		return keys(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, version())
 		return 0
@@ -176,6 +179,17 @@ func serve(args []string, stderr io.Writer) int {
 	log.Info("tollgate serving", "listen", ln.Addr().String(), "policy", source,
 		"upstreams", len(p.Upstreams), "routes", len(p.Routes), "version", version())
 
+	if p.Admin.Listen != "" {
+		adminLn, err := net.Listen("tcp", p.Admin.Listen)
+		if err != nil {
+			fmt.Fprintf(stderr, "tollgate: admin listener: %v\n", err)
+			return 1
+		}
+		adminSrv := &http.Server{Handler: srv.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
+		go adminSrv.Serve(adminLn)
+		defer adminSrv.Close()
+		log.Info("admin API serving", "listen", adminLn.Addr().String())
+	}
 	stopReload := make(chan struct{})
 	defer close(stopReload)
 	go (&reloader{srv: srv, log: log, path: *policyPath, every: *watch}).run(stopReload)

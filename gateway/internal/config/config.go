@@ -35,6 +35,8 @@ type Policy struct {
 	Server    Server     `yaml:"server"`
 	Upstreams []Upstream `yaml:"upstreams"`
 	Routes    []Route    `yaml:"routes"`
+	// Admin is the admin API's listener (tenants, plans, keys, prices).
+	Admin Admin `yaml:"admin"`
 	// Store selects where tenants, keys, plans and prices come from.
 	Store Store `yaml:"store"`
 	// Tenants is the memory store's data (store.kind: memory).
@@ -47,6 +49,19 @@ type Policy struct {
 	// resolved against it ("" for a policy that is not a file: the working
 	// directory).
 	Dir string `yaml:"-"`
+}
+
+// Admin configures the admin API. It runs on its own listener, with its own
+// token, and only with the Postgres store (the memory store is the policy).
+type Admin struct {
+	// Listen is the admin listener's address; empty disables the admin
+	// API. Keep it on loopback or a private network.
+	Listen string `yaml:"listen"`
+	// TokenEnv names the environment variable holding the admin token
+	// (default TOLLGATE_ADMIN_TOKEN). Without a token every call is refused.
+	TokenEnv string `yaml:"token_env"`
+
+	Token string `yaml:"-"` // resolved from TokenEnv; never logged
 }
 
 // Store kinds.
@@ -235,6 +250,7 @@ func (p *Policy) applyDefaults() {
 		setDefault(&p.Plugins[i].OnError, FailClosed)
 	}
 	setDefault(&p.Store.Kind, StoreMemory)
+	setDefault(&p.Admin.TokenEnv, "TOLLGATE_ADMIN_TOKEN")
 	setDefault(&p.Store.Postgres.DSNEnv, "TOLLGATE_DATABASE_URL")
 }
 
@@ -316,6 +332,10 @@ func (p *Policy) validate(lookupEnv func(string) (string, bool)) Problems {
 	}
 	p.validatePlugins(&ps)
 	p.validateStore(lookupEnv, &ps)
+	p.Admin.Token, _ = lookupEnv(p.Admin.TokenEnv)
+	if p.Admin.Listen != "" && p.Admin.Token == "" {
+		ps.add("admin.token_env", "environment variable %s is not set: the admin API needs a token", p.Admin.TokenEnv)
+	}
 	seen := make(map[string]string)
 	for i, r := range p.Routes {
 		at := fmt.Sprintf("routes[%d]", i)

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -25,7 +26,8 @@ type state struct {
 	filters  map[*upstream.Client]*headerFilter
 	pipeline *wasm.Pipeline
 	services *services
-	closers  []func() // tenant store, cache, listener
+	admin    http.Handler // nil without the Postgres store
+	closers  []func()     // tenant store, cache, listener
 
 	refs      atomic.Int64 // requests in flight + 1 while current
 	closeOnce sync.Once

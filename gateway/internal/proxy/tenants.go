@@ -3,9 +3,11 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"time"
 
+	"github.com/tollgate/tollgate/gateway/internal/admin"
 	"github.com/tollgate/tollgate/gateway/internal/config"
 	"github.com/tollgate/tollgate/gateway/internal/store/mem"
 	"github.com/tollgate/tollgate/gateway/internal/store/pg"
@@ -57,6 +59,29 @@ func (s *Server) openTenants(st *state, p *config.Policy) error {
 		st.closers = append([]func(){func() { stop(); <-done }}, st.closers...)
 	}
 	st.closers = append(st.closers, cache.Close)
+	if db, ok := store.(*pg.Store); ok {
+		st.admin = admin.NewHandler(db, cache, p.Admin.Token, s.log.With("component", "admin"))
+	}
 	st.services = &services{log: s.log, tenants: cache, now: time.Now}
 	return nil
+}
+
+// AdminHandler serves the admin API of the current policy's store; with
+// the memory store it answers 501 (the policy file is the store).
+func (s *Server) AdminHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st := s.acquireState()
+		if st == nil {
+			http.Error(w, `{"error":{"message":"The gateway is shutting down.","type":"server_error","param":null,"code":"shutting_down"}}`, http.StatusServiceUnavailable)
+			return
+		}
+		defer st.release()
+		if st.admin == nil {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotImplemented)
+			w.Write([]byte(`{"error":{"message":"The admin API needs the Postgres store (store.kind: postgres); with the memory store, edit the policy and reload.","type":"invalid_request_error","param":null,"code":"read_only_store"}}`))
+			return
+		}
+		st.admin.ServeHTTP(w, r)
+	})
 }

@@ -1,0 +1,451 @@
+// Package admin serves the admin API: plans, tenants, API keys, model prices
+// and spend, over net/http with JSON bodies. It is not on the request path;
+// it writes through a Store (the Postgres store) and, after each successful
+// write, tells the local cache to evict what changed (other replicas learn of
+// it from the store's NOTIFY).
+//
+// Every request needs "Authorization: Bearer <token>". Errors are
+// OpenAI-style bodies: {"error":{"message","type","param","code"}}. Money is
+// in US dollars as decimal strings ("12.5"), converted exactly to micros.
+package admin
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/tollgate/tollgate/gateway/internal/openai"
+	"github.com/tollgate/tollgate/gateway/internal/store/pg"
+	"github.com/tollgate/tollgate/gateway/internal/tenant"
+)
+
+// Store is what the admin API needs of the tenant store. Errors wrap
+// tenant.ErrNotFound, pg.ErrExists or pg.ErrInvalid where they are those.
+type Store interface {
+	CreatePlan(ctx context.Context, p tenant.Plan) error
+	UpdatePlan(ctx context.Context, p tenant.Plan) error
+	CreateTenant(ctx context.Context, t tenant.Tenant) error
+	SetTenantStatus(ctx context.Context, id, status string) error
+	CreateKey(ctx context.Context, tenantID string, opts pg.KeyOptions) (string, *tenant.Key, error)
+	RevokeKey(ctx context.Context, keyID string) error
+	ListKeys(ctx context.Context, tenantID string) ([]tenant.Key, error)
+	SetPrice(ctx context.Context, p tenant.Price) error
+	MonthUsage(ctx context.Context, tenantID string, month time.Time) (int64, error)
+}
+
+var _ Store = (*pg.Store)(nil)
+
+// Evictor drops cached entries. The handler calls it after every successful
+// write, so that the replica serving the write evicts at once rather than
+// when the store's notification arrives.
+type Evictor interface {
+	EvictKey(tenant.KeyHash)
+	EvictTenant(id string)
+	EvictPlan(id string)
+	EvictPrice(model string)
+}
+
+// maxBody caps request bodies; admin bodies are a few hundred bytes.
+const maxBody = 1 << 20
+
+// handler serves the admin API.
+type handler struct {
+	store Store
+	evict Evictor
+	token []byte
+	log   *slog.Logger
+	mux   *http.ServeMux
+	now   func() time.Time
+}
+
+// NewHandler returns the admin API. token is the bearer token every request
+// must present; an empty token refuses every request with 503. A nil evict
+// evicts nothing locally; a nil log means slog.Default(). The handler never
+// logs tokens or keys.
+func NewHandler(store Store, evict Evictor, token string, log *slog.Logger) http.Handler {
+	if evict == nil {
+		evict = noEvict{}
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	h := &handler{store: store, evict: evict, token: []byte(token), log: log.With("component", "admin"), now: time.Now}
+	m := http.NewServeMux()
+	m.HandleFunc("POST /v1/admin/plans", h.createPlan)
+	m.HandleFunc("PUT /v1/admin/plans/{id}", h.updatePlan)
+	m.HandleFunc("POST /v1/admin/tenants", h.createTenant)
+	m.HandleFunc("PUT /v1/admin/tenants/{id}/status", h.setTenantStatus)
+	m.HandleFunc("POST /v1/admin/tenants/{id}/keys", h.createKey)
+	m.HandleFunc("GET /v1/admin/tenants/{id}/keys", h.listKeys)
+	m.HandleFunc("GET /v1/admin/tenants/{id}/usage", h.usage)
+	m.HandleFunc("POST /v1/admin/keys/{id}/revoke", h.revokeKey)
+	m.HandleFunc("PUT /v1/admin/prices", h.setPrice)
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		h.fail(w, r, &openai.Error{Status: http.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "unknown_route",
+			Message: fmt.Sprintf("no admin route %s %s", r.Method, r.URL.Path)})
+	})
+	h.mux = m
+	return h
+}
+
+type noEvict struct{}
+
+func (noEvict) EvictKey(tenant.KeyHash) {}
+func (noEvict) EvictTenant(string)      {}
+func (noEvict) EvictPlan(string)        {}
+func (noEvict) EvictPrice(string)       {}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if len(h.token) == 0 {
+		h.fail(w, r, &openai.Error{Status: http.StatusServiceUnavailable, Type: openai.TypeServer,
+			Code: "admin_disabled", Message: "admin API has no token configured"})
+		return
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(got), h.token) != 1 {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="tollgate-admin"`)
+		h.fail(w, r, &openai.Error{Status: http.StatusUnauthorized, Type: openai.TypeInvalidRequest,
+			Code: "invalid_admin_token", Message: "missing or wrong admin token (Authorization: Bearer <token>)"})
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	h.mux.ServeHTTP(w, r)
+}
+
+// Wire types. Limits of 0 mean "not set".
+
+type planJSON struct {
+	ID               string   `json:"id"`
+	MonthlyBudgetUSD usd      `json:"monthly_budget_usd"`
+	RPM              int64    `json:"rpm"`
+	TPM              int64    `json:"tpm"`
+	MaxTokens        int64    `json:"max_tokens"`
+	AllowedModels    []string `json:"allowed_models"`
+}
+
+// planUpdate is the body of PUT /v1/admin/plans/{id}: a plan without its id,
+// which is the path's. Every field is replaced.
+type planUpdate struct {
+	MonthlyBudgetUSD usd      `json:"monthly_budget_usd"`
+	RPM              int64    `json:"rpm"`
+	TPM              int64    `json:"tpm"`
+	MaxTokens        int64    `json:"max_tokens"`
+	AllowedModels    []string `json:"allowed_models"`
+}
+
+type tenantJSON struct {
+	ID     string `json:"id"`
+	PlanID string `json:"plan_id"`
+	Status string `json:"status,omitempty"`
+}
+
+type statusJSON struct {
+	Status string `json:"status"`
+}
+
+type keyRequest struct {
+	ExpiresAt *time.Time `json:"expires_at"`
+	RPM       int64      `json:"rpm"`
+	TPM       int64      `json:"tpm"`
+	MaxTokens int64      `json:"max_tokens"`
+}
+
+// keyJSON is a key's record as shown: never its hash. Key is set only in
+// the answer to its creation.
+type keyJSON struct {
+	ID        string     `json:"id"`
+	Key       string     `json:"key,omitempty"`
+	TenantID  string     `json:"tenant_id"`
+	Prefix    string     `json:"prefix"`
+	Status    string     `json:"status"`
+	ExpiresAt *time.Time `json:"expires_at"` // null: never
+	RPM       int64      `json:"rpm"`
+	TPM       int64      `json:"tpm"`
+	MaxTokens int64      `json:"max_tokens"`
+}
+
+// revokeRequest is the optional body of POST /v1/admin/keys/{id}/revoke.
+type revokeRequest struct {
+	// TenantID, if set, must own the key; it lets the handler find the
+	// key's hash and evict it locally at once.
+	TenantID string `json:"tenant_id"`
+}
+
+type priceJSON struct {
+	Model            string     `json:"model"`
+	InputUSDPerMTok  usd        `json:"input_usd_per_mtok"`
+	OutputUSDPerMTok usd        `json:"output_usd_per_mtok"`
+	EffectiveFrom    *time.Time `json:"effective_from"` // request: nil means now
+}
+
+type usageJSON struct {
+	TenantID    string `json:"tenant_id"`
+	Month       string `json:"month"` // "2026-05", UTC
+	SpendUSD    usd    `json:"spend_usd"`
+	SpendMicros int64  `json:"spend_micros"`
+}
+
+func (h *handler) createPlan(w http.ResponseWriter, r *http.Request) {
+	var in planJSON
+	if !h.decode(w, r, &in, false) {
+		return
+	}
+	p := tenant.Plan{ID: in.ID, MonthlyBudgetMicros: int64(in.MonthlyBudgetUSD),
+		Limits: tenant.Limits{RPM: in.RPM, TPM: in.TPM, MaxTokens: in.MaxTokens}, AllowedModels: in.AllowedModels}
+	if err := h.store.CreatePlan(r.Context(), p); err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	h.evict.EvictPlan(p.ID) // a plan deleted and re-created under the same id
+	h.reply(w, http.StatusCreated, in)
+}
+
+func (h *handler) updatePlan(w http.ResponseWriter, r *http.Request) {
+	var in planUpdate
+	if !h.decode(w, r, &in, false) {
+		return
+	}
+	p := tenant.Plan{ID: r.PathValue("id"), MonthlyBudgetMicros: int64(in.MonthlyBudgetUSD),
+		Limits: tenant.Limits{RPM: in.RPM, TPM: in.TPM, MaxTokens: in.MaxTokens}, AllowedModels: in.AllowedModels}
+	if err := h.store.UpdatePlan(r.Context(), p); err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	h.evict.EvictPlan(p.ID)
+	h.reply(w, http.StatusOK, planJSON{ID: p.ID, MonthlyBudgetUSD: in.MonthlyBudgetUSD,
+		RPM: in.RPM, TPM: in.TPM, MaxTokens: in.MaxTokens, AllowedModels: in.AllowedModels})
+}
+
+func (h *handler) createTenant(w http.ResponseWriter, r *http.Request) {
+	var in tenantJSON
+	if !h.decode(w, r, &in, false) {
+		return
+	}
+	if in.Status == "" {
+		in.Status = tenant.StatusActive
+	}
+	if err := h.store.CreateTenant(r.Context(), tenant.Tenant{ID: in.ID, PlanID: in.PlanID, Status: in.Status}); err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	h.evict.EvictTenant(in.ID)
+	h.reply(w, http.StatusCreated, in)
+}
+
+func (h *handler) setTenantStatus(w http.ResponseWriter, r *http.Request) {
+	var in statusJSON
+	if !h.decode(w, r, &in, false) {
+		return
+	}
+	id := r.PathValue("id")
+	if err := h.store.SetTenantStatus(r.Context(), id, in.Status); err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	h.evict.EvictTenant(id)
+	h.reply(w, http.StatusOK, map[string]string{"id": id, "status": in.Status})
+}
+
+func (h *handler) createKey(w http.ResponseWriter, r *http.Request) {
+	var in keyRequest
+	if !h.decode(w, r, &in, true) {
+		return
+	}
+	opts := pg.KeyOptions{Limits: tenant.Limits{RPM: in.RPM, TPM: in.TPM, MaxTokens: in.MaxTokens}}
+	if in.ExpiresAt != nil {
+		opts.ExpiresAt = in.ExpiresAt.UTC()
+	}
+	plaintext, k, err := h.store.CreateKey(r.Context(), r.PathValue("id"), opts)
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	// A new hash cannot be cached, except as a negative entry if someone
+	// presented the key before it existed; evict that.
+	h.evict.EvictKey(k.Hash)
+	out := keyOut(*k)
+	out.Key = plaintext
+	h.log.Info("created key", "tenant", k.TenantID, "key_id", k.ID, "prefix", k.Prefix)
+	h.reply(w, http.StatusCreated, out)
+}
+
+func (h *handler) listKeys(w http.ResponseWriter, r *http.Request) {
+	keys, err := h.store.ListKeys(r.Context(), r.PathValue("id"))
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	out := make([]keyJSON, len(keys))
+	for i, k := range keys {
+		out[i] = keyOut(k)
+	}
+	h.reply(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+}
+
+// revokeKey revokes a key by id. The store finds keys by id but hands out
+// hashes only with a tenant's key list, so the local cache is evicted by
+// hash only when the body names the key's tenant ({"tenant_id": "acme"});
+// without it the local cache, like the other replicas', evicts on the
+// store's NOTIFY (the api_keys trigger sends key:<hash>), a few milliseconds
+// later.
+func (h *handler) revokeKey(w http.ResponseWriter, r *http.Request) {
+	var in revokeRequest
+	if !h.decode(w, r, &in, true) {
+		return
+	}
+	id := r.PathValue("id")
+	var hash *tenant.KeyHash
+	if in.TenantID != "" {
+		keys, err := h.store.ListKeys(r.Context(), in.TenantID)
+		if err != nil {
+			h.storeError(w, r, err)
+			return
+		}
+		for _, k := range keys {
+			if k.ID == id {
+				hash = &k.Hash
+				break
+			}
+		}
+		if hash == nil {
+			h.fail(w, r, &openai.Error{Status: http.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "not_found",
+				Param: "tenant_id", Message: fmt.Sprintf("tenant %q has no key %q", in.TenantID, id)})
+			return
+		}
+	}
+	if err := h.store.RevokeKey(r.Context(), id); err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	if hash != nil {
+		h.evict.EvictKey(*hash)
+	}
+	h.log.Info("revoked key", "key_id", id, "evicted_locally", hash != nil)
+	h.reply(w, http.StatusOK, map[string]string{"id": id, "status": tenant.StatusRevoked})
+}
+
+func (h *handler) setPrice(w http.ResponseWriter, r *http.Request) {
+	var in priceJSON
+	if !h.decode(w, r, &in, false) {
+		return
+	}
+	if in.EffectiveFrom == nil {
+		// Postgres keeps microseconds; truncating makes the answer the
+		// stored value.
+		now := h.now().UTC().Truncate(time.Microsecond)
+		in.EffectiveFrom = &now
+	}
+	p := tenant.Price{Model: in.Model, InputMicrosPerMTok: int64(in.InputUSDPerMTok),
+		OutputMicrosPerMTok: int64(in.OutputUSDPerMTok), EffectiveFrom: in.EffectiveFrom.UTC()}
+	if err := h.store.SetPrice(r.Context(), p); err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	h.evict.EvictPrice(p.Model)
+	in.EffectiveFrom = &p.EffectiveFrom
+	h.reply(w, http.StatusOK, in)
+}
+
+// usage answers the tenant's spend in the current UTC month. The key list
+// tells an unknown tenant (404) from one without spend (0).
+func (h *handler) usage(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := h.store.ListKeys(r.Context(), id); err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	now := h.now().UTC()
+	micros, err := h.store.MonthUsage(r.Context(), id, now)
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	h.reply(w, http.StatusOK, usageJSON{TenantID: id, Month: now.Format("2006-01"), SpendUSD: usd(micros), SpendMicros: micros})
+}
+
+func keyOut(k tenant.Key) keyJSON {
+	out := keyJSON{ID: k.ID, TenantID: k.TenantID, Prefix: k.Prefix, Status: k.Status,
+		RPM: k.Limits.RPM, TPM: k.Limits.TPM, MaxTokens: k.Limits.MaxTokens}
+	if !k.ExpiresAt.IsZero() {
+		t := k.ExpiresAt.UTC()
+		out.ExpiresAt = &t
+	}
+	return out
+}
+
+// decode reads the JSON body into v strictly: unknown fields, trailing data
+// and bodies past maxBody are 400s. An empty body is {} if allowEmpty.
+// It answers the error itself and reports whether to go on.
+func (h *handler) decode(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) bool {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.Decode(new(json.RawMessage)) != io.EOF {
+		err = errors.New("trailing data after the JSON object")
+	}
+	if err == nil || (allowEmpty && errors.Is(err, io.EOF)) {
+		return true
+	}
+	e := &openai.Error{Status: http.StatusBadRequest, Type: openai.TypeInvalidRequest, Code: "invalid_body"}
+	var maxErr *http.MaxBytesError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, io.EOF):
+		e.Message = "empty request body: want a JSON object"
+	case errors.As(err, &maxErr):
+		e.Status, e.Message = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", maxBody)
+	case errors.As(err, &typeErr):
+		e.Param, e.Message = typeErr.Field, fmt.Sprintf("field %q: want a JSON %s, got %s", typeErr.Field, typeErr.Type, typeErr.Value)
+	default:
+		msg := strings.TrimPrefix(err.Error(), "json: ")
+		if f, ok := strings.CutPrefix(msg, "unknown field "); ok {
+			e.Param = strings.Trim(f, `"`)
+		}
+		e.Message = "invalid request body: " + msg
+	}
+	h.fail(w, r, e)
+	return false
+}
+
+// storeError answers a store error: not found 404, exists 409, invalid 400,
+// anything else 500 with the details only in the log.
+func (h *handler) storeError(w http.ResponseWriter, r *http.Request, err error) {
+	e := &openai.Error{Type: openai.TypeInvalidRequest, Message: err.Error()}
+	switch {
+	case errors.Is(err, tenant.ErrNotFound):
+		e.Status, e.Code = http.StatusNotFound, "not_found"
+	case errors.Is(err, pg.ErrExists):
+		e.Status, e.Code = http.StatusConflict, "already_exists"
+	case errors.Is(err, pg.ErrInvalid):
+		e.Status, e.Code = http.StatusBadRequest, "invalid_value"
+	default:
+		h.log.Error("admin request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		e.Status, e.Type, e.Message = http.StatusInternalServerError, openai.TypeServer, "internal error; see the gateway's log"
+	}
+	h.fail(w, r, e)
+}
+
+func (h *handler) fail(w http.ResponseWriter, _ *http.Request, e *openai.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status)
+	w.Write(append(e.AppendJSON(nil), '\n'))
+}
+
+func (h *handler) reply(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil { // only our own types: a bug
+		h.log.Error("encoding an admin answer", "err", err)
+		h.fail(w, nil, &openai.Error{Status: http.StatusInternalServerError, Type: openai.TypeServer, Message: "internal error"})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
