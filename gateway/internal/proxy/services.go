@@ -27,9 +27,6 @@ type services struct {
 
 var _ wasm.Services = (*services)(nil)
 
-// tenantLookupTimeout bounds a cold key lookup (a warm one is a cache hit).
-const tenantLookupTimeout = 2 * time.Second
-
 // Call implements wasm.Services.
 func (sv *services) Call(r *wasm.Request, name string, req []byte) ([]byte, error) {
 	switch name {
@@ -50,9 +47,9 @@ func (sv *services) resolve(r *wasm.Request, key []byte) ([]byte, error) {
 		return nil, wasm.ErrNoService
 	}
 	h := tenant.KeyHash(sha256.Sum256(key))
-	ctx, cancel := context.WithTimeout(context.Background(), tenantLookupTimeout)
-	snap, err := sv.tenants.Key(ctx, h)
-	cancel()
+	// No per-call deadline: a hit needs none, and the cache bounds its
+	// store reads itself (CacheOptions.LoadTimeout).
+	snap, err := sv.tenants.Key(context.Background(), h)
 	switch {
 	case errors.Is(err, tenant.ErrNotFound):
 		return []byte("invalid"), nil
