@@ -220,7 +220,7 @@ func TestQueryBudget(t *testing.T) {
 }
 
 // TestEvictionReachesOtherReplica revokes a key in Postgres and measures
-// how long a second gateway, whose cache holds the key for 30 s, keeps
+// how long two gateway processes, whose caches hold the key for 30 s, keep
 // accepting it: NOTIFY must evict it within 100 ms.
 func TestEvictionReachesOtherReplica(t *testing.T) {
 	db := pgtest.SharedFrom(t, migrated)
@@ -231,9 +231,13 @@ func TestEvictionReachesOtherReplica(t *testing.T) {
 	defer st.Close()
 	key, k := seedTenant(t, st, "globex")
 	_, mockURL := startMock(t, mockllm.Config{Tokens: 1})
-	var trA, trB countingTracer
-	gwA := pgGateway(t, mockURL, db.DSN(), &trA)
-	gwB := pgGateway(t, mockURL, db.DSN(), &trB)
+	wasm, err := wasmbuild.Cached(repoRoot(t) + "/plugins/preflight")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := policy(mockURL, "") + fmt.Sprintf("store:\n  kind: postgres\n  cache: {ttl: 30s}\nplugins:\n  - name: preflight\n    path: %s\n", wasm)
+	_, gwA, _ := gatewayProcess(t, pol, "TOLLGATE_DATABASE_URL="+db.DSN())
+	_, gwB, _ := gatewayProcess(t, pol, "TOLLGATE_DATABASE_URL="+db.DSN())
 	for _, gw := range []string{gwA, gwB} {
 		if status, _, body := post(t, gw+"/v1/chat/completions", chatOnce, "Authorization", "Bearer "+key); status != 200 {
 			t.Fatalf("warm-up: %d %s", status, body)

@@ -20,7 +20,7 @@ import (
 
 // gatewayProcess runs the tollgate binary with a policy file and returns its
 // address; the process is killed at cleanup if still running.
-func gatewayProcess(t *testing.T, policyYAML string) (*exec.Cmd, string, *bytes.Buffer) {
+func gatewayProcess(t *testing.T, policyYAML string, env ...string) (*exec.Cmd, string, *bytes.Buffer) {
 	t.Helper()
 	dir := t.TempDir()
 	pf := filepath.Join(dir, "policy.yaml")
@@ -34,6 +34,7 @@ func gatewayProcess(t *testing.T, policyYAML string) (*exec.Cmd, string, *bytes.
 	addr := ln.Addr().String()
 	ln.Close()
 	cmd := exec.Command(filepath.Join(binDir, "tollgate"), "serve", "-policy", pf, "-listen", addr)
+	cmd.Env = append(os.Environ(), env...)
 	var logs bytes.Buffer
 	cmd.Stderr = &syncWriter{w: &logs}
 	if err := cmd.Start(); err != nil {
