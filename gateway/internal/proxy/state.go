@@ -33,12 +33,12 @@ type state struct {
 	closeOnce sync.Once
 }
 
-func (s *Server) newState(p *config.Policy) (st *state, err error) {
-	st = &state{policy: p, clients: make(map[string]*upstream.Client), filters: make(map[*upstream.Client]*headerFilter)}
+func (s *Server) newState(p *config.Policy) (_ *state, err error) {
+	st := &state{policy: p, clients: make(map[string]*upstream.Client), filters: make(map[*upstream.Client]*headerFilter)}
 	st.refs.Store(1)
 	defer func() {
 		if err != nil {
-			st.close()
+			st.close() // what was opened before the failure
 		}
 	}()
 	if err := s.openTenants(st, p); err != nil {
