@@ -47,7 +47,7 @@ REPEATS=${REPEATS:-5}
 DURATION=${DURATION:-3s}
 WARMUP=${WARMUP:-20}
 STREAM_LEVELS=${STREAM_LEVELS-1 8 32}
-STREAM_REPEATS=${STREAM_REPEATS:-3}
+STREAM_REPEATS=${STREAM_REPEATS:-2}
 STREAM_DURATION=${STREAM_DURATION:-3s}
 STREAM_WARMUP=${STREAM_WARMUP:-2}
 TARGETS=${TARGETS:-direct nginx tollgate}
@@ -266,6 +266,34 @@ if want_target tollgate && [[ ${PREFLIGHT:-1} == 1 ]]; then
 	} >"$WORK/preflight.yaml"
 	EXTRA="preflight=$WORK/preflight.yaml${EXTRA:+ $EXTRA}"
 	BENCH_HEADER=${BENCH_HEADER:-"Authorization: Bearer $bench_key"}
+fi
+
+# PG=1 (default, with PREFLIGHT) adds tollgate-preflight-pg: the same
+# preflight on the Postgres store (warm: the key is a cache hit). Postgres
+# runs as the postgres user in the work dir, fsync off, on a free port.
+if want_target tollgate && [[ ${PREFLIGHT:-1} == 1 && ${PG:-1} == 1 ]]; then
+	pgbin=$(dirname "$(readlink -f "$(command -v postgres 2>/dev/null || ls -d /usr/lib/postgresql/*/bin/postgres | tail -n 1)")")
+	[[ -x $pgbin/initdb ]] || die "PG=1 needs PostgreSQL (apt-get install -y postgresql), or set PG=0"
+	id postgres >/dev/null 2>&1 || die "PG=1 needs the postgres OS user, or set PG=0"
+	chmod o+x "$WORK"
+	mkdir -p "$WORK/pg" && chown postgres "$WORK/pg"
+	as_pg() { setpriv --reuid postgres --regid postgres --init-groups "$@"; }
+	as_pg "$pgbin/initdb" -D "$WORK/pg/data" -U postgres --auth=trust >"$WORK/initdb.log" 2>&1 || die "initdb failed"
+	PG_PORT=$(free_port)
+	start postgres setpriv --reuid postgres --regid postgres --init-groups "$pgbin/postgres" -D "$WORK/pg/data" \
+		-p "$PG_PORT" -k "$WORK/pg" -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off
+	export TOLLGATE_DATABASE_URL="postgres://postgres@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
+	for _ in $(seq 100); do "$BIN/tollgate" migrate status >/dev/null 2>&1 && break; sleep 0.1; done
+	"$BIN/tollgate" migrate >"$WORK/migrate.log" 2>&1 || die "tollgate migrate failed"
+	psql -q "$TOLLGATE_DATABASE_URL" -c "INSERT INTO plans (id, rpm, max_tokens, allowed_models) VALUES ('bench', 1000000, 4096, '{mock-*}');
+		INSERT INTO tenants (id, plan_id) VALUES ('bench', 'bench');
+		INSERT INTO api_keys (id, tenant_id, key_hash, prefix) VALUES ('k1', 'bench', decode('$key_sha', 'hex'), 'tg_bench');" ||
+		die "seeding Postgres failed"
+	{
+		cat "$POLICY"
+		printf 'store: {kind: postgres}\nplugins:\n  - name: preflight\n    path: %s\n' "$BIN/preflight.wasm"
+	} >"$WORK/preflight-pg.yaml"
+	EXTRA="preflight-pg=$WORK/preflight-pg.yaml${EXTRA:+ $EXTRA}"
 fi
 
 ensure_tool jq jq
