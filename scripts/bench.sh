@@ -21,7 +21,7 @@
 #   DURATION=3s               measured time per non-streaming run
 #   WARMUP=20                 warmup requests per worker (non-streaming)
 #   STREAM_LEVELS="1 8 32"    streaming concurrency levels ("" to skip)
-#   STREAM_REPEATS=3          interleaved rounds per streaming level
+#   STREAM_REPEATS=2          interleaved rounds per streaming level
 #   STREAM_DURATION=3s        measured time per streaming run
 #   STREAM_WARMUP=2           warmup streams per worker
 #   TARGETS="direct nginx tollgate"   which targets (direct is always run)
