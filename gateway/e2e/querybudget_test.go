@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -73,11 +74,17 @@ func seedTenant(t *testing.T, st *pg.Store, id string) (string, *tenant.Key) {
 
 // pgGateway runs a gateway on the Postgres store with preflight.
 func pgGateway(t *testing.T, mockURL, dsn string, tr pgx.QueryTracer) string {
-	_, url := pgGatewayServer(t, mockURL, dsn, tr)
+	_, url := pgGatewayServer(t, mockURL, dsn, "{ttl: 30s}", tr)
 	return url
 }
 
-func pgGatewayServer(t *testing.T, mockURL, dsn string, tr pgx.QueryTracer) (*proxy.Server, string) {
+// pgGatewayWith is pgGateway with the given store.cache section.
+func pgGatewayWith(t *testing.T, mockURL, dsn, cache string, tr pgx.QueryTracer) string {
+	_, url := pgGatewayServer(t, mockURL, dsn, cache, tr)
+	return url
+}
+
+func pgGatewayServer(t *testing.T, mockURL, dsn, cache string, tr pgx.QueryTracer) (*proxy.Server, string) {
 	wasm, err := wasmbuild.Cached(repoRoot(t) + "/plugins/preflight")
 	if err != nil {
 		t.Fatal(err)
@@ -85,11 +92,11 @@ func pgGatewayServer(t *testing.T, mockURL, dsn string, tr pgx.QueryTracer) (*pr
 	yaml := policy(mockURL, "") + fmt.Sprintf(`
 store:
   kind: postgres
-  cache: {ttl: 30s}
+  cache: %s
 plugins:
   - name: preflight
     path: %s
-`, wasm)
+`, cache, wasm)
 	p, err := config.Parse([]byte(yaml), func(k string) (string, bool) {
 		switch k {
 		case "TOLLGATE_DATABASE_URL":
@@ -123,7 +130,7 @@ const adminToken = "admin-secret-for-tests"
 func TestAdminKeyLifecycle(t *testing.T) {
 	db := pgtest.SharedFrom(t, migrated)
 	_, mockURL := startMock(t, mockllm.Config{Tokens: 1})
-	srv, gw := pgGatewayServer(t, mockURL, db.DSN(), nil)
+	srv, gw := pgGatewayServer(t, mockURL, db.DSN(), "{ttl: 30s}", nil)
 	adm := httptest.NewServer(srv.AdminHandler())
 	defer adm.Close()
 	call := func(method, path, body string) (int, map[string]any) {
@@ -265,4 +272,77 @@ func TestEvictionReachesOtherReplica(t *testing.T) {
 	if took > 100*time.Millisecond {
 		t.Errorf("eviction took %v, want < 100ms", took)
 	}
+}
+
+// TestCacheAgainstPostgres: with ttl 0s every request reads the key; with
+// a short TTL a stale entry is served while one reload runs; 100
+// concurrent first requests for one key read it once.
+func TestCacheAgainstPostgres(t *testing.T) {
+	db := pgtest.SharedFrom(t, migrated)
+	st, err := pg.Open(context.Background(), db.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	key, _ := seedTenant(t, st, "umbrella")
+	_, mockURL := startMock(t, mockllm.Config{Tokens: 1})
+	ok := func(gw string) {
+		t.Helper()
+		if status, _, body := post(t, gw+"/v1/chat/completions", chatOnce, "Authorization", "Bearer "+key); status != 200 {
+			t.Fatalf("status %d: %s", status, body)
+		}
+	}
+
+	t.Run("ttl 0s reads through", func(t *testing.T) {
+		var tr countingTracer
+		gw := pgGatewayWith(t, mockURL, db.DSN(), "{ttl: 0s}", &tr)
+		for i := 0; i < 5; i++ {
+			ok(gw)
+		}
+		if n := tr.n.Load(); n != 5 {
+			t.Errorf("5 requests with ttl 0s ran %d statements, want 5", n)
+		}
+	})
+	t.Run("stale entry served, one reload", func(t *testing.T) {
+		var tr countingTracer
+		gw := pgGatewayWith(t, mockURL, db.DSN(), "{ttl: 300ms}", &tr)
+		ok(gw)
+		ok(gw)
+		if n := tr.n.Load(); n != 1 {
+			t.Fatalf("fresh: %d statements, want 1", n)
+		}
+		time.Sleep(400 * time.Millisecond)
+		for i := 0; i < 5; i++ {
+			ok(gw) // the first finds it stale: served, one reload in the background
+		}
+		time.Sleep(50 * time.Millisecond)
+		if n := tr.n.Load(); n != 2 {
+			t.Errorf("after the TTL: %d statements in all, want 2 (one reload)", n)
+		}
+	})
+	t.Run("100 concurrent cold requests, one read", func(t *testing.T) {
+		var tr countingTracer
+		gw := pgGatewayWith(t, mockURL, db.DSN(), "{ttl: 30s}", &tr)
+		var wg sync.WaitGroup
+		var failed atomic.Int64
+		for i := 0; i < 100; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req, _ := http.NewRequest("POST", gw+"/v1/chat/completions", strings.NewReader(chatOnce))
+				req.Header.Set("Authorization", "Bearer "+key)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil || resp.StatusCode != 200 {
+					failed.Add(1)
+				}
+				if resp != nil {
+					resp.Body.Close()
+				}
+			}()
+		}
+		wg.Wait()
+		if failed.Load() != 0 || tr.n.Load() != 1 {
+			t.Errorf("failed %d, statements %d; want 0 and 1", failed.Load(), tr.n.Load())
+		}
+	})
 }

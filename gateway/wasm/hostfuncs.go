@@ -100,36 +100,19 @@ func (p *Plugin) hostFuncs() []hostFunc {
 			_, r := current(ctx)
 			r.RejectMessage = append(r.RejectMessage[:0], read(m, uint32(s[0]), min(uint32(s[1]), maxLogLine), "fail")...)
 		}},
-		{"request_header", 4, nil, i32, func(ctx context.Context, m api.Module, s []uint64) {
-			_, r := current(ctx)
-			name := read(m, uint32(s[0]), uint32(s[1]), "header name")
+		{"request_header", 4, nil, i32, getHeader(func(r *Request, name []byte) []byte {
 			if r.ClientHeader == nil {
-				s[0] = code(codeAbsent)
-				return
+				return nil
 			}
-			v := r.ClientHeader.PeekBytes(name)
-			if v == nil {
-				read(m, uint32(s[2]), uint32(s[3]), "output buffer")
-				s[0] = code(codeAbsent)
-				return
-			}
-			s[0] = out(m, uint32(s[2]), uint32(s[3]), v)
-		}},
+			return r.ClientHeader.PeekBytes(name)
+		})},
 		{"set_request_header", 4, nil, i32, p.setHeader(PhaseRequest, func(r *Request) *[]Header { return &r.SetUpstreamHeaders })},
-		{"response_header", 4, nil, i32, func(ctx context.Context, m api.Module, s []uint64) {
-			_, r := current(ctx)
-			name := read(m, uint32(s[0]), uint32(s[1]), "header name")
+		{"response_header", 4, nil, i32, getHeader(func(r *Request, name []byte) []byte {
 			if r.UpstreamHeader == nil {
-				s[0] = code(codeAbsent)
-				return
+				return nil
 			}
-			v := r.UpstreamHeader.PeekBytes(name)
-			if v == nil {
-				s[0] = code(codeAbsent)
-				return
-			}
-			s[0] = out(m, uint32(s[2]), uint32(s[3]), v)
-		}},
+			return r.UpstreamHeader.PeekBytes(name)
+		})},
 		{"set_response_header", 4, nil, i32, p.setHeader(PhaseRequest|PhaseResponseHeaders, func(r *Request) *[]Header { return &r.SetClientHeaders })},
 		{"request_field", 3, nil, i32, func(ctx context.Context, m api.Module, s []uint64) {
 			_, r := current(ctx)
@@ -354,6 +337,22 @@ func (p *Plugin) hostFuncs() []hostFunc {
 			_, r := current(ctx)
 			s[0] = out(m, uint32(s[0]), uint32(s[1]), r.callResult)
 		}},
+	}
+}
+
+// getHeader is a header read: (name_ptr, name_len, buf, cap) → the value
+// peek returns, or ABSENT. Both ranges are checked either way.
+func getHeader(peek func(r *Request, name []byte) []byte) api.GoModuleFunc {
+	return func(ctx context.Context, m api.Module, s []uint64) {
+		_, r := current(ctx)
+		name := read(m, uint32(s[0]), uint32(s[1]), "header name")
+		v := peek(r, name)
+		if v == nil {
+			read(m, uint32(s[2]), uint32(s[3]), "output buffer")
+			s[0] = code(codeAbsent)
+			return
+		}
+		s[0] = out(m, uint32(s[2]), uint32(s[3]), v)
 	}
 }
 

@@ -120,7 +120,7 @@ type Plugin struct {
 type PluginLimits struct {
 	// Memory caps each instance's linear memory (default 64MiB).
 	Memory ByteSize `yaml:"memory"`
-	// Deadline bounds one callback (default 50ms).
+	// Deadline bounds one callback (default 250ms).
 	Deadline time.Duration `yaml:"deadline"`
 	// Instances caps the instance pool (default 2 × CPUs).
 	Instances int `yaml:"instances"`
