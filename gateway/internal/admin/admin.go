@@ -18,6 +18,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,7 +35,7 @@ type Store interface {
 	CreateTenant(ctx context.Context, t tenant.Tenant) error
 	SetTenantStatus(ctx context.Context, id, status string) error
 	CreateKey(ctx context.Context, tenantID string, opts pg.KeyOptions) (string, *tenant.Key, error)
-	RevokeKey(ctx context.Context, keyID string) error
+	RevokeKeyHash(ctx context.Context, keyID string) (tenant.KeyHash, error)
 	ListKeys(ctx context.Context, tenantID string) ([]tenant.Key, error)
 	SetPrice(ctx context.Context, p tenant.Price) error
 	MonthUsage(ctx context.Context, tenantID string, month time.Time) (int64, error)
@@ -301,33 +302,26 @@ func (h *handler) revokeKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	var hash *tenant.KeyHash
+	// With tenant_id, the key must belong to that tenant.
 	if in.TenantID != "" {
 		keys, err := h.store.ListKeys(r.Context(), in.TenantID)
 		if err != nil {
 			h.storeError(w, r, err)
 			return
 		}
-		for _, k := range keys {
-			if k.ID == id {
-				hash = &k.Hash
-				break
-			}
-		}
-		if hash == nil {
+		if !slices.ContainsFunc(keys, func(k tenant.Key) bool { return k.ID == id }) {
 			h.fail(w, r, &openai.Error{Status: http.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "not_found",
 				Param: "tenant_id", Message: fmt.Sprintf("tenant %q has no key %q", in.TenantID, id)})
 			return
 		}
 	}
-	if err := h.store.RevokeKey(r.Context(), id); err != nil {
+	revoked, err := h.store.RevokeKeyHash(r.Context(), id)
+	if err != nil {
 		h.storeError(w, r, err)
 		return
 	}
-	if hash != nil {
-		h.evict.EvictKey(*hash)
-	}
-	h.log.Info("revoked key", "key_id", id, "evicted_locally", hash != nil)
+	h.evict.EvictKey(revoked)
+	h.log.Info("revoked key", "key_id", id)
 	h.reply(w, http.StatusOK, map[string]string{"id": id, "status": tenant.StatusRevoked})
 }
 

@@ -513,7 +513,7 @@ func TestKeys(t *testing.T) {
 		{"revoke again", "POST", "/v1/admin/keys/" + k.ID + "/revoke", `{"tenant_id":"acme"}`, 200,
 			`{"id":"` + k.ID + `","status":"revoked"}`, "", []string{"key:" + hex.EncodeToString(h[:])}},
 		{"revoke without tenant", "POST", "/v1/admin/keys/" + k2.ID + "/revoke", "", 200,
-			`{"id":"` + k2.ID + `","status":"revoked"}`, "", nil},
+			`{"id":"` + k2.ID + `","status":"revoked"}`, "", []string{"key:" + hex.EncodeToString(h2[:])}},
 		{"revoke unknown key", "POST", "/v1/admin/keys/key_nope/revoke", "", 404, "not_found", "", nil},
 		{"revoke, unknown field", "POST", "/v1/admin/keys/" + k.ID + "/revoke", `{"tenant":"acme"}`, 400, "invalid_body", "tenant", nil},
 	})

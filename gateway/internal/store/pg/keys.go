@@ -126,19 +126,35 @@ VALUES ($1, $2, $3, $4, 'active', $5, $6, $7, $8)`,
 // and keeps its revocation time; an unknown id is an error wrapping
 // tenant.ErrNotFound.
 func (s *Store) RevokeKey(ctx context.Context, keyID string) error {
+	_, err := s.RevokeKeyHash(ctx, keyID)
+	return err
+}
+
+// RevokeKeyHash is RevokeKey returning the revoked key's hash, so the caller
+// can evict it from its own cache at once (other replicas evict on the
+// NOTIFY).
+func (s *Store) RevokeKeyHash(ctx context.Context, keyID string) (tenant.KeyHash, error) {
+	var h tenant.KeyHash
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `
+		var raw []byte
+		err := tx.QueryRow(ctx, `
 UPDATE api_keys SET status = 'revoked', revoked_at = coalesce(revoked_at, now())
-WHERE id = $1`, keyID)
-		if err == nil && tag.RowsAffected() == 0 {
-			err = tenant.ErrNotFound
+WHERE id = $1 RETURNING key_hash`, keyID).Scan(&raw)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return tenant.ErrNotFound
+		case err != nil:
+			return err
+		case len(raw) != len(h):
+			return fmt.Errorf("key_hash has %d bytes", len(raw))
 		}
-		return err
+		copy(h[:], raw)
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("revoking key %q: %w", keyID, err)
+		return h, fmt.Errorf("revoking key %q: %w", keyID, err)
 	}
-	return nil
+	return h, nil
 }
 
 // ListKeys returns the keys of tenant tenantID, oldest first: their records,
