@@ -250,14 +250,24 @@ func (x *exchange) pluginRefused(ctx *fasthttp.RequestCtx, err error) {
 		}
 	case errors.As(err, &fail):
 		x.s.log.Error("plugin failed; request refused (fail_closed)", "plugin", fail.Plugin, "phase", fail.Phase.String(), "err", fail.Err)
-		e = &openai.Error{Status: 500, Type: "server_error", Code: "plugin_failed",
-			Message: fmt.Sprintf("The gateway's policy plugin %q failed, so the request was not served.", fail.Plugin)}
+		e = pluginFailed(err, ", so the request was not served.")
 	default:
 		e = openai.Internal(err.Error())
 	}
 	writeError(ctx, e)
 	x.applyClientHeaders(ctx)
 	x.end(wasm.EndRejected)
+}
+
+// pluginFailed is the client's error for a plugin failure under
+// fail_closed; outcome ends the message (", so the request was not served.").
+func pluginFailed(err error, outcome string) *openai.Error {
+	msg := "The gateway's policy plugin failed" + outcome
+	var fail *wasm.FailureError
+	if errors.As(err, &fail) {
+		msg = fmt.Sprintf("The gateway's policy plugin %q failed%s", fail.Plugin, outcome)
+	}
+	return &openai.Error{Status: 500, Type: "server_error", Code: "plugin_failed", Message: msg}
 }
 
 func defaultErrorType(status int) string {
@@ -298,16 +308,9 @@ func (x *exchange) finishWhole(status int) []byte {
 	var finish []byte
 	switch {
 	case err != nil:
-		var fail *wasm.FailureError
-		errors.As(err, &fail)
 		x.s.log.Error("plugin failed on a reply; reply withheld (fail_closed)", "err", err)
-		e := &openai.Error{Status: 500, Type: "server_error", Code: "plugin_failed",
-			Message: "The gateway's policy plugin failed while checking the reply."}
-		if fail != nil {
-			e.Message = fmt.Sprintf("The gateway's policy plugin %q failed while checking the reply.", fail.Plugin)
-		}
 		x.wr.TextBytesSent = 0
-		return e.AppendJSON(x.out[:0])
+		return pluginFailed(err, " while checking the reply.").AppendJSON(x.out[:0])
 	case res.Verdict == wasm.Stop:
 		finish = res.FinishReason
 		if len(finish) == 0 {

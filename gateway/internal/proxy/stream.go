@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"sync"
 
@@ -167,7 +166,7 @@ func (st *sseStream) runChunk(raw, text []byte, flags uint32) bool {
 	if err != nil {
 		st.x.s.log.Error("plugin failed mid-stream; stream ended (fail_closed)", "err", err)
 		st.held, st.heldText = st.held[:0], 0
-		st.endWithError(&openai.Error{Status: 500, Type: "server_error", Code: "plugin_failed", Message: pluginFailMessage(err)})
+		st.endWithError(pluginFailed(err, "; the reply was ended."))
 		st.cancel(errPluginStopped)
 		return false
 	}
@@ -215,14 +214,6 @@ func (st *sseStream) runChunk(raw, text []byte, flags uint32) bool {
 	}
 	st.pass(raw, int64(len(text)))
 	return false
-}
-
-func pluginFailMessage(err error) string {
-	var fail *wasm.FailureError
-	if errors.As(err, &fail) {
-		return fmt.Sprintf("The gateway's policy plugin %q failed; the reply was ended.", fail.Plugin)
-	}
-	return "The gateway's policy plugin failed; the reply was ended."
 }
 
 // pass forwards an event unchanged, behind any held events.
