@@ -24,9 +24,13 @@ run: build
 # test: the whole suite, as CI runs it (.ci/run).
 test: test-deps vet unit fuzz-short
 
-# Installs what the tests need and is missing: the OpenAI Node SDK used as a
-# real client by the end-to-end tests.
+# Installs what the tests need and is missing: redis-server (tests start
+# their own on a free port; so do the Postgres tests, from the installed
+# PostgreSQL binaries) and the OpenAI Node SDK used as a real client by the
+# end-to-end tests.
 test-deps:
+	@command -v redis-server >/dev/null || test -x /usr/bin/redis-server || { apt-get update -qq && apt-get install -y -qq redis-server; }
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || { apt-get update -qq && apt-get install -y -qq postgresql; }
 	@command -v node >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm; }
 	@test -d $(NODE_E2E)/node_modules/openai || (cd $(NODE_E2E) && npm ci --no-audit --no-fund)
 
