@@ -1,0 +1,250 @@
+// Package redisx is the gateway's Redis client: rueidis underneath, a
+// connection that is made (and remade) in the background so a gateway starts
+// and keeps serving while Redis is down, a bounded time per command, and
+// counters of what was sent, so tests and metrics can count round trips.
+//
+// A Redis Cluster is detected by rueidis from the seed addresses; scripts
+// then need every key of one call in one hash slot (keys share a {tag}).
+package redisx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// ErrUnavailable is returned while there is no connection to Redis.
+var ErrUnavailable = errors.New("redis unavailable")
+
+// Options configure a Client.
+type Options struct {
+	// Addrs are host:port seed addresses (one for a single server; any
+	// nodes of a cluster).
+	Addrs    []string
+	Username string
+	Password string
+	DB       int
+	// Timeout bounds one command, round trip included (default 100ms).
+	Timeout time.Duration
+	// DialTimeout bounds one connection attempt (default 1s).
+	DialTimeout time.Duration
+	// Logger receives connection state changes (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Client is safe for concurrent use.
+type Client struct {
+	opts Options
+	log  *slog.Logger
+
+	cur atomic.Pointer[clientBox]
+
+	mu      sync.Mutex // guards dialing and closed
+	dialing bool
+	closed  bool
+	stop    chan struct{}
+
+	commands atomic.Int64 // commands sent (a script call is one)
+	failures atomic.Int64 // commands that failed with a non-Redis error
+}
+
+type clientBox struct{ c rueidis.Client }
+
+// New returns a Client and starts connecting in the background. It fails
+// only on invalid options.
+func New(opts Options) (*Client, error) {
+	if len(opts.Addrs) == 0 {
+		return nil, errors.New("redis: no address")
+	}
+	for _, a := range opts.Addrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil, fmt.Errorf("redis: address %q: %v (want host:port)", a, err)
+		}
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 100 * time.Millisecond
+	}
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	c := &Client{opts: opts, log: opts.Logger, stop: make(chan struct{})}
+	c.redial()
+	return c, nil
+}
+
+// Connect waits until the Client has a connection or ctx ends.
+func (c *Client) Connect(ctx context.Context) error {
+	for {
+		if c.cur.Load() != nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("redis %v: %w", c.opts.Addrs, ErrUnavailable)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// redial starts a background connection attempt loop unless one runs.
+func (c *Client) redial() {
+	c.mu.Lock()
+	if c.dialing || c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.dialing = true
+	c.mu.Unlock()
+	go func() {
+		backoff := 50 * time.Millisecond
+		logged := false
+		for {
+			rc, err := rueidis.NewClient(rueidis.ClientOption{
+				InitAddress:  c.opts.Addrs,
+				Username:     c.opts.Username,
+				Password:     c.opts.Password,
+				SelectDB:     c.opts.DB,
+				DisableCache: true,
+				Dialer:       net.Dialer{Timeout: c.opts.DialTimeout, KeepAlive: 30 * time.Second},
+				// Writes must not wait for a batch: one request, one round trip.
+				MaxFlushDelay:    0,
+				ConnWriteTimeout: c.opts.DialTimeout,
+			})
+			c.mu.Lock()
+			if c.closed {
+				c.dialing = false
+				c.mu.Unlock()
+				if err == nil {
+					rc.Close()
+				}
+				return
+			}
+			if err == nil {
+				c.cur.Store(&clientBox{rc})
+				c.dialing = false
+				c.mu.Unlock()
+				if logged {
+					c.log.Info("redis connected", "addrs", c.opts.Addrs)
+				}
+				return
+			}
+			c.mu.Unlock()
+			if !logged {
+				c.log.Warn("redis unavailable; retrying in the background", "addrs", c.opts.Addrs, "err", err)
+				logged = true
+			}
+			select {
+			case <-c.stop:
+				c.mu.Lock()
+				c.dialing = false
+				c.mu.Unlock()
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, 2*time.Second)
+		}
+	}()
+}
+
+// Raw returns the underlying rueidis client, or ErrUnavailable while there
+// is none. Commands sent through it directly are not counted.
+func (c *Client) Raw() (rueidis.Client, error) {
+	b := c.cur.Load()
+	if b == nil {
+		c.redial()
+		return nil, ErrUnavailable
+	}
+	return b.c, nil
+}
+
+// Exec runs a script (EVALSHA, and EVAL once after NOSCRIPT, which loads
+// it) within the command timeout.
+func (c *Client) Exec(ctx context.Context, s *rueidis.Lua, keys, args []string) rueidis.RedisResult {
+	rc, err := c.Raw()
+	if err != nil {
+		return rueidis.NewErrorResult(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	res := s.Exec(ctx, counting{rc, &c.commands}, keys, args)
+	c.note(res.Error())
+	return res
+}
+
+// Do sends one command within the command timeout.
+func (c *Client) Do(ctx context.Context, build func(rueidis.Builder) rueidis.Completed) rueidis.RedisResult {
+	rc, err := c.Raw()
+	if err != nil {
+		return rueidis.NewErrorResult(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	c.commands.Add(1)
+	res := rc.Do(ctx, build(rc.B()))
+	c.note(res.Error())
+	return res
+}
+
+func (c *Client) note(err error) {
+	if err == nil {
+		return
+	}
+	if _, ok := rueidis.IsRedisErr(err); ok || rueidis.IsRedisNil(err) {
+		return
+	}
+	c.failures.Add(1)
+}
+
+// Commands is the number of commands sent so far (a script call, EVALSHA or
+// EVAL, is one).
+func (c *Client) Commands() int64 { return c.commands.Load() }
+
+// Failures is the number of commands that failed without a Redis reply
+// (connection refused or lost, timeout).
+func (c *Client) Failures() int64 { return c.failures.Load() }
+
+// IsUnavailable reports whether err means Redis could not be reached or did
+// not answer in time, as opposed to a reply that is an error.
+func IsUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if _, ok := rueidis.IsRedisErr(err); ok {
+		return false
+	}
+	return !rueidis.IsRedisNil(err)
+}
+
+// Close closes the connection; the Client must not be used afterwards.
+func (c *Client) Close() {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		close(c.stop)
+	}
+	c.mu.Unlock()
+	if b := c.cur.Load(); b != nil {
+		b.c.Close()
+	}
+}
+
+// counting counts the commands a script execution sends.
+type counting struct {
+	rueidis.Client
+	n *atomic.Int64
+}
+
+func (c counting) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	c.n.Add(1)
+	return c.Client.Do(ctx, cmd)
+}
