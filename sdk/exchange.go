@@ -103,6 +103,10 @@ type Tenant struct {
 	TPM                 int64 // tokens per minute
 	MonthlyBudgetMicros int64 // monthly budget in millionths of the currency unit
 	MaxTokens           int64 // cap on max_tokens per request
+	// The plan's and the key's own limits (RPM and TPM above are the
+	// key's where set, else the plan's); -1 when not set.
+	PlanRPM, PlanTPM int64
+	KeyRPM, KeyTPM   int64
 }
 
 // TenantMaxTokens is the resolved tenant's cap on max_tokens (the key's if
@@ -112,7 +116,7 @@ type Tenant struct {
 func (x *Exchange) TenantMaxTokens() int64 { return hostTenantInt(tenantMaxTokens) }
 
 // Tenant returns the request's tenant; false when none is resolved (yet).
-// It makes eight host calls: call it once per callback.
+// It makes twelve host calls: call it once per callback.
 func (x *Exchange) Tenant() (Tenant, bool) {
 	str := func(field int32) (string, bool) {
 		return readString("tenant_field", func(b []byte) int32 { return hostTenantField(field, b) })
@@ -129,6 +133,10 @@ func (x *Exchange) Tenant() (Tenant, bool) {
 	t.TPM = hostTenantInt(tenantTPM)
 	t.MonthlyBudgetMicros = hostTenantInt(tenantBudgetMicros)
 	t.MaxTokens = hostTenantInt(tenantMaxTokens)
+	t.PlanRPM = hostTenantInt(tenantPlanRPM)
+	t.PlanTPM = hostTenantInt(tenantPlanTPM)
+	t.KeyRPM = hostTenantInt(tenantKeyRPM)
+	t.KeyTPM = hostTenantInt(tenantKeyTPM)
 	return t, true
 }
 

@@ -123,6 +123,10 @@ const (
 	tenantTPM          = 2
 	tenantBudgetMicros = 3
 	tenantMaxTokens    = 4
+	tenantPlanRPM      = 5
+	tenantPlanTPM      = 6
+	tenantKeyRPM       = 7
+	tenantKeyTPM       = 8
 )
 
 // Usage fields (usage).

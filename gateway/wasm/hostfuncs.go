@@ -14,6 +14,10 @@ import (
 // ErrNoService is returned by Services.Call for a name it does not serve.
 var ErrNoService = errors.New("no such service")
 
+// ErrBadServiceRequest is returned by Services.Call for a request it cannot
+// parse; `call` then returns INVALID.
+var ErrBadServiceRequest = errors.New("malformed service request")
+
 // guestFault is the panic value of a host function that rejects a guest's
 // arguments; wazero turns it into the callback's error, and the instance
 // is discarded.
@@ -193,6 +197,14 @@ func (p *Plugin) hostFuncs() []hostFunc {
 					v = t.BudgetMicros
 				case tenantMaxTokens:
 					v = t.MaxTokens
+				case tenantPlanRPM:
+					v = t.PlanRPM
+				case tenantPlanTPM:
+					v = t.PlanTPM
+				case tenantKeyRPM:
+					v = t.KeyRPM
+				case tenantKeyTPM:
+					v = t.KeyTPM
 				}
 			}
 			s[0] = uint64(v)
@@ -313,7 +325,7 @@ func (p *Plugin) hostFuncs() []hostFunc {
 		}},
 		{"metric_add", 3, []int{2}, i32, p.hostMetricAdd},
 		{"call", 6, nil, i32, func(ctx context.Context, m api.Module, s []uint64) {
-			_, r := current(ctx)
+			inst, r := current(ctx)
 			name := read(m, uint32(s[0]), uint32(s[1]), "service name")
 			req := read(m, uint32(s[2]), uint32(s[3]), "service request")
 			read(m, uint32(s[4]), uint32(s[5]), "output buffer")
@@ -324,10 +336,19 @@ func (p *Plugin) hostFuncs() []hostFunc {
 			}
 			// The guest's bytes are copied: a service must not keep
 			// pointers into guest memory.
+			// A service may wait on the network (Redis has its own
+			// timeout): that time is not the guest's, so its deadline
+			// clock stops meanwhile.
+			paused, pausedAt := inst.pauseClock()
 			res, err := r.Services.Call(r, string(name), append([]byte(nil), req...))
+			inst.resumeClock(paused, pausedAt)
 			if err != nil {
 				p.log.Debug("service call failed", "service", string(name), "err", err)
-				s[0] = code(codeUnavailable)
+				if errors.Is(err, ErrBadServiceRequest) {
+					s[0] = code(codeInvalid)
+				} else {
+					s[0] = code(codeUnavailable)
+				}
 				return
 			}
 			r.callResult = append(r.callResult, res...)

@@ -232,6 +232,21 @@ func (p *Plugin) call(r *Request, phase Phase, name string, stack []uint64) erro
 	return nil
 }
 
+// pauseClock stops the current callback's deadline clock while the host
+// works for it (a service call); the watchdog ignores the instance until
+// resumeClock, which also notes the OS thread the goroutine resumed on.
+func (inst *instance) pauseClock() (started, at int64) {
+	return inst.started.Swap(0), time.Now().UnixNano()
+}
+
+func (inst *instance) resumeClock(started, at int64) {
+	if started == 0 {
+		return
+	}
+	inst.tid.Store(int32(gettid()))
+	inst.started.Store(started + time.Now().UnixNano() - at)
+}
+
 // watchdog stops callbacks that run past the deadline. It scans the live
 // instances a few times per deadline; the scan holds p.mu only to copy the
 // set, and stopping happens outside it.

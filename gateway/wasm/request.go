@@ -13,13 +13,17 @@ import (
 // tenant_int.
 type Tenant struct {
 	ID, KeyID, Plan, Status string
-	RPM, TPM                int64
-	BudgetMicros            int64
-	MaxTokens               int64
+	// RPM and TPM are the effective limits: the key's where set, else the
+	// plan's. PlanX and KeyX are each on its own (-1: not set).
+	RPM, TPM         int64
+	BudgetMicros     int64
+	MaxTokens        int64
+	PlanRPM, PlanTPM int64
+	KeyRPM, KeyTPM   int64
 }
 
 // Services serves the host calls of plugins (`call`). The name selects the
-// service; req and the result are JSON. A nil Services, or ErrNoService,
+// service; req and the result are the service's bytes (see sdk/ABI.md). A nil Services, or ErrNoService,
 // makes `call` return UNAVAILABLE.
 type Services interface {
 	Call(r *Request, name string, req []byte) ([]byte, error)
@@ -51,6 +55,11 @@ type Request struct {
 	UsageReported                          bool
 	Status                                 int
 	TextBytesSent                          int64
+
+	// Set by the gateway's services: the cost settled for the request, in
+	// USD micros (CostSettled false: none settled yet).
+	CostMicros  int64
+	CostSettled bool
 
 	// Outputs of plugins.
 	SetUpstreamHeaders []Header // headers to send upstream (empty value: remove)

@@ -451,3 +451,33 @@ func TestResponseHeadersPhase(t *testing.T) {
 		t.Errorf("client headers %q", got)
 	}
 }
+
+// slowServices answers every call after a delay, like a service waiting on
+// the network.
+type slowServices struct{ delay time.Duration }
+
+func (s slowServices) Call(_ *Request, name string, _ []byte) ([]byte, error) {
+	time.Sleep(s.delay)
+	return []byte("ok:" + name), nil
+}
+
+// Time a callback spends waiting in a host service is not the guest's: a
+// service slower than ten deadlines (the watchdog's unconditional limit)
+// does not get the callback stopped.
+func TestServiceTimeNotCharged(t *testing.T) {
+	spec := Spec{Name: "slow", Module: testPlugin(t), Config: []byte(`{"request":"call:svc"}`), Deadline: 20 * time.Millisecond}
+	pl, err := NewPipeline(context.Background(), testHost(t), []Spec{spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pl.Close()
+	r := request(`{}`)
+	defer ReleaseRequest(r)
+	r.Services = slowServices{delay: 300 * time.Millisecond}
+	if err := pl.Request(r); err != nil {
+		t.Fatalf("a slow service got the callback stopped: %v", err)
+	}
+	if got := headers(r.SetClientHeaders); got != "X-Call-Result=ok:svc" {
+		t.Fatalf("headers %q", got)
+	}
+}

@@ -39,7 +39,21 @@ type Store interface {
 	ListKeys(ctx context.Context, tenantID string) ([]tenant.Key, error)
 	SetPrice(ctx context.Context, p tenant.Price) error
 	MonthUsage(ctx context.Context, tenantID string, month time.Time) (int64, error)
+	TenantBudget(ctx context.Context, tenantID string) (int64, error)
 }
+
+// BudgetCounter is the fast budget counter (Redis or in-process): what is
+// spent and held right now. Months are "2006-01", UTC.
+type BudgetCounter interface {
+	Status(ctx context.Context, tenant, month string) (spent, reserved int64, err error)
+}
+
+// Option tunes the handler.
+type Option func(*handler)
+
+// WithBudget makes the usage route report the counter's spend and holds
+// beside the ledger's.
+func WithBudget(b BudgetCounter) Option { return func(h *handler) { h.budget = b } }
 
 var _ Store = (*pg.Store)(nil)
 
@@ -58,19 +72,20 @@ const maxBody = 1 << 20
 
 // handler serves the admin API.
 type handler struct {
-	store Store
-	evict Evictor
-	token []byte
-	log   *slog.Logger
-	mux   *http.ServeMux
-	now   func() time.Time
+	store  Store
+	evict  Evictor
+	token  []byte
+	log    *slog.Logger
+	mux    *http.ServeMux
+	now    func() time.Time
+	budget BudgetCounter // nil: the ledger only
 }
 
 // NewHandler returns the admin API. token is the bearer token every request
 // must present; an empty token refuses every request with 503. A nil evict
 // evicts nothing locally; a nil log means slog.Default(). The handler never
 // logs tokens or keys.
-func NewHandler(store Store, evict Evictor, token string, log *slog.Logger) http.Handler {
+func NewHandler(store Store, evict Evictor, token string, log *slog.Logger, opts ...Option) http.Handler {
 	if evict == nil {
 		evict = noEvict{}
 	}
@@ -78,6 +93,9 @@ func NewHandler(store Store, evict Evictor, token string, log *slog.Logger) http
 		log = slog.Default()
 	}
 	h := &handler{store: store, evict: evict, token: []byte(token), log: log.With("component", "admin"), now: time.Now}
+	for _, o := range opts {
+		o(h)
+	}
 	m := http.NewServeMux()
 	m.HandleFunc("POST /v1/admin/plans", h.createPlan)
 	m.HandleFunc("PUT /v1/admin/plans/{id}", h.updatePlan)
@@ -190,7 +208,19 @@ type usageJSON struct {
 	TenantID    string `json:"tenant_id"`
 	Month       string `json:"month"` // "2026-05", UTC
 	SpendUSD    usd    `json:"spend_usd"`
-	SpendMicros int64  `json:"spend_micros"`
+	SpendMicros int64  `json:"spend_micros"` // the ledger's (spend_month)
+	// The plan's monthly budget; 0 means none (and remaining is absent).
+	BudgetUSD    usd   `json:"budget_usd"`
+	BudgetMicros int64 `json:"budget_micros"`
+	// From the budget counter, when the gateway has one: what it counts as
+	// spent (settled requests whose rows may still be on their way to the
+	// ledger) and what in-flight requests hold.
+	CounterSpendMicros *int64 `json:"counter_spend_micros,omitempty"`
+	ReservedUSD        *usd   `json:"reserved_usd,omitempty"`
+	ReservedMicros     *int64 `json:"reserved_micros,omitempty"`
+	// Budget − the larger spend − reserved.
+	RemainingUSD    *usd   `json:"remaining_usd,omitempty"`
+	RemainingMicros *int64 `json:"remaining_micros,omitempty"`
 }
 
 func (h *handler) createPlan(w http.ResponseWriter, r *http.Request) {
@@ -361,7 +391,31 @@ func (h *handler) usage(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err)
 		return
 	}
-	h.reply(w, http.StatusOK, usageJSON{TenantID: id, Month: now.Format("2006-01"), SpendUSD: usd(micros), SpendMicros: micros})
+	budget, err := h.store.TenantBudget(r.Context(), id)
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	out := usageJSON{TenantID: id, Month: now.Format("2006-01"), SpendUSD: usd(micros), SpendMicros: micros,
+		BudgetUSD: usd(budget), BudgetMicros: budget}
+	spent, reserved := micros, int64(0)
+	if h.budget != nil {
+		cs, res, err := h.budget.Status(r.Context(), id, out.Month)
+		if err != nil {
+			h.log.Warn("usage: budget counter unavailable", "tenant", id, "err", err)
+		} else {
+			out.CounterSpendMicros, out.ReservedMicros = &cs, &res
+			ru := usd(res)
+			out.ReservedUSD = &ru
+			spent, reserved = max(spent, cs), res
+		}
+	}
+	if budget > 0 {
+		left := budget - spent - reserved
+		lu := usd(left)
+		out.RemainingMicros, out.RemainingUSD = &left, &lu
+	}
+	h.reply(w, http.StatusOK, out)
 }
 
 func keyOut(k tenant.Key) keyJSON {

@@ -44,6 +44,10 @@ type Policy struct {
 	// Plugins run in this order in every phase they take part in.
 	Plugins       []Plugin      `yaml:"plugins"`
 	PluginRuntime PluginRuntime `yaml:"plugin_runtime"`
+	// Redis is shared by replicas for rate limits and budget counters.
+	Redis Redis `yaml:"redis"`
+	// CallLog is the ledger writer (with the Postgres store).
+	CallLog CallLog `yaml:"call_log"`
 
 	// Dir is the directory of the policy file; relative plugin paths are
 	// resolved against it ("" for a policy that is not a file: the working
@@ -252,6 +256,7 @@ func (p *Policy) applyDefaults() {
 	setDefault(&p.Store.Kind, StoreMemory)
 	setDefault(&p.Admin.TokenEnv, "TOLLGATE_ADMIN_TOKEN")
 	setDefault(&p.Store.Postgres.DSNEnv, "TOLLGATE_DATABASE_URL")
+	p.applySharedDefaults()
 }
 
 func setDefault[T comparable](v *T, def T) {
@@ -332,6 +337,7 @@ func (p *Policy) validate(lookupEnv func(string) (string, bool)) Problems {
 	}
 	p.validatePlugins(&ps)
 	p.validateStore(lookupEnv, &ps)
+	p.validateShared(lookupEnv, &ps)
 	p.Admin.Token, _ = lookupEnv(p.Admin.TokenEnv)
 	if p.Admin.Listen != "" && p.Admin.Token == "" {
 		ps.add("admin.token_env", "environment variable %s is not set: the admin API needs a token", p.Admin.TokenEnv)

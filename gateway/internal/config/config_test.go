@@ -211,7 +211,8 @@ func TestExamplePoliciesLoad(t *testing.T) {
 				}
 			}
 		}
-		if _, err := ParseIn(data, filepath.Dir(f), env(map[string]string{"OPENAI_API_KEY": "x", "ANTHROPIC_API_KEY": "x", "DEMO_KEY": "tg_demo_123"})); err != nil {
+		if _, err := ParseIn(data, filepath.Dir(f), env(map[string]string{"OPENAI_API_KEY": "x", "ANTHROPIC_API_KEY": "x", "DEMO_KEY": "tg_demo_123",
+			"TOLLGATE_DATABASE_URL": "postgres://tollgate@127.0.0.1/tollgate", "TOLLGATE_ADMIN_TOKEN": "t"})); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 	}

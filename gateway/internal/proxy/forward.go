@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -36,6 +37,13 @@ type exchange struct {
 	id      []byte
 	resp    []byte // non-streamed reply
 	out     []byte // rewritten non-streamed reply
+
+	// For the call log and the end phase.
+	start     time.Time
+	firstByte time.Duration // until the upstream's response headers; -1: none
+	usage     openai.Usage  // as the upstream reported it
+	upText    int64         // text bytes the upstream sent
+	upEvents  int64         // events with text the upstream sent
 }
 
 var exchangePool = sync.Pool{New: func() any { return new(exchange) }}
@@ -50,6 +58,7 @@ func (x *exchange) free() {
 		x.st = nil
 	}
 	x.s, x.client = nil, nil
+	x.usage, x.upText, x.upEvents = openai.Usage{}, 0, 0
 	exchangePool.Put(x)
 }
 
@@ -62,6 +71,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 	}
 	x := exchangePool.Get().(*exchange)
 	x.s, x.ep = s, ep
+	x.start, x.firstByte = time.Now(), -1
 	streamed := false
 	defer func() {
 		if !streamed {
@@ -120,9 +130,10 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 		cancel(nil)
 		s.inflight.Add(-1)
 		s.upstreamFailed(ctx, x.client, err, context.Cause(rctx))
-		x.end(wasm.EndUpstreamError)
+		x.end(wasm.EndUpstreamError, clientStatus(ctx))
 		return
 	}
+	x.firstByte = time.Since(x.start)
 	status := ex.StatusCode()
 	if pipe.Has(wasm.PhaseResponseHeaders) {
 		x.wr.UpstreamHeader, x.wr.Status = ex.Header(), status
@@ -168,14 +179,25 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 	s.inflight.Add(-1)
 	if err != nil {
 		s.upstreamFailed(ctx, x.client, err, cause)
-		x.end(wasm.EndUpstreamError)
+		x.end(wasm.EndUpstreamError, clientStatus(ctx))
 		return
 	}
 	if status >= 400 {
-		x.end(wasm.EndUpstreamError)
+		x.end(wasm.EndUpstreamError, status)
 	} else {
-		x.end(wasm.EndCompleted)
+		x.end(wasm.EndCompleted, status)
 	}
+}
+
+// statusClientClosed is logged for a request whose client went away before
+// a status was sent (nginx's 499).
+const statusClientClosed = 499
+
+func clientStatus(ctx *fasthttp.RequestCtx) int {
+	if ctx.Response.ConnectionClose() && len(ctx.Response.Body()) == 0 {
+		return statusClientClosed
+	}
+	return ctx.Response.StatusCode()
 }
 
 var errPluginStopped = errors.New("stopped by a plugin")
@@ -256,7 +278,7 @@ func (x *exchange) pluginRefused(ctx *fasthttp.RequestCtx, err error) {
 	}
 	writeError(ctx, e)
 	x.applyClientHeaders(ctx)
-	x.end(wasm.EndRejected)
+	x.end(wasm.EndRejected, e.Status)
 }
 
 // pluginFailed is the client's error for a plugin failure under
@@ -290,14 +312,18 @@ func defaultErrorType(status int) string {
 // text and returns the body for the client.
 func (x *exchange) finishWhole(status int) []byte {
 	pipe := x.st.pipeline
-	if status >= 300 || x.ep == openai.Embeddings || (!pipe.Has(wasm.PhaseChunk) && !pipe.Has(wasm.PhaseEnd)) {
+	if status >= 300 || (!pipe.Has(wasm.PhaseChunk) && !pipe.Has(wasm.PhaseEnd) && x.st.acct.ledger == nil) {
 		return x.resp
 	}
 	text, prompt, completion, hasUsage, err := replyText(x.resp)
 	if err != nil {
 		return x.resp
 	}
-	x.wr.PromptTokensUsed, x.wr.CompletionTokensUsed, x.wr.UsageReported = prompt, completion, hasUsage
+	x.usage = openai.Usage{Present: hasUsage, PromptTokens: prompt, CompletionTokens: completion}
+	x.upText, x.upEvents = int64(len(text)), min(int64(len(text)), 1)
+	if x.wr == nil || x.ep == openai.Embeddings {
+		return x.resp
+	}
 	x.wr.Status = status
 	x.wr.TextBytesSent = int64(len(text))
 	if !pipe.Has(wasm.PhaseChunk) {
@@ -328,13 +354,33 @@ func (x *exchange) finishWhole(status int) []byte {
 	return x.out
 }
 
-// end runs the end phase once the reply is over.
-func (x *exchange) end(flags uint32) {
-	if x.wr == nil || !x.st.pipeline.Has(wasm.PhaseEnd) {
-		return
+// end runs the end phase once the reply is over, then writes the call log
+// row; status is what the client was sent.
+func (x *exchange) end(flags uint32, status int) {
+	prompt, completion, reported := x.tokens(flags)
+	if wr := x.wr; wr != nil {
+		wr.PromptTokensUsed, wr.CompletionTokensUsed, wr.UsageReported = prompt, completion, reported
+		if x.st.pipeline.Has(wasm.PhaseEnd) {
+			wr.ClientHeader = nil
+			x.st.pipeline.End(wr, flags)
+		}
 	}
-	x.wr.ClientHeader = nil
-	x.st.pipeline.End(x.wr, flags)
+	x.record(flags, status, prompt, completion)
+}
+
+// tokens is the request's usage: the upstream's when it reported one, else
+// the gateway's estimate (the prompt estimate, and the larger of the text
+// events and a quarter of the text bytes received).
+func (x *exchange) tokens(flags uint32) (prompt, completion int64, reported bool) {
+	if x.usage.Present {
+		return x.usage.PromptTokens, x.usage.CompletionTokens, true
+	}
+	if x.firstByte < 0 || (flags&wasm.EndUpstreamError != 0 && x.upText == 0) {
+		// Nothing was sent upstream, it never answered, or it answered
+		// with an error: nothing was generated.
+		return 0, 0, false
+	}
+	return int64(x.req.EstimatedPromptTokens), max(x.upEvents, (x.upText+3)/4), false
 }
 
 // copyUpstreamHeaders copies the upstream headers a client may act on;

@@ -30,9 +30,12 @@ type Server struct {
 	log      *slog.Logger
 	host     *wasm.Host
 	pgTracer pgx.QueryTracer
-	state    atomic.Pointer[state]
-	srv      *fasthttp.Server
-	ids      *requestIDs
+	// ledgerTracer traces the ledger's pool.
+	ledgerTracer pgx.QueryTracer
+	acct         *accounting
+	state        atomic.Pointer[state]
+	srv          *fasthttp.Server
+	ids          *requestIDs
 
 	// base is the parent of every request's context; canceling it ends
 	// every exchange still open.
@@ -55,6 +58,10 @@ type Option func(*Server)
 // query-budget test counts them).
 func WithPGTracer(t pgx.QueryTracer) Option { return func(s *Server) { s.pgTracer = t } }
 
+// WithLedgerPGTracer traces every statement of the ledger's Postgres pool
+// (call log writes, budget seeding, reconcile).
+func WithLedgerPGTracer(t pgx.QueryTracer) Option { return func(s *Server) { s.ledgerTracer = t } }
+
 // New builds a Server for p, compiling and configuring its plugins. log nil
 // means slog.Default().
 func New(p *config.Policy, log *slog.Logger, opts ...Option) (*Server, error) {
@@ -70,8 +77,13 @@ func New(p *config.Policy, log *slog.Logger, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	s.host = host
+	if s.acct, err = newAccounting(p, log, s.ledgerTracer); err != nil {
+		host.Close()
+		return nil, err
+	}
 	st, err := s.newState(p)
 	if err != nil {
+		s.acct.close(context.Background())
 		host.Close()
 		return nil, err
 	}
@@ -123,7 +135,7 @@ func (s *Server) Shutdown(delay, drain time.Duration) error {
 	cancel()
 	if err == nil {
 		s.retire()
-		return nil
+		return s.closeAccounting(drain)
 	}
 	s.log.Warn("drain time ran out; ending open streams", "open_connections", s.conns.Load(), "in_flight", s.inflight.Load(), "drain", drain.String())
 	s.cancelAll(ErrShuttingDown)
@@ -133,8 +145,19 @@ func (s *Server) Shutdown(delay, drain time.Duration) error {
 		}
 	}
 	s.retire()
+	aerr := s.closeAccounting(drain)
 	if n := s.conns.Load(); n > 0 {
 		return fmt.Errorf("shutdown: %d connections still open", n)
+	}
+	return aerr
+}
+
+// closeAccounting drains the ledger once the last request has ended.
+func (s *Server) closeAccounting(drain time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), drain+30*time.Second)
+	defer cancel()
+	if err := s.acct.close(ctx); err != nil {
+		return fmt.Errorf("shutdown: call log: %w", err)
 	}
 	return nil
 }

@@ -22,7 +22,14 @@ type keyResolver interface {
 type services struct {
 	log     *slog.Logger
 	tenants keyResolver // nil: no tenant store configured
+	prices  priceReader // nil: no prices
+	acct    *accounting
 	now     func() time.Time
+}
+
+// priceReader is what the budget services need: the cache's prices.
+type priceReader interface {
+	Price(ctx context.Context, model string) (*tenant.Price, error)
 }
 
 var _ wasm.Services = (*services)(nil)
@@ -32,6 +39,16 @@ func (sv *services) Call(r *wasm.Request, name string, req []byte) ([]byte, erro
 	switch name {
 	case "tenant.resolve":
 		return sv.resolve(r, req)
+	case "ratelimit.admit":
+		return sv.rateAdmit(r, req)
+	case "ratelimit.adjust":
+		return sv.rateAdjust(r, req)
+	case "budget.reserve":
+		return sv.budgetReserve(r, req)
+	case "budget.extend":
+		return sv.budgetExtend(r, req)
+	case "budget.settle":
+		return sv.budgetSettle(r, req)
 	}
 	return nil, wasm.ErrNoService
 }
@@ -74,6 +91,7 @@ func (sv *services) resolve(r *wasm.Request, key []byte) ([]byte, error) {
 	r.Tenant = &wasm.Tenant{
 		ID: snap.Tenant.ID, KeyID: snap.Key.ID, Plan: snap.Plan.ID, Status: snap.Tenant.Status,
 		RPM: orMinus1(lim.RPM), TPM: orMinus1(lim.TPM), BudgetMicros: orMinus1(snap.Plan.MonthlyBudgetMicros), MaxTokens: orMinus1(lim.MaxTokens),
+		PlanRPM: orMinus1(snap.Plan.RPM), PlanTPM: orMinus1(snap.Plan.TPM), KeyRPM: orMinus1(snap.Key.Limits.RPM), KeyTPM: orMinus1(snap.Key.Limits.TPM),
 	}
 	out := make([]byte, 0, 16+16*len(snap.Plan.AllowedModels))
 	out = append(out, "ok"...)

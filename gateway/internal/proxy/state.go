@@ -28,14 +28,16 @@ type state struct {
 	services *services
 	admin    http.Handler // nil without the Postgres store
 	closers  []func()     // tenant store, cache, listener
+	acct     *accounting
 
 	refs      atomic.Int64 // requests in flight + 1 while current
 	closeOnce sync.Once
 }
 
 func (s *Server) newState(p *config.Policy) (_ *state, err error) {
-	st := &state{policy: p, clients: make(map[string]*upstream.Client), filters: make(map[*upstream.Client]*headerFilter)}
+	st := &state{policy: p, acct: s.acct, clients: make(map[string]*upstream.Client), filters: make(map[*upstream.Client]*headerFilter)}
 	st.refs.Store(1)
+	s.acct.states.Add(1)
 	defer func() {
 		if err != nil {
 			st.close() // what was opened before the failure
@@ -115,6 +117,7 @@ func (st *state) close() {
 	for _, c := range st.clients {
 		c.Close()
 	}
+	st.acct.states.Done()
 }
 
 // Reload swaps in a new policy: its plugins are compiled and configured
@@ -133,6 +136,7 @@ func (s *Server) Reload(p *config.Policy) error {
 		st.release()
 		return fmt.Errorf("reload: the server is shut down")
 	}
+	s.acct.checkReload(p)
 	if old.policy.Server != p.Server {
 		s.log.Warn("reload: the server section changed; it applies at the next restart")
 	}

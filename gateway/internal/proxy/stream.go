@@ -127,6 +127,10 @@ func (st *sseStream) process(raw []byte) {
 	if c.Usage.Present {
 		st.usage = c.Usage
 	}
+	if len(c.Text) > 0 {
+		st.x.upText += int64(len(c.Text))
+		st.x.upEvents++
+	}
 	if len(st.template) == 0 && c.Choices > 0 {
 		st.template = append(st.template[:0], st.data...)
 	}
@@ -311,9 +315,9 @@ func (st *sseStream) Close() error {
 		st.endFlags |= wasm.EndClientGone
 	}
 	x := st.x
+	x.usage = st.usage
+	x.end(st.endFlags, st.ex.StatusCode())
 	if wr := x.wr; wr != nil {
-		wr.PromptTokensUsed, wr.CompletionTokensUsed, wr.UsageReported = st.usage.PromptTokens, st.usage.CompletionTokens, st.usage.Present
-		x.end(st.endFlags)
 		wr.UpstreamHeader = nil
 	}
 	st.ex.Release()

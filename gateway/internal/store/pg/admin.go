@@ -161,6 +161,22 @@ func (s *Store) MonthUsage(ctx context.Context, tenantID string, month time.Time
 	return cost, nil
 }
 
+// TenantBudget returns the monthly budget of the tenant's plan in USD micros
+// (0: none), or an error wrapping tenant.ErrNotFound.
+func (s *Store) TenantBudget(ctx context.Context, tenantID string) (int64, error) {
+	var micros int64
+	err := s.pool.QueryRow(ctx,
+		`SELECT p.monthly_budget_micros FROM tenants t JOIN plans p ON p.id = t.plan_id WHERE t.id = $1`,
+		tenantID).Scan(&micros)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("tenant %q: %w", tenantID, tenant.ErrNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading the budget of tenant %q: %w", tenantID, err)
+	}
+	return micros, nil
+}
+
 // EnsureCallLogPartition creates the call_log partition of the UTC calendar
 // month holding month if it does not exist. It is safe to call from several
 // gateways at once.

@@ -1,0 +1,152 @@
+package budget_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/gateway/internal/budget"
+	"github.com/tollgate/tollgate/gateway/internal/redistest"
+	"github.com/tollgate/tollgate/gateway/internal/redisx"
+)
+
+const month = "2026-11"
+
+// ledger stands in for Postgres: a month-to-date spend per tenant, and a
+// count of Seeder calls.
+type ledger struct {
+	calls atomic.Int64
+	mu    sync.Mutex
+	spent map[string]int64
+	err   error
+}
+
+func newLedger(spent map[string]int64) *ledger {
+	if spent == nil {
+		spent = map[string]int64{}
+	}
+	return &ledger{spent: spent}
+}
+
+func (l *ledger) seed(_ context.Context, tenant, _ string) (int64, error) {
+	l.calls.Add(1)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return 0, l.err
+	}
+	return l.spent[tenant], nil
+}
+
+func (l *ledger) set(tenant string, spent int64) {
+	l.mu.Lock()
+	l.spent[tenant] = spent
+	l.mu.Unlock()
+}
+
+func (l *ledger) fail(err error) {
+	l.mu.Lock()
+	l.err = err
+	l.mu.Unlock()
+}
+
+// fakeClock is a settable clock for Memory.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{t: time.Date(2026, 11, 3, 10, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// newClient connects a redisx.Client to srv and closes it when the test
+// ends. Its command timeout is 1s, not the default 100ms: a first script
+// call (EVAL compiles it) under -race on a busy 2-core machine has taken
+// longer. TestRedisUnavailable uses the default.
+func newClient(t testing.TB, srv *redistest.Server) *redisx.Client {
+	t.Helper()
+	return newClientWith(t, redisx.Options{Addrs: []string{srv.Addr()}, Timeout: time.Second})
+}
+
+func newClientWith(t testing.TB, opts redisx.Options) *redisx.Client {
+	t.Helper()
+	c, err := redisx.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// backend makes a fresh counter of one kind.
+type backend struct {
+	name string
+	new  func(t *testing.T, seed budget.Seeder) budget.Counter
+}
+
+// backends returns Memory and a Redis counter on a server started for the
+// calling test (subtests use distinct tenants, so they can share it).
+func backends(t *testing.T) []backend {
+	srv := redistest.Start(t)
+	return []backend{
+		{"memory", func(t *testing.T, seed budget.Seeder) budget.Counter {
+			return budget.NewMemory(seed, nil)
+		}},
+		{"redis", func(t *testing.T, seed budget.Seeder) budget.Counter {
+			return budget.NewRedis(newClient(t, srv), seed, budget.RedisOptions{})
+		}},
+	}
+}
+
+// commandStats returns the calls per command from INFO commandstats
+// (commands run by scripts are counted too).
+func commandStats(t *testing.T, srv *redistest.Server) map[string]int64 {
+	t.Helper()
+	out, err := srv.Do("INFO", "commandstats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats := map[string]int64{}
+	for _, line := range strings.Split(out, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+		n, err := strconv.ParseInt(calls, 10, 64)
+		if err != nil {
+			t.Fatalf("commandstats line %q: %v", line, err)
+		}
+		stats[strings.TrimPrefix(name, "cmdstat_")] = n
+	}
+	return stats
+}
+
+func resetStats(t *testing.T, srv *redistest.Server) {
+	t.Helper()
+	if _, err := srv.Do("CONFIG", "RESETSTAT"); err != nil {
+		t.Fatal(err)
+	}
+}

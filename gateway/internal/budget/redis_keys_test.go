@@ -1,0 +1,121 @@
+package budget_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/gateway/internal/budget"
+	"github.com/tollgate/tollgate/gateway/internal/redistest"
+	"github.com/tollgate/tollgate/gateway/internal/redisx"
+)
+
+// TestRedisKeyLayout pins the documented layout (operators and the
+// reconcile job read these keys).
+func TestRedisKeyLayout(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	c := budget.NewRedis(newClient(t, srv), nil, budget.RedisOptions{Prefix: "tg:b:", SettledTTL: time.Minute, KeyTTL: time.Hour})
+	if _, err := c.Reserve(ctx, "a{b}", month, "r1", 300, 1000, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Reserve(ctx, "a{b}", month, "r2", 200, 1000, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Settle(ctx, "a{b}", month, "r2", 150); err != nil {
+		t.Fatal(err)
+	}
+	base := "tg:b:{a%7Bb%7D:2026-11}:"
+	now := float64(time.Now().UnixMicro())
+	checks := []struct {
+		cmd    []string
+		want   func(string) bool
+		expect string
+	}{
+		{[]string{"GET", base + "spent"}, eq("150"), "150"},
+		{[]string{"HGET", base + "holds", "r1"}, eq("300"), "300"},
+		{[]string{"HGET", base + "holds", ""}, eq("300"), "300 (the sum)"},
+		{[]string{"HLEN", base + "holds"}, eq("2"), "2"},
+		{[]string{"ZSCORE", base + "leases", "r1"}, within(now+50e6, now+70e6), "now + 1 min in µs"},
+		{[]string{"ZCARD", base + "leases"}, eq("1"), "1"},
+		{[]string{"PTTL", base + "spent"}, within(3590e3, 3600e3), "about 1h"},
+		{[]string{"PTTL", base + "holds"}, within(3590e3, 3600e3), "about 1h"},
+		{[]string{"PTTL", base + "leases"}, within(3590e3, 3600e3), "about 1h"},
+		{[]string{"PTTL", base + "settled:r2"}, within(50e3, 60e3), "about 1 min"},
+		{[]string{"EXISTS", base + "settled:r1"}, eq("0"), "0"},
+	}
+	for _, ch := range checks {
+		got, err := srv.Do(ch.cmd...)
+		if err != nil || !ch.want(got) {
+			t.Errorf("%v = %q, %v; want %s", ch.cmd, got, err, ch.expect)
+		}
+	}
+}
+
+func eq(want string) func(string) bool { return func(s string) bool { return s == want } }
+
+func within(lo, hi float64) func(string) bool {
+	return func(s string) bool {
+		f, err := strconv.ParseFloat(s, 64)
+		return err == nil && f >= lo && f <= hi
+	}
+}
+
+// TestRedisCluster runs the counter against a one-node Redis Cluster, where
+// a script whose keys span slots is refused: tenant ids with braces must
+// still keep a tenant-month in one slot.
+func TestRedisCluster(t *testing.T) {
+	srv := redistest.Start(t, "--cluster-enabled", "yes")
+	if _, err := srv.Do("CLUSTER", "ADDSLOTSRANGE", "0", "16383"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := srv.Do("CLUSTER", "INFO")
+		if err == nil && strings.Contains(info, "cluster_state:ok") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster not ok: %q, %v", info, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ctx := context.Background()
+	c := budget.NewRedis(newClient(t, srv), nil, budget.RedisOptions{})
+	for i, tenant := range []string{"acme", "}x", "a}b{c", "{", "%7D", ""} {
+		t.Run(fmt.Sprintf("%d %q", i, tenant), func(t *testing.T) {
+			if res, err := c.Reserve(ctx, tenant, month, "r", 10, 100, time.Minute); err != nil || res != admitted(0, 10, 90) {
+				t.Fatalf("Reserve = %+v, %v", res, err)
+			}
+			if res, err := c.Extend(ctx, tenant, month, "r", 10, 100, time.Minute); err != nil || res != admitted(0, 20, 80) {
+				t.Fatalf("Extend = %+v, %v", res, err)
+			}
+			if spent, err := c.Settle(ctx, tenant, month, "r", 15); err != nil || spent != 15 {
+				t.Fatalf("Settle = %d, %v", spent, err)
+			}
+			if err := c.Correct(ctx, tenant, month, 16); err != nil {
+				t.Fatal(err)
+			}
+			if spent, reserved, err := c.Status(ctx, tenant, month); err != nil || spent != 16 || reserved != 0 {
+				t.Fatalf("Status = %d, %d, %v", spent, reserved, err)
+			}
+		})
+	}
+}
+
+func TestRedisPrefixWithBracePanics(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a prefix with a brace was accepted")
+		}
+	}()
+	c, err := redisx.New(redisx.Options{Addrs: []string{"127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	budget.NewRedis(c, nil, budget.RedisOptions{Prefix: "tg:{x}:"})
+}

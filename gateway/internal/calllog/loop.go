@@ -1,0 +1,252 @@
+package calllog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// run is the writer goroutine: the group commit. It takes whatever is
+// queued, up to MaxBatch rows, and writes it in one transaction; rows that
+// arrive meanwhile wait for the next, so batches grow with the load and an
+// idle writer adds no delay.
+func (w *Writer) run() {
+	defer close(w.done)
+	retry := time.NewTicker(w.opts.RetryInterval)
+	defer retry.Stop()
+	if w.sp.size > 0 {
+		w.replay()
+	}
+	for {
+		var tick <-chan time.Time
+		if w.spooling.Load() && w.pool != nil {
+			tick = retry.C
+		}
+		select {
+		case r := <-w.queue:
+			w.persist(w.fill(r))
+		case req := <-w.handoff:
+			w.spoolHandoffs(req)
+		case <-tick:
+			w.replay()
+		case <-w.stop:
+			w.drain()
+			w.finish()
+			return
+		}
+	}
+}
+
+// fill returns a batch of first and whatever else is queued or arrives
+// within Linger, up to MaxBatch rows. The batch is valid until the next
+// fill.
+func (w *Writer) fill(first Row) []Row {
+	w.buf = append(w.buf[:0], first)
+	for len(w.buf) < w.opts.MaxBatch {
+		select {
+		case r := <-w.queue:
+			w.buf = append(w.buf, r)
+			continue
+		default:
+		}
+		break
+	}
+	// Linger only for Postgres: a spooling writer is catching up.
+	if w.opts.Linger <= 0 || len(w.buf) >= w.opts.MaxBatch || w.pool == nil || w.spooling.Load() {
+		return w.buf
+	}
+	if w.linger == nil {
+		w.linger = time.NewTimer(w.opts.Linger)
+	} else {
+		w.linger.Reset(w.opts.Linger)
+	}
+	defer w.linger.Stop()
+	for len(w.buf) < w.opts.MaxBatch {
+		select {
+		case r := <-w.queue:
+			w.buf = append(w.buf, r)
+		case <-w.linger.C:
+			return w.buf
+		case <-w.stop:
+			return w.buf
+		}
+	}
+	return w.buf
+}
+
+// persist stores a batch: in Postgres unless the spool holds rows, else
+// (or if Postgres fails) in the spool.
+func (w *Writer) persist(rows []Row) {
+	if w.pool != nil && !w.spooling.Load() {
+		n, err := w.store(w.ctx, rows)
+		if err == nil {
+			return
+		}
+		w.log.Warn("Postgres unavailable; spooling call-log rows until it answers",
+			"err", err, "rows", len(rows)-n, "spool", w.sp.path)
+		rows = rows[n:]
+	}
+	_ = w.spoolRows(rows) // a loss is logged and counted
+}
+
+// spoolHandoffs appends the rows of req and of every other waiting inline
+// Write with one fsync, and answers them all.
+func (w *Writer) spoolHandoffs(req handoffReq) {
+	reqs := []handoffReq{req}
+	rows := append([]Row(nil), req.rows...)
+collect:
+	for len(rows) < w.opts.MaxBatch {
+		select {
+		case r := <-w.handoff:
+			reqs = append(reqs, r)
+			rows = append(rows, r.rows...)
+		default:
+			break collect
+		}
+	}
+	err := w.spoolRows(rows)
+	for _, r := range reqs {
+		r.done <- err
+	}
+}
+
+// spoolRows appends rows to the spool, and from then on new rows follow
+// them there until a replay has emptied it. If the append fails (a full or
+// broken disk) it keeps the rows and retries every RetryInterval, Postgres
+// first, until one takes them or the Writer is hurried, when they are lost:
+// it returns ErrLost then.
+func (w *Writer) spoolRows(rows []Row) error {
+	w.spooling.Store(true)
+	for {
+		err := w.sp.append(rows)
+		if err == nil {
+			w.stats.spooled.Add(int64(len(rows)))
+			w.stats.spoolBytes.Store(w.sp.size)
+			return nil
+		}
+		w.log.Error("cannot append to the spool; holding the rows and retrying", "err", err, "rows", len(rows))
+		select {
+		case <-time.After(w.opts.RetryInterval):
+		case <-w.ctx.Done():
+			w.stats.lost.Add(int64(len(rows)))
+			w.log.Error("call-log rows lost: neither Postgres nor the spool took them before Close gave up",
+				"rows", len(rows), "first_request_id", rows[0].RequestID)
+			return fmt.Errorf("%w: %d rows (%w)", ErrLost, len(rows), err)
+		}
+		if w.pool != nil {
+			// These rows may now pass rows in the spool; with the disk
+			// failing, getting them stored comes first.
+			n, err := w.store(w.ctx, rows)
+			if err == nil {
+				return nil
+			}
+			rows = rows[n:]
+		}
+	}
+}
+
+// replay probes Postgres and, if it answers, writes the spooled rows to it
+// in order, MaxBatch at a time, then empties the spool and returns to
+// writing to Postgres directly. Between batches it moves newly queued rows
+// to the end of the spool, so they neither wait for the whole replay nor
+// pass it. If Postgres fails again it stops, remembering how far it got.
+// Replaying a row twice (after a crash mid-replay) is harmless: see
+// ledger.go.
+func (w *Writer) replay() {
+	if w.pool == nil || w.ctx.Err() != nil {
+		return
+	}
+	pctx, cancel := context.WithTimeout(w.ctx, w.opts.TxTimeout)
+	err := w.pool.Ping(pctx)
+	cancel()
+	if err != nil {
+		w.log.Debug("Postgres still unavailable", "err", err)
+		return
+	}
+	start := time.Now()
+	var replayed int64
+	for {
+		rows, ends, rerr := w.sp.read(w.replayOff, w.opts.MaxBatch)
+		if len(rows) > 0 {
+			n, err := w.store(w.ctx, rows)
+			w.stats.replayed.Add(int64(n))
+			replayed += int64(n)
+			if n > 0 {
+				w.replayOff = ends[n-1]
+			}
+			if err != nil {
+				w.log.Warn("spool replay interrupted; retrying later", "err", err,
+					"replayed", replayed, "left_bytes", w.sp.size-w.replayOff)
+				return
+			}
+		}
+		switch {
+		case rerr != nil && !errors.Is(rerr, errBadRecord):
+			w.log.Error("cannot read the spool; retrying later", "err", rerr)
+			return
+		case rerr != nil:
+			// New cut off a torn tail; a bad record now means the disk
+			// damaged the file. What follows it cannot be read.
+			w.log.Error("spool damaged; discarding its unreadable rest", "err", rerr,
+				"bytes", w.sp.size-w.replayOff)
+		}
+		if rerr != nil || len(rows) == 0 {
+			if err := w.sp.truncate(0); err != nil {
+				w.log.Error("cannot empty the replayed spool; retrying later", "err", err)
+				return
+			}
+			w.replayOff = 0
+			w.stats.spoolBytes.Store(0)
+			w.spooling.Store(false)
+			w.log.Info("spool replayed to Postgres", "rows", replayed, "duration", time.Since(start))
+			return
+		}
+		w.absorb()
+	}
+}
+
+// absorb moves to the spool, without waiting, one batch of queued rows and
+// the rows of waiting inline Writes: as much as one replay batch, so the
+// replay keeps ahead of arrivals.
+func (w *Writer) absorb() {
+	select {
+	case r := <-w.queue:
+		_ = w.spoolRows(w.fill(r))
+	default:
+	}
+	select {
+	case req := <-w.handoff:
+		w.spoolHandoffs(req)
+	default:
+	}
+}
+
+// drain stores what is queued when Close has stopped the Writes.
+func (w *Writer) drain() {
+	if w.spooling.Load() {
+		w.replay()
+	}
+	for {
+		select {
+		case r := <-w.queue:
+			w.persist(w.fill(r))
+		default:
+			return
+		}
+	}
+}
+
+// finish closes the spool and releases the directory.
+func (w *Writer) finish() {
+	err := w.sp.close()
+	if cerr := w.lock.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("releasing the spool lock: %w", cerr)
+	}
+	if lost := w.stats.lost.Load(); lost > 0 {
+		err = errors.Join(fmt.Errorf("%w: %d rows", ErrLost, lost), err)
+	}
+	w.stats.spoolBytes.Store(w.sp.size)
+	w.closeErr = err
+	w.hurry() // release the context
+}

@@ -1,0 +1,101 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Redis locates the Redis server (or Redis Cluster) that gateway replicas
+// share for rate limits and budget counters. Without addresses those live in
+// each process (exact for one replica only).
+type Redis struct {
+	// Addrs are host:port seed addresses: one server, or any nodes of a
+	// cluster (detected automatically).
+	Addrs    []string `yaml:"addrs"`
+	Username string   `yaml:"username"`
+	// PasswordEnv names the environment variable holding the password
+	// (default TOLLGATE_REDIS_PASSWORD; unset means no password).
+	PasswordEnv string `yaml:"password_env"`
+	DB          int    `yaml:"db"`
+	// Timeout bounds one command, round trip included (default 100ms).
+	// A command that fails or times out applies the calling plugin's
+	// on_redis_error.
+	Timeout time.Duration `yaml:"timeout"`
+
+	Password string `yaml:"-"` // resolved from PasswordEnv; never logged
+}
+
+// Enabled reports whether a Redis is configured.
+func (r *Redis) Enabled() bool { return len(r.Addrs) > 0 }
+
+// CallLog configures the ledger writer: one call_log row per request and
+// the spend_month counters, group-committed to Postgres (store.kind
+// postgres only), spooled to a local file while Postgres is unreachable.
+type CallLog struct {
+	// SpoolDir holds the spool file (default: the user cache directory,
+	// tollgate/spool). Put it on a persistent volume: rows spooled there
+	// are replayed when Postgres returns, also after a restart.
+	SpoolDir string `yaml:"spool_dir"`
+	// QueueSize bounds the rows waiting for the writer (default 8192); when
+	// full, the request's own goroutine writes its row.
+	QueueSize int `yaml:"queue_size"`
+	// MaxBatch caps the rows per transaction (default 1000).
+	MaxBatch int `yaml:"max_batch"`
+	// ReconcileInterval is how often the reconcile job recomputes this and
+	// last month's spend from call_log and corrects the counters (default
+	// 1h; 0s turns it off).
+	ReconcileInterval *time.Duration `yaml:"reconcile_interval"`
+}
+
+// Defaults of the shared stores.
+const (
+	DefaultRedisTimeout      = 100 * time.Millisecond
+	DefaultReconcileInterval = time.Hour
+)
+
+func (p *Policy) applySharedDefaults() {
+	setDefault(&p.Redis.Timeout, DefaultRedisTimeout)
+	setDefault(&p.Redis.PasswordEnv, "TOLLGATE_REDIS_PASSWORD")
+	if p.CallLog.ReconcileInterval == nil {
+		d := DefaultReconcileInterval
+		p.CallLog.ReconcileInterval = &d
+	}
+	if p.CallLog.SpoolDir == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			dir = os.TempDir()
+		}
+		p.CallLog.SpoolDir = filepath.Join(dir, "tollgate", "spool")
+	} else if !filepath.IsAbs(p.CallLog.SpoolDir) && p.Dir != "" {
+		p.CallLog.SpoolDir = filepath.Join(p.Dir, p.CallLog.SpoolDir)
+	}
+}
+
+func (p *Policy) validateShared(lookupEnv func(string) (string, bool), ps *Problems) {
+	r := &p.Redis
+	for i, a := range r.Addrs {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			ps.add(fmt.Sprintf("redis.addrs[%d]", i), "%q is not host:port", a)
+		}
+	}
+	if r.Timeout < 0 || r.Timeout > 10*time.Second {
+		ps.add("redis.timeout", "must be between 0s (default) and 10s, got %s", r.Timeout)
+	}
+	if r.DB < 0 {
+		ps.add("redis.db", "must not be negative")
+	}
+	r.Password, _ = lookupEnv(r.PasswordEnv)
+	c := &p.CallLog
+	if c.QueueSize < 0 {
+		ps.add("call_log.queue_size", "must not be negative")
+	}
+	if c.MaxBatch < 0 {
+		ps.add("call_log.max_batch", "must not be negative")
+	}
+	if d := c.ReconcileInterval; d != nil && *d < 0 {
+		ps.add("call_log.reconcile_interval", "must not be negative (0s turns the reconcile job off)")
+	}
+}

@@ -1,0 +1,196 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/tollgate/tollgate/gateway/internal/redisx"
+)
+
+// DefaultPrefix starts every Redis key unless RedisOptions.Prefix is set.
+const DefaultPrefix = "tollgate:rl:"
+
+// RedisOptions configure a Redis limiter. The zero value is usable.
+type RedisOptions struct {
+	// Prefix starts every key (default DefaultPrefix). It must not contain
+	// '{' or '}': the tenant is the keys' hash tag.
+	Prefix string
+	// Now is the clock of the FailOpen fallback (nil: time.Now). Decisions
+	// made by Redis use the Redis server's clock.
+	Now func() time.Time
+}
+
+// Redis is a Limiter whose state lives in Redis, shared by every replica
+// that uses the same Redis and prefix. Safe for concurrent use.
+type Redis struct {
+	c        *redisx.Client
+	prefix   string
+	fallback *Memory
+	calls    sync.Pool // *redisCall
+
+	admitted, rejected, fallbacks, errs, invalid atomic.Int64
+}
+
+// Stats are counters since NewRedis.
+type Stats struct {
+	Admitted  int64 // admissions allowed, by Redis or the fallback
+	Rejected  int64 // admissions rejected, by Redis or the fallback
+	Fallbacks int64 // admissions decided by the fallback because Redis failed
+	// Errors counts Admit and Adjust calls that returned an error because of
+	// Redis: unavailable under FailClosed, or a reply error in either mode.
+	Errors  int64
+	Invalid int64 // Admit and Adjust calls that returned ErrInvalid
+}
+
+// NewRedis returns a limiter that keeps its cells in c. It panics if
+// opts.Prefix contains a brace, which is a programming error.
+func NewRedis(c *redisx.Client, opts RedisOptions) *Redis {
+	if c == nil {
+		panic("limiter: NewRedis with a nil client")
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(opts.Prefix, "{}") {
+		panic(fmt.Sprintf("limiter: key prefix %q contains a brace", opts.Prefix))
+	}
+	r := &Redis{c: c, prefix: opts.Prefix, fallback: NewMemory(opts.Now)}
+	r.calls.New = func() any {
+		return &redisCall{
+			buf:  make([]byte, 0, 512),
+			keys: make([]string, 0, 2*MaxLimits),
+			args: make([]string, 0, 4*MaxLimits),
+		}
+	}
+	return r
+}
+
+// Stats returns the counters.
+func (r *Redis) Stats() Stats {
+	return Stats{
+		Admitted:  r.admitted.Load(),
+		Rejected:  r.rejected.Load(),
+		Fallbacks: r.fallbacks.Load(),
+		Errors:    r.errs.Load(),
+		Invalid:   r.invalid.Load(),
+	}
+}
+
+// Admit implements Limiter with one script call to Redis (none when no
+// limit has an RPM or a TPM).
+func (r *Redis) Admit(ctx context.Context, req *Request) (Decision, error) {
+	if err := validate(req); err != nil {
+		r.invalid.Add(1)
+		return Decision{}, err
+	}
+	call := r.calls.Get().(*redisCall)
+	defer r.put(call)
+	p := &call.plan
+	p.build(req.Limits, req.Tokens, 1)
+	if p.n == 0 {
+		r.admitted.Add(1)
+		return Decision{Allowed: true}, nil
+	}
+	call.prepare(r.prefix, req.Tenant, req.Limits, true)
+	res := r.c.Exec(ctx, admitScript, call.keys, call.args)
+	if err := res.Error(); err != nil {
+		if err := r.failed(err, req.OnError, req.Tenant); err != nil {
+			return Decision{}, err
+		}
+		d := r.fallback.admit(p, req.Tenant, req.Limits, req.Tokens, divisor(req.Replicas))
+		d.Fallback = true
+		r.fallbacks.Add(1)
+		r.count(d)
+		return d, nil
+	}
+	now, ok, err := p.readAdmit(res)
+	if err != nil {
+		r.errs.Add(1)
+		return Decision{}, fmt.Errorf("rate limiting tenant %q: %w", req.Tenant, err)
+	}
+	d := p.decision(now, ok)
+	r.count(d)
+	return d, nil
+}
+
+// Adjust implements Limiter with one script call to Redis, none when delta
+// is 0 or no limit has a TPM.
+func (r *Redis) Adjust(ctx context.Context, tenant string, limits []Limit, delta int64, mode FailMode, replicas int) error {
+	if err := validateMode(mode, replicas); err != nil {
+		r.invalid.Add(1)
+		return err
+	}
+	if err := validateLimits(tenant, limits); err != nil {
+		r.invalid.Add(1)
+		return err
+	}
+	if delta == 0 {
+		return nil
+	}
+	call := r.calls.Get().(*redisCall)
+	defer r.put(call)
+	p := &call.plan
+	p.buildAdjust(limits, delta, 1)
+	if p.n == 0 {
+		return nil
+	}
+	call.prepare(r.prefix, tenant, limits, false)
+	err := r.c.Exec(ctx, adjustScript, call.keys, call.args).Error()
+	if err == nil {
+		return nil
+	}
+	if err := r.failed(err, mode, tenant); err != nil {
+		return err
+	}
+	r.fallback.adjust(p, tenant, limits, delta, divisor(replicas))
+	return nil
+}
+
+// failed classifies the error of a script call: nil means decide with the
+// fallback (Redis is unavailable and mode is FailOpen); otherwise it is the
+// error to return, counted.
+func (r *Redis) failed(err error, mode FailMode, tenant string) error {
+	if !unavailable(err) {
+		r.errs.Add(1)
+		return fmt.Errorf("rate limiting tenant %q: %w", tenant, err)
+	}
+	if mode != FailOpen {
+		r.errs.Add(1)
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
+func (r *Redis) count(d Decision) {
+	if d.Allowed {
+		r.admitted.Add(1)
+	} else {
+		r.rejected.Add(1)
+	}
+}
+
+func (r *Redis) put(c *redisCall) {
+	clear(c.keys) // drop the references to this call's string
+	clear(c.args)
+	c.keys, c.args = c.keys[:0], c.args[:0]
+	r.calls.Put(c)
+}
+
+// unavailable reports whether err means Redis cannot serve right now (no
+// connection, a timeout, or a server that is loading, busy with a script,
+// or without its master or cluster), as opposed to a reply that is wrong.
+func unavailable(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	if !ok {
+		return redisx.IsUnavailable(err)
+	}
+	msg := re.Error()
+	return re.IsLoading() || re.IsClusterDown() || re.IsTryAgain() ||
+		strings.HasPrefix(msg, "BUSY ") || strings.HasPrefix(msg, "MASTERDOWN")
+}

@@ -1,0 +1,178 @@
+package limiter
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/rueidis"
+)
+
+// admitScript checks every cell and charges all or none.
+//
+//	KEYS[i]      a cell: its TAT, µs of the server clock
+//	ARGV[2i-1]   the cell's cost, µs
+//	ARGV[2i]     the cell's tolerance, µs
+//
+// It returns {allowed (1 or 0), now, tat_1, ..., tat_n}: each tat is the
+// cell's TAT before this admission, at least now. A key expires a second
+// after its TAT (PX), when the cell is full and the key can go. Numbers are
+// written with %.0f: Lua's own number-to-string conversion keeps only 14
+// digits, and a TAT has 16.
+var admitScript = rueidis.NewLuaScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local out = {1, now}
+for i = 1, #KEYS do
+  local tat = tonumber(redis.call('GET', KEYS[i])) or now
+  if tat < now then tat = now end
+  out[i + 2] = tat
+  if tat + tonumber(ARGV[2 * i - 1]) - now > tonumber(ARGV[2 * i]) then out[1] = 0 end
+end
+if out[1] == 1 then
+  for i = 1, #KEYS do
+    local cost = tonumber(ARGV[2 * i - 1])
+    if cost > 0 then
+      local tat = out[i + 2] + cost
+      redis.call('SET', KEYS[i], string.format('%.0f', tat),
+        'PX', string.format('%.0f', math.floor((tat - now) / 1000) + 1000))
+    end
+  end
+end
+return out
+`)
+
+// adjustScript moves the TATs of token cells.
+//
+//	KEYS[i]   a token cell
+//	ARGV[i]   how far to move its TAT, µs: positive is debt, negative a
+//	          give-back, which stops at now (a full cell, deleted)
+//
+// It returns the number of keys.
+var adjustScript = rueidis.NewLuaScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+for i = 1, #KEYS do
+  local shift = tonumber(ARGV[i])
+  local old = tonumber(redis.call('GET', KEYS[i]))
+  if old or shift > 0 then
+    local tat = old or now
+    if tat < now then tat = now end
+    tat = tat + shift
+    if tat > now then
+      redis.call('SET', KEYS[i], string.format('%.0f', tat),
+        'PX', string.format('%.0f', math.floor((tat - now) / 1000) + 1000))
+    else
+      redis.call('DEL', KEYS[i])
+    end
+  end
+end
+return #KEYS
+`)
+
+// redisCall is the reusable memory of one script call.
+type redisCall struct {
+	plan plan
+	buf  []byte
+	keys []string // into one string made from buf
+	args []string
+}
+
+// prepare sets c.keys to the keys of c.plan's cells and c.args to their
+// costs, followed by their tolerances when withTol (the admit script). It
+// allocates one string for all of them.
+func (c *redisCall) prepare(prefix, tenant string, limits []Limit, withTol bool) {
+	p := &c.plan
+	b := appendHead(c.buf[:0], prefix, tenant)
+	head := len(b)
+	var ends [3 * 2 * MaxLimits]int
+	e := 0
+	for i := range p.n {
+		if i > 0 {
+			b = append(b, b[:head]...)
+		}
+		b = appendSuffix(b, limits[p.cells[i].limit].Key, p.cells[i].tokens)
+		ends[e] = len(b)
+		e++
+	}
+	for i := range p.n {
+		b = strconv.AppendInt(b, p.cells[i].cost, 10)
+		ends[e] = len(b)
+		e++
+		if withTol {
+			b = strconv.AppendInt(b, p.cells[i].tol, 10)
+			ends[e] = len(b)
+			e++
+		}
+	}
+	s := string(b)
+	c.buf = b
+	start := 0
+	for i := range e {
+		if i < p.n {
+			c.keys = append(c.keys, s[start:ends[i]])
+		} else {
+			c.args = append(c.args, s[start:ends[i]])
+		}
+		start = ends[i]
+	}
+}
+
+// appendHead appends "<prefix>{<tenant tag>}:", the start every key of the
+// tenant shares.
+func appendHead(b []byte, prefix, tenant string) []byte {
+	b = append(b, prefix...)
+	b = append(b, '{')
+	b = appendTenantTag(b, tenant)
+	return append(b, '}', ':')
+}
+
+// appendTenantTag appends tenant, or '#' and its hex SHA-256 when it
+// contains a brace (which would end or split the hash tag) or starts with
+// '#' (so no tenant id can pass for another one's hash).
+func appendTenantTag(b []byte, tenant string) []byte {
+	if !strings.HasPrefix(tenant, "#") && !strings.ContainsAny(tenant, "{}") {
+		return append(b, tenant...)
+	}
+	sum := sha256.Sum256([]byte(tenant))
+	b = append(b, '#')
+	return hex.AppendEncode(b, sum[:])
+}
+
+// appendSuffix appends "<limit key>:r" or "<limit key>:t".
+func appendSuffix(b []byte, key string, tokens bool) []byte {
+	b = append(b, key...)
+	if tokens {
+		return append(b, ':', 't')
+	}
+	return append(b, ':', 'r')
+}
+
+// readAdmit reads the admit script's reply into p's cells and returns the
+// server's now (µs) and whether the admission was allowed.
+func (p *plan) readAdmit(res rueidis.RedisResult) (now int64, allowed bool, err error) {
+	vals, err := res.ToArray()
+	if err != nil {
+		return 0, false, err
+	}
+	if len(vals) != p.n+2 {
+		return 0, false, fmt.Errorf("admit script returned %d values, want %d", len(vals), p.n+2)
+	}
+	ok, err := vals[0].AsInt64()
+	if err != nil {
+		return 0, false, fmt.Errorf("admit script reply: %w", err)
+	}
+	if now, err = vals[1].AsInt64(); err != nil {
+		return 0, false, fmt.Errorf("admit script reply: %w", err)
+	}
+	for i := range p.n {
+		tat, err := vals[i+2].AsInt64()
+		if err != nil {
+			return 0, false, fmt.Errorf("admit script reply: %w", err)
+		}
+		p.cells[i].tat = max(tat, now)
+	}
+	return now, ok == 1, nil
+}

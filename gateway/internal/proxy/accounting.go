@@ -1,0 +1,204 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tollgate/tollgate/gateway/internal/budget"
+	"github.com/tollgate/tollgate/gateway/internal/calllog"
+	"github.com/tollgate/tollgate/gateway/internal/config"
+	"github.com/tollgate/tollgate/gateway/internal/limiter"
+	"github.com/tollgate/tollgate/gateway/internal/redisx"
+)
+
+// accounting is what outlives policy reloads: the Redis client, the rate
+// limiter, the budget counter and the ledger writer. It is built once from
+// the first policy; a reload that changes the redis or call_log sections
+// is reported and applies at the next restart.
+type accounting struct {
+	log     *slog.Logger
+	redis   *redisx.Client // nil without redis
+	limiter limiter.Limiter
+	budget  budget.Counter
+	pool    *pgxpool.Pool   // the ledger's; nil without the Postgres store
+	ledger  *calllog.Writer // nil without the Postgres store
+	recon   *calllog.Reconciler
+
+	redisCfg config.Redis
+	logCfg   config.CallLog
+
+	reconcileRuns  atomic.Int64
+	reconcileDrift atomic.Int64 // absolute micros corrected, summed
+
+	// states counts policy states not yet closed: the ledger is closed
+	// after the last of them, once no request can write a row.
+	states sync.WaitGroup
+}
+
+func newAccounting(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer) (_ *accounting, err error) {
+	a := &accounting{log: log, redisCfg: p.Redis, logCfg: p.CallLog}
+	defer func() {
+		if err != nil {
+			a.close(context.Background())
+		}
+	}()
+	if p.Redis.Enabled() {
+		a.redis, err = redisx.New(redisx.Options{
+			Addrs: p.Redis.Addrs, Username: p.Redis.Username, Password: p.Redis.Password,
+			DB: p.Redis.DB, Timeout: p.Redis.Timeout, Logger: log.With("component", "redis"),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("redis: %w", err)
+		}
+	}
+	var seed budget.Seeder
+	if p.Store.Kind == config.StorePostgres {
+		cfg, err := pgxpool.ParseConfig(p.Store.Postgres.DSN)
+		if err != nil {
+			return nil, fmt.Errorf("call log: %w", err)
+		}
+		// The writer holds one connection; reconcile, seeding and inline
+		// writes take the others.
+		cfg.MaxConns = 4
+		if pgTracer != nil {
+			cfg.ConnConfig.Tracer = pgTracer
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		a.pool, err = pgxpool.NewWithConfig(ctx, cfg)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("call log: %w", err)
+		}
+		a.ledger, err = calllog.New(a.pool, calllog.Options{
+			QueueSize: p.CallLog.QueueSize, MaxBatch: p.CallLog.MaxBatch, SpoolDir: p.CallLog.SpoolDir,
+			Logger: log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("call log: %w", err)
+		}
+		pool := a.pool
+		seed = func(ctx context.Context, tenant, month string) (int64, error) {
+			m, err := time.Parse("2006-01", month)
+			if err != nil {
+				return 0, err
+			}
+			return calllog.MonthSpend(ctx, pool, tenant, m)
+		}
+	}
+	if a.redis != nil {
+		a.limiter = limiter.NewRedis(a.redis, limiter.RedisOptions{})
+		// Settle markers guard against a double settle, which the host
+		// never retries late; five minutes keeps them to ~50 MB of Redis
+		// at 1,000 requests a second.
+		a.budget = budget.NewRedis(a.redis, seed, budget.RedisOptions{SettledTTL: 5 * time.Minute})
+	} else {
+		a.limiter = limiter.NewMemory(nil)
+		a.budget = budget.NewMemory(seed, nil)
+	}
+	if a.pool != nil && *p.CallLog.ReconcileInterval > 0 {
+		counter := a.budget
+		a.recon = calllog.StartReconciler(a.pool, *p.CallLog.ReconcileInterval,
+			func(tenant string, month time.Time, spent int64) {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if err := counter.Correct(ctx, tenant, month.Format("2006-01"), spent); err != nil {
+					log.Warn("reconcile: correcting the budget counter", "tenant", tenant, "month", month.Format("2006-01"), "err", err)
+				}
+			}, log, func(res calllog.ReconcileResult) {
+				if !res.Ran {
+					return
+				}
+				a.reconcileRuns.Add(1)
+				for _, d := range res.Drifts {
+					a.reconcileDrift.Add(abs(d.Actual - d.Counter))
+				}
+			})
+	}
+	return a, nil
+}
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+// AccountingStats are counters of the ledger and the reconcile job.
+type AccountingStats struct {
+	Ledger calllog.Stats // zero without the Postgres store
+	// ReconcileRuns counts the reconcile runs this gateway made (others may
+	// hold the lock); ReconcileDriftMicros sums the absolute corrections.
+	ReconcileRuns, ReconcileDriftMicros int64
+}
+
+// AccountingStats returns the ledger's and the reconcile job's counters.
+func (s *Server) AccountingStats() AccountingStats {
+	a := s.acct
+	var st AccountingStats
+	if a.ledger != nil {
+		st.Ledger = a.ledger.Stats()
+	}
+	st.ReconcileRuns, st.ReconcileDriftMicros = a.reconcileRuns.Load(), a.reconcileDrift.Load()
+	return st
+}
+
+// checkReload warns about sections a reload cannot change.
+func (a *accounting) checkReload(p *config.Policy) {
+	if !equalRedis(a.redisCfg, p.Redis) {
+		a.log.Warn("reload: the redis section changed; it applies at the next restart")
+	}
+	if !equalCallLog(a.logCfg, p.CallLog) {
+		a.log.Warn("reload: the call_log section changed; it applies at the next restart")
+	}
+}
+
+func equalRedis(a, b config.Redis) bool {
+	if len(a.Addrs) != len(b.Addrs) {
+		return false
+	}
+	for i := range a.Addrs {
+		if a.Addrs[i] != b.Addrs[i] {
+			return false
+		}
+	}
+	return a.Username == b.Username && a.Password == b.Password && a.DB == b.DB && a.Timeout == b.Timeout
+}
+
+func equalCallLog(a, b config.CallLog) bool {
+	return a.SpoolDir == b.SpoolDir && a.QueueSize == b.QueueSize && a.MaxBatch == b.MaxBatch &&
+		*a.ReconcileInterval == *b.ReconcileInterval
+}
+
+// close waits (within ctx) for the policy states still open, then drains the
+// ledger and closes the connections.
+func (a *accounting) close(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { a.states.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		a.log.Warn("closing the ledger while requests are still open; their rows are written inline or lost with the process")
+	}
+	if a.recon != nil {
+		a.recon.Stop()
+	}
+	var err error
+	if a.ledger != nil {
+		err = a.ledger.Close(ctx)
+	}
+	if a.pool != nil {
+		a.pool.Close()
+	}
+	if a.redis != nil {
+		a.redis.Close()
+	}
+	return err
+}
