@@ -228,11 +228,11 @@ for c in "${cmds[@]}"; do
 	go build -o "$BIN/$c" "./gateway/cmd/$c" || die "go build ./gateway/cmd/$c failed"
 done
 
-# NOOP_PLUGINS=1 (default) adds two targets: tollgate-noop4, the policy plus
+# NOOP_PLUGINS=1 (off by default) adds two targets: tollgate-noop4, the policy plus
 # four no-op plugins, one per phase (request, response_headers, chunk, end),
 # to measure what the plugin runtime itself costs; and tollgate-noop4t, the
 # same plugins with `interruptible: false` (no per-call termination watch).
-if want_target tollgate && [[ ${NOOP_PLUGINS:-1} == 1 ]]; then
+if want_target tollgate && [[ ${NOOP_PLUGINS:-0} == 1 ]]; then
 	log "building the no-op plugin"
 	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o "$BIN/noop.wasm" ./gateway/wasm/testdata/testplugin ||
 		die "building the test plugin failed"
@@ -294,6 +294,50 @@ if want_target tollgate && [[ ${PREFLIGHT:-1} == 1 && ${PG:-1} == 1 ]]; then
 		printf 'store: {kind: postgres}\nplugins:\n  - name: preflight\n    path: %s\n' "$BIN/preflight.wasm"
 	} >"$WORK/preflight-pg.yaml"
 	EXTRA="preflight-pg=$WORK/preflight-pg.yaml${EXTRA:+ $EXTRA}"
+fi
+
+# LIMITS=1 (default, with PREFLIGHT) adds tollgate-limits: preflight,
+# ratelimit and budget enforcing on the in-process stores (every request is
+# admitted: the limits are far above the load); and, with PG,
+# tollgate-limits-redis: the same on the Postgres store with Redis counters
+# (redis-server started here) and the call log written to Postgres.
+if want_target tollgate && [[ ${PREFLIGHT:-1} == 1 && ${LIMITS:-1} == 1 ]]; then
+	for p in ratelimit budget; do
+		log "building the $p plugin"
+		GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o "$BIN/$p.wasm" "./plugins/$p" ||
+			die "building the $p plugin failed"
+	done
+	limit_plugins() {
+		printf 'plugins:\n'
+		printf '  - name: preflight\n    path: %s\n' "$BIN/preflight.wasm"
+		printf '  - name: ratelimit\n    path: %s\n    config: {default_max_tokens: 16}\n' "$BIN/ratelimit.wasm"
+		printf '  - name: budget\n    path: %s\n    config: {default_max_tokens: 16}\n' "$BIN/budget.wasm"
+	}
+	{
+		cat "$POLICY"
+		printf 'tenants:\n  plans: [{id: bench, rpm: 50000000, tpm: 50000000, monthly_budget_usd: 1000000, max_tokens: 4096, allowed_models: ["mock-*"]}]\n'
+		printf '  tenants: [{id: bench, plan: bench, keys: [{id: k1, key_sha256: %s}]}]\n' "$key_sha"
+		printf '  prices: [{model: mock-1, input_usd_per_mtok: 0.15, output_usd_per_mtok: 0.60, effective_from: 2026-01-01T00:00:00Z}]\n'
+		limit_plugins
+	} >"$WORK/limits.yaml"
+	EXTRA="${EXTRA:+$EXTRA }limits=$WORK/limits.yaml"
+	if [[ ${PG:-1} == 1 ]]; then
+		ensure_tool redis-server redis-server
+		REDIS_PORT=$(free_port)
+		start redis redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK"
+		wait_port "$REDIS_PORT" "$!" || die "redis-server did not start"
+		psql -q "$TOLLGATE_DATABASE_URL" -c "UPDATE plans SET rpm = 50000000, tpm = 50000000, monthly_budget_micros = 1000000000000 WHERE id = 'bench';
+			INSERT INTO model_prices (model, input_micros_per_mtok, output_micros_per_mtok, effective_from) VALUES ('mock-1', 150000, 600000, '2026-01-01');" ||
+			die "seeding Postgres for limits-redis failed"
+		{
+			cat "$POLICY"
+			printf 'store: {kind: postgres}\n'
+			printf 'redis: {addrs: ["127.0.0.1:%s"]}\n' "$REDIS_PORT"
+			printf 'call_log: {spool_dir: "${TOLLGATE_SPOOL_DIR}"}\n'
+			limit_plugins
+		} >"$WORK/limits-redis.yaml"
+		EXTRA="${EXTRA:+$EXTRA }limits-redis=$WORK/limits-redis.yaml"
+	fi
 fi
 
 ensure_tool jq jq
@@ -390,7 +434,7 @@ if want_target tollgate; then
 	# One gateway per mock: the CLI contract routes model mock-1 to
 	# $TOLLGATE_MOCK_URL.
 	start_gateway() { # start_gateway NAME MOCKPORT GWPORT POLICY
-		start "$1" env TOLLGATE_MOCK_URL="http://127.0.0.1:$2/v1" \
+		start "$1" env TOLLGATE_MOCK_URL="http://127.0.0.1:$2/v1" TOLLGATE_SPOOL_DIR="$WORK/spool-$1" \
 			"$BIN/tollgate" serve -policy "$4" -listen "127.0.0.1:$3" -watch 0
 		wait_ready "$3" /readyz "$!" || die "$1 did not become ready (GET /readyz)"
 	}

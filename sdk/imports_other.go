@@ -34,6 +34,7 @@ type hostAPI interface {
 	metricAdd(name string, v int64) int32
 	call(service string, req, buf []byte) int32
 	callResult(buf []byte) int32
+	skipPhases(mask uint32) int32
 }
 
 // testHost is set by this package's tests; nil everywhere else.
@@ -72,6 +73,7 @@ func hostSetFinishReason(reason string) int32        { return host().setFinishRe
 func hostUsage(field int32) int64                    { return host().usage(field) }
 func hostMetricAdd(name string, v int64) int32       { return host().metricAdd(name, v) }
 func hostCallResult(buf []byte) int32                { return host().callResult(buf) }
+func hostSkipPhases(mask uint32) int32               { return host().skipPhases(mask) }
 func hostCall(service string, req, buf []byte) int32 { return host().call(service, req, buf) }
 func hostReject(status int32, typ, code, msg string) int32 {
 	return host().reject(status, typ, code, msg)

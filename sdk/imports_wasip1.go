@@ -76,6 +76,9 @@ func tgCall(service string, req unsafe.Pointer, reqLen uint32, buf unsafe.Pointe
 //go:wasmimport tollgate call_result
 func tgCallResult(buf unsafe.Pointer, cap uint32) int32
 
+//go:wasmimport tollgate skip_phases
+func tgSkipPhases(mask uint32) int32
+
 func ptr(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
 
 // str views b as a string for an import that only reads it.
@@ -98,6 +101,7 @@ func hostSetFinishReason(reason string) int32    { return tgSetFinishReason(reas
 func hostUsage(field int32) int64                { return tgUsage(field) }
 func hostMetricAdd(name string, v int64) int32   { return tgMetricAdd(name, v) }
 func hostCallResult(buf []byte) int32            { return tgCallResult(ptr(buf), uint32(len(buf))) }
+func hostSkipPhases(mask uint32) int32           { return tgSkipPhases(mask) }
 
 func hostRequestHeader(name string, buf []byte) int32 {
 	return tgRequestHeader(name, ptr(buf), uint32(len(buf)))

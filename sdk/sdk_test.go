@@ -26,6 +26,7 @@ type fakeHost struct {
 	ints       map[int32]int64
 	tenant     map[int32]string
 	tenantInts map[int32]int64
+	skipped    Phases
 	facts      map[string]string
 	state      []byte
 	hasState   bool
@@ -158,6 +159,11 @@ func (h *fakeHost) call(service string, req, buf []byte) int32 {
 	return h.out(buf, h.result, true)
 }
 func (h *fakeHost) callResult(buf []byte) int32 { return h.out(buf, h.result, true) }
+
+func (h *fakeHost) skipPhases(mask uint32) int32 {
+	h.skipped |= Phases(mask)
+	return 0
+}
 
 func (l Level) name() string { return [...]string{"debug", "info", "warn", "error"}[l] }
 

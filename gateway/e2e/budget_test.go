@@ -387,7 +387,10 @@ func TestBudgetLeaseExpiry(t *testing.T) {
 // command per plugin and no Postgres statement before its first byte.
 func TestQueryBudgetRedis(t *testing.T) {
 	w := newBudgetWorld(t, 10_000_000)
-	_, mockURL := startMock(t, mockllm.Config{Tokens: 3, TTFT: 300 * time.Millisecond, Usage: true})
+	// The reply's first byte goes out with its first token; the tokens
+	// that follow are 200 ms apart, so the end phase (which talks to
+	// Redis again) cannot have run when the first byte is seen.
+	_, mockURL := startMock(t, mockllm.Config{Tokens: 3, TTFT: 100 * time.Millisecond, InterToken: 200 * time.Millisecond, Usage: true})
 	pol := w.policy(t, mockURL, `{}`, "") + fmt.Sprintf(`  - name: ratelimit
     path: %s
 `, pluginPath(t, "ratelimit"))
@@ -442,7 +445,8 @@ func TestQueryBudgetRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// First byte (the mock holds the first token for 300 ms).
+	// The first byte has arrived (Do returns with the headers, which go
+	// out with the first event).
 	redisBefore := commandCount(t, w.redis, "evalsha") + commandCount(t, w.redis, "eval")
 	pgFirstByte := tenantPG.n.Load() + ledgerPG.n.Load() - pgBefore
 	var sb strings.Builder

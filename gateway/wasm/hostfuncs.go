@@ -354,6 +354,20 @@ func (p *Plugin) hostFuncs() []hostFunc {
 			r.callResult = append(r.callResult, res...)
 			s[0] = out(m, uint32(s[4]), uint32(s[5]), r.callResult)
 		}},
+		{"skip_phases", 1, nil, i32, func(ctx context.Context, m api.Module, s []uint64) {
+			inst, r := current(ctx)
+			mask := Phase(uint32(s[0]))
+			if mask&^(PhaseResponseHeaders|PhaseChunk|PhaseEnd) != 0 {
+				s[0] = code(codeInvalid)
+				return
+			}
+			if inst.phase == 0 || inst.phase == PhaseEnd {
+				s[0] = code(codeNotAllowed)
+				return
+			}
+			r.skip(inst.p.spec.Slot, mask)
+			s[0] = 0
+		}},
 		{"call_result", 2, nil, i32, func(ctx context.Context, m api.Module, s []uint64) {
 			_, r := current(ctx)
 			s[0] = out(m, uint32(s[0]), uint32(s[1]), r.callResult)

@@ -102,6 +102,31 @@ func (pl *Pipeline) Has(ph Phase) bool {
 	return false
 }
 
+// Wants reports whether any plugin still takes part in phase ph for r:
+// one that has the phase and did not opt out of it with skip_phases.
+func (pl *Pipeline) Wants(r *Request, ph Phase) bool {
+	if pl == nil || r == nil {
+		return false
+	}
+	var ps []*Plugin
+	switch ph {
+	case PhaseRequest:
+		return len(pl.request) > 0
+	case PhaseResponseHeaders:
+		ps = pl.respHeaders
+	case PhaseChunk:
+		ps = pl.chunk
+	case PhaseEnd:
+		ps = pl.ends
+	}
+	for _, p := range ps {
+		if !r.skipped(p.spec.Slot, ph) {
+			return true
+		}
+	}
+	return false
+}
+
 // Request runs the request phase: nil to forward, a *RejectError or a
 // *FailureError to answer the client instead.
 func (pl *Pipeline) Request(r *Request) error {
@@ -117,6 +142,9 @@ func (pl *Pipeline) Request(r *Request) error {
 // ResponseHeaders runs the response_headers phase for the upstream status.
 func (pl *Pipeline) ResponseHeaders(r *Request, status int) error {
 	for _, p := range pl.respHeaders {
+		if r.skipped(p.spec.Slot, PhaseResponseHeaders) {
+			continue
+		}
 		r.stack[0], r.stack[1] = uint64(r.id), uint64(uint32(status))
 		if err := pl.gate(p, r, PhaseResponseHeaders, "on_response_headers"); err != nil {
 			return err
@@ -177,6 +205,9 @@ func (pl *Pipeline) Chunk(r *Request, text []byte, flags uint32) (ChunkResult, e
 	r.chunkText = append(r.chunkText[:0], text...)
 	replaced, hold, release := false, false, false
 	for _, p := range pl.chunk {
+		if r.skipped(p.spec.Slot, PhaseChunk) {
+			continue
+		}
 		r.emitted = r.emitted[:0]
 		r.stack[0], r.stack[1], r.stack[2] = uint64(r.id), uint64(len(r.chunkText)), uint64(flags)
 		err := p.call(r, PhaseChunk, "on_chunk", r.stack[:])
@@ -221,6 +252,9 @@ func (pl *Pipeline) Chunk(r *Request, text []byte, flags uint32) (ChunkResult, e
 // the reply is over.
 func (pl *Pipeline) End(r *Request, flags uint32) {
 	for _, p := range pl.ends {
+		if r.skipped(p.spec.Slot, PhaseEnd) {
+			continue
+		}
 		r.stack[0], r.stack[1] = uint64(r.id), uint64(flags)
 		if err := p.call(r, PhaseEnd, "on_end", r.stack[:]); err != nil && !errors.Is(err, ErrPluginFailed) {
 			p.log.Warn("plugin end phase failed", "err", err)

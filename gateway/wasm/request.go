@@ -49,6 +49,9 @@ type Request struct {
 	UpstreamHeader                             *fasthttp.ResponseHeader // set once the upstream answered
 	Tenant                                     *Tenant
 	Services                                   Services
+	// Owner is the gateway's own per-request state, for its services
+	// (never visible to plugins).
+	Owner any
 
 	// Usage, for the chunk and end phases.
 	PromptTokensUsed, CompletionTokensUsed int64
@@ -74,6 +77,9 @@ type Request struct {
 	configuring bool      // on_configure: Body is the plugin's config
 	facts       []Header
 	states      [][]byte // per plugin slot
+	// Phases plugins opted out of for this request (skip_phases): bit
+	// slot of each mask. Plugins in slots from 64 on cannot opt out.
+	skipHeaders, skipChunk, skipEnd uint64
 
 	// Per-callback scratch, reset by each chunk call.
 	chunkText    []byte
@@ -116,6 +122,41 @@ func ReleaseRequest(r *Request) {
 		callResult:         r.callResult[:0],
 	}
 	requestPool.Put(r)
+}
+
+// skip records that the plugin in slot takes no further part in the
+// phases of mask for this request.
+func (r *Request) skip(slot int, mask Phase) {
+	if slot >= 64 {
+		return
+	}
+	bit := uint64(1) << slot
+	if mask&PhaseResponseHeaders != 0 {
+		r.skipHeaders |= bit
+	}
+	if mask&PhaseChunk != 0 {
+		r.skipChunk |= bit
+	}
+	if mask&PhaseEnd != 0 {
+		r.skipEnd |= bit
+	}
+}
+
+// skipped reports whether the plugin in slot opted out of phase ph.
+func (r *Request) skipped(slot int, ph Phase) bool {
+	if slot >= 64 {
+		return false
+	}
+	bit := uint64(1) << slot
+	switch ph {
+	case PhaseResponseHeaders:
+		return r.skipHeaders&bit != 0
+	case PhaseChunk:
+		return r.skipChunk&bit != 0
+	case PhaseEnd:
+		return r.skipEnd&bit != 0
+	}
+	return false
 }
 
 // ID is the context id plugins see.

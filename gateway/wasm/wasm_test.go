@@ -481,3 +481,39 @@ func TestServiceTimeNotCharged(t *testing.T) {
 		t.Fatalf("headers %q", got)
 	}
 }
+
+// A plugin that opts out of later phases (skip_phases) is not called there
+// for that request, and only that request.
+func TestSkipPhases(t *testing.T) {
+	pl := pipeline(t, `{"request":"skip:12","chunk":"replace_upper"}`, `{"request":"continue","phases":["request","end"]}`)
+	p := pl.Plugins()[0]
+	r := request(`{}`)
+	defer ReleaseRequest(r)
+	if !pl.Wants(r, PhaseChunk) || !pl.Wants(r, PhaseEnd) {
+		t.Fatal("before the request phase the plugins want chunk and end")
+	}
+	if err := pl.Request(r); err != nil {
+		t.Fatal(err)
+	}
+	if pl.Wants(r, PhaseChunk) {
+		t.Error("chunk still wanted: the first plugin skipped it and the second has no chunk phase")
+	}
+	if !pl.Wants(r, PhaseEnd) {
+		t.Error("end is still wanted by the second plugin")
+	}
+	calls := p.Stats().Calls.Load()
+	res, err := pl.Chunk(r, []byte("abc"), ChunkText)
+	if err != nil || res.Verdict != Continue {
+		t.Fatalf("chunk after skip: %v %v", res, err)
+	}
+	pl.End(r, EndCompleted)
+	if d := p.Stats().Calls.Load() - calls; d != 0 {
+		t.Errorf("the skipping plugin was called %d times after skip_phases", d)
+	}
+	// A new request starts with every phase.
+	r2 := request(`{}`)
+	defer ReleaseRequest(r2)
+	if !pl.Wants(r2, PhaseChunk) {
+		t.Error("a skip leaked into the next request")
+	}
+}

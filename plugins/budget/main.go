@@ -15,8 +15,9 @@
 //     before they pass what is reserved it extends the hold by
 //     extend_tokens, and when the budget cannot cover that, it ends the
 //     reply with a final event that says why.
-//   - end: settle the usage (the upstream's, else the gateway's count) on
-//     success, error and client disconnect alike.
+//   - end: the host settles the usage (the upstream's, else the gateway's
+//     count) on success, error and client disconnect alike, and releases
+//     the hold; a request whose gateway dies is released with its lease.
 //
 // Config (all optional):
 //
@@ -46,7 +47,6 @@ func init() {
 	sdk.OnConfigure(configure)
 	sdk.OnRequest(onRequest)
 	sdk.OnChunk(onChunk)
-	sdk.OnEnd(onEnd)
 }
 
 type config struct {
@@ -88,45 +88,42 @@ func configure(b []byte) error {
 	return nil
 }
 
-// hold is the plugin's per-request state: what is reserved and, for a
-// stream that grows its hold, how much of it the reply has used.
+// hold is the plugin's per-request state for a stream that grows its hold:
+// how many completion tokens the hold covers and how much of it the reply
+// has used ("RESERVED EVENTS BYTES").
 type hold struct {
-	month    string
-	reserved int64 // completion tokens covered by the hold
-	grows    bool  // no max_tokens: extend as the stream goes
-	events   int64 // text events seen
-	bytes    int64 // text bytes seen
-	cut      bool
+	reserved int64
+	events   int64
+	bytes    int64
 }
 
-func (h *hold) encode() []byte {
-	b := append([]byte(h.month), ' ')
-	b = strconv.AppendInt(b, h.reserved, 10)
-	b = append(b, ' ')
-	b = strconv.AppendBool(b, h.grows)
+func (h *hold) encode(b []byte) []byte {
+	b = strconv.AppendInt(b[:0], h.reserved, 10)
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, h.events, 10)
 	b = append(b, ' ')
-	b = strconv.AppendInt(b, h.bytes, 10)
-	b = append(b, ' ')
-	return strconv.AppendBool(b, h.cut)
+	return strconv.AppendInt(b, h.bytes, 10)
 }
 
 func decode(b []byte) (hold, bool) {
-	f := strings.Fields(string(b))
-	if len(f) != 6 {
-		return hold{}, false
-	}
 	var h hold
-	var err [5]error
-	h.month = f[0]
-	h.reserved, err[0] = strconv.ParseInt(f[1], 10, 64)
-	h.grows, err[1] = strconv.ParseBool(f[2])
-	h.events, err[2] = strconv.ParseInt(f[3], 10, 64)
-	h.bytes, err[3] = strconv.ParseInt(f[4], 10, 64)
-	h.cut, err[4] = strconv.ParseBool(f[5])
-	return h, errors.Join(err[:]...) == nil
+	var v [3]int64
+	i := 0
+	for _, c := range b {
+		switch {
+		case c == ' ' && i < 2:
+			i++
+		case c >= '0' && c <= '9':
+			v[i] = v[i]*10 + int64(c-'0')
+		default:
+			return h, false
+		}
+	}
+	return hold{v[0], v[1], v[2]}, i == 2
 }
+
+// scratch is reused within a callback (an instance serves one at a time).
+var scratch []byte
 
 // cutSlack is how many completion tokens before the end of the hold a
 // growing stream extends it (or is cut): more than one event's worth.
@@ -138,18 +135,29 @@ func (h *hold) used() int64 { return max(h.events, (h.bytes+3)/4) }
 
 func onRequest(r *sdk.Request) sdk.Verdict {
 	if _, ok := r.Tenant(); !ok {
+		r.SkipPhases(sdk.PhaseChunk)
 		return sdk.Continue // no tenant, no budget (preflight decides who may pass)
 	}
 	completion, has := r.MaxTokens()
 	if !has {
 		completion = cfg.DefaultMaxTokens
 	}
-	req := strconv.FormatInt(r.PromptTokensEstimate(), 10) + " " + strconv.FormatInt(completion, 10) + " " + strconv.FormatInt(cfg.leaseMs, 10)
-	res, err := sdk.Call("budget.reserve", []byte(req))
+	scratch = strconv.AppendInt(scratch[:0], r.PromptTokensEstimate(), 10)
+	scratch = append(scratch, ' ')
+	scratch = strconv.AppendInt(scratch, completion, 10)
+	scratch = append(scratch, ' ')
+	scratch = strconv.AppendInt(scratch, cfg.leaseMs, 10)
+	res, err := sdk.Call("budget.reserve", scratch)
 	if err != nil {
+		r.SkipPhases(sdk.PhaseChunk)
 		return unavailable(r, "the budget service is not available: "+err.Error())
 	}
 	status, rest, _ := strings.Cut(string(res), " ")
+	grows := !has && r.Stream()
+	if status != "ok" || !grows {
+		// No hold, or max_tokens bounds it: no per-event counting.
+		r.SkipPhases(sdk.PhaseChunk)
+	}
 	switch status {
 	case "ok":
 	case "insufficient":
@@ -170,22 +178,22 @@ func onRequest(r *sdk.Request) sdk.Verdict {
 		sdk.Log(sdk.LevelError, "budget: unexpected answer from budget.reserve: "+string(res))
 		return unavailable(r, "unexpected answer from the budget service")
 	}
-	month, _, _ := strings.Cut(rest, " ")
-	h := hold{month: month, reserved: completion, grows: !has && r.Stream()}
-	if err := r.SetState(h.encode()); err != nil {
-		sdk.Log(sdk.LevelError, "budget: cannot keep the hold's state: "+err.Error())
+	if grows {
+		h := hold{reserved: completion}
+		if err := r.SetState(h.encode(scratch)); err != nil {
+			sdk.Log(sdk.LevelError, "budget: cannot keep the hold's state: "+err.Error())
+		}
 	}
 	return sdk.Continue
 }
 
-// remaining renders ": 1.234567 USD left" from a reservation answer
-// ("MONTH AMOUNT SPENT RESERVED REMAINING").
+// remaining renders " (1.234567 USD left)" from "AMOUNT REMAINING".
 func remaining(rest string) string {
-	f := strings.Fields(rest)
-	if len(f) != 5 {
+	_, r, ok := strings.Cut(rest, " ")
+	if !ok {
 		return ""
 	}
-	left, err := strconv.ParseInt(f[4], 10, 64)
+	left, err := strconv.ParseInt(r, 10, 64)
 	if err != nil {
 		return ""
 	}
@@ -209,16 +217,15 @@ func unavailable(r *sdk.Request, why string) sdk.Verdict {
 		"The gateway cannot check the budget right now; retry shortly.")
 }
 
+// onChunk runs only for streams without max_tokens: it counts the reply's
+// tokens and grows the hold ahead of them, or cuts the reply when the
+// budget cannot cover more.
 func onChunk(c *sdk.Chunk) sdk.Verdict {
 	if !c.HasText() || c.IsWhole() {
 		return sdk.Continue
 	}
-	st := c.State()
-	if len(st) == 0 {
-		return sdk.Continue
-	}
-	h, ok := decode(st)
-	if !ok || !h.grows || h.cut {
+	h, ok := decode(c.State())
+	if !ok {
 		return sdk.Continue
 	}
 	h.events++
@@ -226,42 +233,25 @@ func onChunk(c *sdk.Chunk) sdk.Verdict {
 	// Extend before the reply reaches what is held, so a cut leaves the
 	// settled cost within the hold.
 	for h.used()+cutSlack > h.reserved {
-		req := h.month + " " + strconv.FormatInt(cfg.ExtendTokens, 10) + " " + strconv.FormatInt(cfg.leaseMs, 10)
-		res, err := sdk.Call("budget.extend", []byte(req))
+		scratch = strconv.AppendInt(scratch[:0], cfg.ExtendTokens, 10)
+		scratch = append(scratch, ' ')
+		scratch = strconv.AppendInt(scratch, cfg.leaseMs, 10)
+		res, err := sdk.Call("budget.extend", scratch)
 		status, _, _ := strings.Cut(string(res), " ")
 		if err == nil && status == "ok" {
 			h.reserved += cfg.ExtendTokens
 			continue
 		}
-		if err == nil && status == "unavailable" && cfg.OnRedisError == "fail_open" {
-			break // serve on; settle corrects the counter
+		if err == nil && (status == "unlimited" || status == "noprice" ||
+			(status == "unavailable" && cfg.OnRedisError == "fail_open")) {
+			c.SkipPhases(sdk.PhaseChunk) // serve on; the end settles the cost
+			return sdk.Continue
 		}
-		if err == nil && (status == "unlimited" || status == "noprice") {
-			break
-		}
-		h.cut = true
-		c.SetState(h.encode())
 		sdk.MetricAdd("streams_cut", 1)
 		c.SetFact("guard_action", "budget:cut")
+		c.SkipPhases(sdk.PhaseChunk)
 		return c.Stop(cfg.CutMessage, "length")
 	}
-	c.SetState(h.encode())
+	c.SetState(h.encode(scratch))
 	return sdk.Continue
-}
-
-func onEnd(e *sdk.End) {
-	st := e.State()
-	if len(st) == 0 {
-		return
-	}
-	h, ok := decode(st)
-	if !ok {
-		return
-	}
-	u := e.Usage()
-	req := h.month + " " + strconv.FormatInt(max(u.PromptTokens, 0), 10) + " " + strconv.FormatInt(max(u.CompletionTokens, 0), 10)
-	res, err := sdk.Call("budget.settle", []byte(req))
-	if err != nil || !strings.HasPrefix(string(res), "ok ") {
-		sdk.Log(sdk.LevelWarn, "budget: settle not confirmed ("+string(res)+"); the ledger records the cost and reconcile corrects the counter")
-	}
 }

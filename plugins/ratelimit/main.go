@@ -6,9 +6,11 @@
 // It runs after preflight (which resolves the tenant). Each request is
 // charged one request and an estimate of its tokens (the prompt estimate
 // plus max_tokens, or default_max_tokens when absent) against every limit
-// that applies; all are charged or none. At the end the tokens are
-// corrected with the real usage: a reply that used less gives tokens back,
-// one that used more leaves debt.
+// that applies; all are charged or none. When the request ends the host
+// corrects the tokens with the real usage: a reply that used less gives
+// tokens back, one that used more leaves debt. The plugin's whole work is
+// one host call per request: the host reads the tenant's limits, matches
+// the model patterns and writes the headers natively.
 //
 // Limits that apply to a request:
 //
@@ -49,7 +51,6 @@ func main() {}
 func init() {
 	sdk.OnConfigure(configure)
 	sdk.OnRequest(onRequest)
-	sdk.OnEnd(onEnd)
 }
 
 type limits struct {
@@ -104,142 +105,87 @@ func configure(b []byte) error {
 		return errors.New("ratelimit config: anonymous limits must not be negative")
 	}
 	cfg = c
+	tail = buildTail(c)
 	return nil
 }
 
-// appendLimit adds "KEY RPM TPM\n" when either limit is set.
-func appendLimit(b []byte, key string, rpm, tpm int64) []byte {
-	if rpm <= 0 && tpm <= 0 {
-		return b
-	}
-	b = append(b, key...)
-	b = append(b, ' ')
-	b = strconv.AppendInt(b, max(rpm, 0), 10)
-	b = append(b, ' ')
-	b = strconv.AppendInt(b, max(tpm, 0), 10)
-	return append(b, '\n')
-}
+// tail is the limit lines of every admission, built at configure: the
+// host fills in the tenant's and key's limits, matches the model patterns
+// and skips what does not apply.
+var tail []byte
 
-// requestLimits renders the limits that apply to the request, and whether
-// any of them counts tokens.
-func requestLimits(x *sdk.Request) (lines []byte, tokens bool) {
-	t, ok := x.Tenant()
-	if !ok {
-		lines = appendLimit(nil, "anon", cfg.Anonymous.RPM, cfg.Anonymous.TPM)
-		return lines, cfg.Anonymous.TPM > 0
+// req is the admission request, rebuilt in place per callback (an instance
+// serves one callback at a time).
+var req []byte
+
+func buildTail(c config) []byte {
+	b := []byte("tenant\nkey\n")
+	for _, m := range c.Models {
+		b = append(b, "model "...)
+		b = append(b, m.Match...)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, m.RPM, 10)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, m.TPM, 10)
+		b = append(b, '\n')
 	}
-	lines = appendLimit(lines, "t", t.PlanRPM, t.PlanTPM)
-	lines = appendLimit(lines, "k:"+t.KeyID, t.KeyRPM, t.KeyTPM)
-	tokens = t.PlanTPM > 0 || t.KeyTPM > 0
-	model := x.Model()
-	for _, m := range cfg.Models {
-		if ok, _ := path.Match(m.Match, model); ok {
-			lines = appendLimit(lines, "m:"+m.Match, m.RPM, m.TPM)
-			tokens = tokens || m.TPM > 0
-			break
-		}
+	if c.Anonymous.RPM > 0 || c.Anonymous.TPM > 0 {
+		b = append(b, "anon "...)
+		b = strconv.AppendInt(b, c.Anonymous.RPM, 10)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, c.Anonymous.TPM, 10)
+		b = append(b, '\n')
 	}
-	return lines, tokens
+	return b
 }
 
 func onRequest(r *sdk.Request) sdk.Verdict {
-	lines, tokens := requestLimits(r)
-	if len(lines) == 0 {
-		return sdk.Continue
-	}
 	estimate := r.PromptTokensEstimate()
 	if m, ok := r.MaxTokens(); ok {
 		estimate += m
 	} else {
 		estimate += cfg.DefaultMaxTokens
 	}
-	head := cfg.OnRedisError + " " + strconv.Itoa(cfg.Replicas) + " "
-	req := append([]byte(head+strconv.FormatInt(estimate, 10)+"\n"), lines...)
+	req = append(req[:0], cfg.OnRedisError...)
+	req = append(req, ' ')
+	req = strconv.AppendInt(req, int64(cfg.Replicas), 10)
+	req = append(req, ' ')
+	req = strconv.AppendInt(req, estimate, 10)
+	req = append(req, '\n')
+	req = append(req, tail...)
 	res, err := sdk.Call("ratelimit.admit", req)
 	if err != nil {
 		return unavailable(r, "the rate-limit service is not available: "+err.Error())
 	}
-	status, rest, _ := strings.Cut(string(res), " ")
-	if status == "unavailable" {
+	switch s := string(res); {
+	case s == "allowed", s == "unlimited":
+		return sdk.Continue
+	case s == "unavailable":
 		return unavailable(r, "the rate limiter's store is unreachable")
-	}
-	d, ok := parseDecision(rest)
-	if !ok {
-		sdk.Log(sdk.LevelError, "ratelimit: unexpected answer from ratelimit.admit: "+string(res))
+	case strings.HasPrefix(s, "limited "):
+		sdk.MetricAdd("rejected", 1)
+		return reject(r, s[len("limited "):])
+	default:
+		sdk.Log(sdk.LevelError, "ratelimit: unexpected answer from ratelimit.admit: "+s)
 		return unavailable(r, "unexpected answer from the limiter")
 	}
-	setHeaders(r, d)
-	if d.fallback {
-		sdk.MetricAdd("fallback_decisions", 1)
-	}
-	if status != "allowed" {
-		sdk.MetricAdd("rejected", 1)
-		return reject(r, d)
-	}
-	if tokens {
-		// The end phase corrects the estimate; keep what it needs.
-		st := append([]byte(head), strconv.FormatInt(estimate, 10)...)
-		st = append(st, '\n')
-		st = append(st, lines...)
-		if err := r.SetState(st); err != nil {
-			sdk.Log(sdk.LevelWarn, "ratelimit: cannot keep state for the token correction: "+err.Error())
-		}
-	}
-	return sdk.Continue
 }
 
-type decision struct {
-	limitReq, remainingReq, resetReqMs int64
-	limitTok, remainingTok, resetTokMs int64
-	retryMs                            int64
-	fallback                           bool
-}
-
-func parseDecision(s string) (decision, bool) {
-	f := strings.Fields(s)
-	if len(f) != 8 {
-		return decision{}, false
+// reject answers 429 from "KIND LIMIT RETRY_AFTER_MS"; the host has set
+// Retry-After and the x-ratelimit-* headers.
+func reject(r *sdk.Request, answer string) sdk.Verdict {
+	f := strings.Fields(answer)
+	if len(f) != 3 {
+		return unavailable(r, "unexpected answer from the limiter: limited "+answer)
 	}
-	var v [8]int64
-	for i, x := range f {
-		n, err := strconv.ParseInt(x, 10, 64)
-		if err != nil {
-			return decision{}, false
-		}
-		v[i] = n
+	retry, _ := strconv.ParseInt(f[2], 10, 64)
+	unit := "requests per min (RPM)"
+	if f[0] == "tokens" {
+		unit = "tokens per min (TPM)"
 	}
-	return decision{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7] == 1}, true
-}
-
-func setHeaders(r *sdk.Request, d decision) {
-	if d.limitReq > 0 {
-		r.SetResponseHeader("x-ratelimit-limit-requests", strconv.FormatInt(d.limitReq, 10))
-		r.SetResponseHeader("x-ratelimit-remaining-requests", strconv.FormatInt(d.remainingReq, 10))
-		r.SetResponseHeader("x-ratelimit-reset-requests", resetString(d.resetReqMs))
-	}
-	if d.limitTok > 0 {
-		r.SetResponseHeader("x-ratelimit-limit-tokens", strconv.FormatInt(d.limitTok, 10))
-		r.SetResponseHeader("x-ratelimit-remaining-tokens", strconv.FormatInt(d.remainingTok, 10))
-		r.SetResponseHeader("x-ratelimit-reset-tokens", resetString(d.resetTokMs))
-	}
-}
-
-// resetString formats a reset time as OpenAI does: "20ms", "1.5s", "6m0s".
-func resetString(ms int64) string {
-	return (time.Duration(max(ms, 0)) * time.Millisecond).String()
-}
-
-func reject(r *sdk.Request, d decision) sdk.Verdict {
-	retry := max(d.retryMs, 1)
-	r.SetResponseHeader("Retry-After", strconv.FormatInt((retry+999)/1000, 10))
-	r.SetResponseHeader("retry-after-ms", strconv.FormatInt(retry, 10))
-	kind, unit, limit := "requests", "requests per min (RPM)", d.limitReq
-	if d.limitReq <= 0 || d.remainingReq > 0 {
-		kind, unit, limit = "tokens", "tokens per min (TPM)", d.limitTok
-	}
-	return r.Reject(429, kind, "rate_limit_exceeded",
-		"Rate limit reached on "+unit+": limit "+strconv.FormatInt(limit, 10)+
-			". Please try again in "+resetString(retry)+".")
+	return r.Reject(429, f[0], "rate_limit_exceeded",
+		"Rate limit reached on "+unit+": limit "+f[1]+". Please try again in "+
+			(time.Duration(max(retry, 1))*time.Millisecond).String()+".")
 }
 
 func unavailable(r *sdk.Request, why string) sdk.Verdict {
@@ -251,30 +197,4 @@ func unavailable(r *sdk.Request, why string) sdk.Verdict {
 	sdk.Log(sdk.LevelError, "ratelimit: "+why+"; refusing (fail_closed)")
 	return r.Reject(503, "server_error", "rate_limiter_unavailable",
 		"The gateway cannot check rate limits right now; retry shortly.")
-}
-
-func onEnd(e *sdk.End) {
-	st := e.State()
-	if len(st) == 0 {
-		return
-	}
-	head, lines, _ := strings.Cut(string(st), "\n")
-	i := strings.LastIndexByte(head, ' ')
-	if i < 0 {
-		return
-	}
-	estimate, err := strconv.ParseInt(head[i+1:], 10, 64)
-	if err != nil {
-		return
-	}
-	u := e.Usage()
-	actual := max(u.PromptTokens, 0) + max(u.CompletionTokens, 0)
-	delta := actual - estimate
-	if delta == 0 {
-		return
-	}
-	req := head[:i+1] + strconv.FormatInt(delta, 10) + "\n" + lines
-	if _, err := sdk.Call("ratelimit.adjust", []byte(req)); err != nil {
-		sdk.Log(sdk.LevelWarn, "ratelimit: token correction failed: "+err.Error())
-	}
 }

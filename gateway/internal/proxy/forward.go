@@ -44,6 +44,7 @@ type exchange struct {
 	usage     openai.Usage  // as the upstream reported it
 	upText    int64         // text bytes the upstream sent
 	upEvents  int64         // events with text the upstream sent
+	meter     meter         // rate-limit and budget state, settled at the end
 }
 
 var exchangePool = sync.Pool{New: func() any { return new(exchange) }}
@@ -59,6 +60,7 @@ func (x *exchange) free() {
 	}
 	x.s, x.client = nil, nil
 	x.usage, x.upText, x.upEvents = openai.Usage{}, 0, 0
+	x.meter.reset()
 	exchangePool.Put(x)
 }
 
@@ -135,7 +137,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 	}
 	x.firstByte = time.Since(x.start)
 	status := ex.StatusCode()
-	if pipe.Has(wasm.PhaseResponseHeaders) {
+	if pipe.Wants(x.wr, wasm.PhaseResponseHeaders) {
 		x.wr.UpstreamHeader, x.wr.Status = ex.Header(), status
 		if err := pipe.ResponseHeaders(x.wr, status); err != nil {
 			watch.stop()
@@ -219,6 +221,7 @@ func (x *exchange) startPlugins(ctx *fasthttp.RequestCtx, body []byte) {
 	wr.Messages, wr.PromptTokens, wr.PromptChars = int64(r.Messages), int64(r.EstimatedPromptTokens), int64(r.PromptChars)
 	wr.ClientHeader = &ctx.Request.Header
 	wr.Services = x.st.services
+	wr.Owner = x
 	x.wr = wr
 }
 
@@ -312,7 +315,7 @@ func defaultErrorType(status int) string {
 // text and returns the body for the client.
 func (x *exchange) finishWhole(status int) []byte {
 	pipe := x.st.pipeline
-	if status >= 300 || (!pipe.Has(wasm.PhaseChunk) && !pipe.Has(wasm.PhaseEnd) && x.st.acct.ledger == nil) {
+	if status >= 300 || (!pipe.Wants(x.wr, wasm.PhaseChunk) && !pipe.Wants(x.wr, wasm.PhaseEnd) && x.st.acct.ledger == nil) {
 		return x.resp
 	}
 	text, prompt, completion, hasUsage, err := replyText(x.resp)
@@ -326,7 +329,7 @@ func (x *exchange) finishWhole(status int) []byte {
 	}
 	x.wr.Status = status
 	x.wr.TextBytesSent = int64(len(text))
-	if !pipe.Has(wasm.PhaseChunk) {
+	if !pipe.Wants(x.wr, wasm.PhaseChunk) {
 		return x.resp
 	}
 	x.wr.ClientHeader = nil
@@ -360,10 +363,12 @@ func (x *exchange) end(flags uint32, status int) {
 	prompt, completion, reported := x.tokens(flags)
 	if wr := x.wr; wr != nil {
 		wr.PromptTokensUsed, wr.CompletionTokensUsed, wr.UsageReported = prompt, completion, reported
-		if x.st.pipeline.Has(wasm.PhaseEnd) {
+		if x.st.pipeline.Wants(wr, wasm.PhaseEnd) {
 			wr.ClientHeader = nil
 			x.st.pipeline.End(wr, flags)
 		}
+		x.st.services.settleRate(&x.meter, prompt+completion)
+		x.st.services.settleBudget(wr, &x.meter, prompt, completion)
 	}
 	x.record(flags, status, prompt, completion)
 }

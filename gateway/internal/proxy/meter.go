@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"path"
 	"strconv"
 	"time"
 
@@ -13,26 +14,45 @@ import (
 	"github.com/tollgate/tollgate/gateway/wasm"
 )
 
-// The rate-limit and budget services. Their requests and results are short
-// text lines of space-separated fields, documented in sdk/ABI.md
-// ("Services") and parsed here without allocation beyond the result.
+// The rate-limit and budget services (sdk/ABI.md, "Services"). Plugins say
+// what to limit and hold; the host does the mechanics natively — it reads
+// the tenant's limits, formats the x-ratelimit-* headers, prices tokens,
+// and settles both at the end of the request with the real usage — so a
+// guest callback stays a few microseconds of Go-in-Wasm.
 
-// anonymousTenant is the limiter and budget tenant of a request no plugin
-// resolved a tenant for.
+// anonymousTenant is the limiter tenant of a request no plugin resolved a
+// tenant for.
 const anonymousTenant = "-"
 
-func tenantOf(r *wasm.Request) string {
-	if r.Tenant == nil {
-		return anonymousTenant
-	}
-	return r.Tenant.ID
+// meter is the per-request state of these services, kept in the exchange.
+type meter struct {
+	limits   []limiter.Limit // charged at admission, for the end's correction
+	tokens   int64           // the token estimate charged
+	mode     limiter.FailMode
+	replicas int
+	tenant   string
+	charged  bool // tokens were charged to a TPM limit
+
+	month string // the budget month of the hold; "" without a hold
 }
 
-// fields splits b on spaces and newlines into at most len(dst) fields.
+func (m *meter) reset() {
+	*m = meter{limits: m.limits[:0]}
+}
+
+// meterOf is the request's meter; nil outside the gateway (plugin tests).
+func meterOf(r *wasm.Request) *meter {
+	if x, ok := r.Owner.(*exchange); ok {
+		return &x.meter
+	}
+	return nil
+}
+
+// fields splits b on spaces into at most len(dst) fields.
 func fields(dst [][]byte, b []byte) [][]byte {
 	dst = dst[:0]
-	for len(b) > 0 {
-		i := bytes.IndexAny(b, " \n")
+	for len(b) > 0 && len(dst) < cap(dst) {
+		i := bytes.IndexByte(b, ' ')
 		if i < 0 {
 			return append(dst, b)
 		}
@@ -51,109 +71,179 @@ func atoi(b []byte) (int64, bool) {
 
 var errBadServiceRequest = wasm.ErrBadServiceRequest
 
-// failMode reads "fail_open" / "fail_closed".
-func failMode(b []byte) (limiter.FailMode, bool) {
-	switch string(b) {
-	case "fail_open":
-		return limiter.FailOpen, true
-	case "fail_closed":
-		return limiter.FailClosed, true
-	}
-	return 0, false
-}
-
-// parseLimits reads the header line "MODE REPLICAS N" and then one line
-// "KEY RPM TPM" per limit.
-func parseLimits(req []byte, limits []limiter.Limit) (mode limiter.FailMode, replicas int, n int64, _ []limiter.Limit, err error) {
+// rateAdmit is ratelimit.admit. The request is a header line
+// "MODE REPLICAS TOKENS" and then one line per limit:
+//
+//	tenant                the plan's rpm/tpm, shared by the tenant's keys
+//	key                   the key's own rpm/tpm overrides, on that key alone
+//	model PATTERN RPM TPM per tenant, if the model matches PATTERN (the first
+//	                      matching model line applies)
+//	anon RPM TPM          for a request without a tenant
+//
+// Lines that do not apply (no tenant, no override, no match) are skipped.
+// The host sets x-ratelimit-{limit,remaining,reset}-{requests,tokens} on
+// the response (and Retry-After when limited) and, when the request ends,
+// corrects the tokens charged with the real usage. The result is
+// "allowed", "limited requests|tokens LIMIT RETRY_AFTER_MS", "unlimited"
+// (no limit applies) or "unavailable" (Redis down under fail_closed).
+func (sv *services) rateAdmit(r *wasm.Request, req []byte) ([]byte, error) {
 	head, rest, _ := bytes.Cut(req, []byte{'\n'})
-	var buf [4][]byte
-	f := fields(buf[:0], head)
+	var buf [5][]byte
+	f := fields(buf[:], head)
 	if len(f) != 3 {
-		return 0, 0, 0, nil, errBadServiceRequest
+		return nil, errBadServiceRequest
 	}
-	var ok1, ok2, ok3 bool
-	mode, ok1 = failMode(f[0])
-	r, ok2 := atoi(f[1])
-	n, ok3 = atoi(f[2])
-	if !ok1 || !ok2 || !ok3 || r < 0 || r > 1000 {
-		return 0, 0, 0, nil, errBadServiceRequest
+	var mode limiter.FailMode
+	switch string(f[0]) {
+	case "fail_open":
+		mode = limiter.FailOpen
+	case "fail_closed":
+		mode = limiter.FailClosed
+	default:
+		return nil, errBadServiceRequest
 	}
+	replicas, ok1 := atoi(f[1])
+	tokens, ok2 := atoi(f[2])
+	if !ok1 || !ok2 || replicas < 0 || replicas > 1000 || tokens < 0 {
+		return nil, errBadServiceRequest
+	}
+	m := meterOf(r)
+	var local meter
+	if m == nil {
+		m = &local
+	}
+	limits := m.limits[:0]
+	t := r.Tenant
+	modelDone := false
 	for len(rest) > 0 {
 		var line []byte
 		line, rest, _ = bytes.Cut(rest, []byte{'\n'})
-		f = fields(buf[:0], line)
+		f = fields(buf[:], line)
 		if len(f) == 0 {
 			continue
 		}
-		if len(f) != 3 {
-			return 0, 0, 0, nil, errBadServiceRequest
+		switch string(f[0]) {
+		case "tenant":
+			if t != nil && (t.PlanRPM > 0 || t.PlanTPM > 0) {
+				limits = append(limits, limiter.Limit{Key: "t", RPM: max(t.PlanRPM, 0), TPM: max(t.PlanTPM, 0)})
+			}
+		case "key":
+			if t != nil && (t.KeyRPM > 0 || t.KeyTPM > 0) {
+				limits = append(limits, limiter.Limit{Key: "k:" + t.KeyID, RPM: max(t.KeyRPM, 0), TPM: max(t.KeyTPM, 0)})
+			}
+		case "model", "anon":
+			isModel := string(f[0]) == "model"
+			n := 3
+			if isModel {
+				n = 4
+			}
+			if len(f) != n {
+				return nil, errBadServiceRequest
+			}
+			rpm, ok1 := atoi(f[n-2])
+			tpm, ok2 := atoi(f[n-1])
+			if !ok1 || !ok2 {
+				return nil, errBadServiceRequest
+			}
+			switch {
+			case isModel:
+				if t == nil || modelDone {
+					continue
+				}
+				if ok, _ := path.Match(string(f[1]), string(r.Model)); ok {
+					modelDone = true
+					limits = append(limits, limiter.Limit{Key: "m:" + string(f[1]), RPM: rpm, TPM: tpm})
+				}
+			case t == nil:
+				limits = append(limits, limiter.Limit{Key: "anon", RPM: rpm, TPM: tpm})
+			}
+		default:
+			return nil, errBadServiceRequest
 		}
-		rpm, ok1 := atoi(f[1])
-		tpm, ok2 := atoi(f[2])
-		if !ok1 || !ok2 {
-			return 0, 0, 0, nil, errBadServiceRequest
-		}
-		limits = append(limits, limiter.Limit{Key: string(f[0]), RPM: rpm, TPM: tpm})
 	}
-	return mode, int(r), n, limits, nil
-}
-
-// rateAdmit is ratelimit.admit: "MODE REPLICAS TOKENS" then "KEY RPM TPM"
-// lines. The result is "allowed" or "limited" followed by LIMIT_REQ
-// REMAINING_REQ RESET_REQ_MS LIMIT_TOK REMAINING_TOK RESET_TOK_MS
-// RETRY_AFTER_MS FALLBACK(0|1), or "unavailable" (Redis down, fail_closed).
-func (sv *services) rateAdmit(r *wasm.Request, req []byte) ([]byte, error) {
-	var lbuf [8]limiter.Limit
-	mode, replicas, tokens, limits, err := parseLimits(req, lbuf[:0])
-	if err != nil || len(limits) == 0 {
-		return nil, errBadServiceRequest
+	m.limits = limits
+	if len(limits) == 0 {
+		return []byte("unlimited"), nil
 	}
-	lr := limiter.Request{Tenant: tenantOf(r), Limits: limits, Tokens: tokens, OnError: mode, Replicas: replicas}
+	tenantID := anonymousTenant
+	if t != nil {
+		tenantID = t.ID
+	}
+	lr := limiter.Request{Tenant: tenantID, Limits: limits, Tokens: tokens, OnError: mode, Replicas: int(replicas)}
 	d, err := sv.acct.limiter.Admit(context.Background(), &lr)
 	if err != nil {
 		if errors.Is(err, limiter.ErrUnavailable) {
 			return []byte("unavailable"), nil
 		}
-		return nil, err
-	}
-	out := make([]byte, 0, 96)
-	if d.Allowed {
-		out = append(out, "allowed"...)
-	} else {
-		out = append(out, "limited"...)
-	}
-	for _, v := range [...]int64{d.LimitRequests, d.RemainingRequests, ms(d.ResetRequests),
-		d.LimitTokens, d.RemainingTokens, ms(d.ResetTokens), ms(d.RetryAfter), b2i(d.Fallback)} {
-		out = append(out, ' ')
-		out = strconv.AppendInt(out, v, 10)
-	}
-	return out, nil
-}
-
-// rateAdjust is ratelimit.adjust: "MODE REPLICAS DELTA" then the limits of
-// the admission. The result is "ok" or "unavailable".
-func (sv *services) rateAdjust(r *wasm.Request, req []byte) ([]byte, error) {
-	var lbuf [8]limiter.Limit
-	mode, replicas, delta, limits, err := parseLimits(req, lbuf[:0])
-	if err != nil {
-		return nil, errBadServiceRequest
-	}
-	if err := sv.acct.limiter.Adjust(context.Background(), tenantOf(r), limits, delta, mode, replicas); err != nil {
-		if errors.Is(err, limiter.ErrUnavailable) {
-			return []byte("unavailable"), nil
+		if errors.Is(err, limiter.ErrInvalid) {
+			return nil, errBadServiceRequest
 		}
 		return nil, err
 	}
-	return []byte("ok"), nil
+	setRateHeaders(r, &d)
+	if !d.Allowed {
+		retry := max(d.RetryAfter, time.Millisecond)
+		kind, limit := "requests", d.LimitRequests
+		if d.LimitRequests <= 0 || d.RemainingRequests > 0 {
+			kind, limit = "tokens", d.LimitTokens
+		}
+		setHeader(r, "Retry-After", strconv.AppendInt(nil, int64((retry+time.Second-1)/time.Second), 10))
+		out := append(make([]byte, 0, 48), "limited "...)
+		out = append(out, kind...)
+		out = append(out, ' ')
+		out = strconv.AppendInt(out, limit, 10)
+		out = append(out, ' ')
+		out = strconv.AppendInt(out, ms(retry), 10)
+		return out, nil
+	}
+	for _, l := range limits {
+		if l.TPM > 0 && tokens > 0 {
+			m.tokens, m.mode, m.replicas, m.tenant, m.charged = tokens, mode, int(replicas), tenantID, true
+			break
+		}
+	}
+	return []byte("allowed"), nil
+}
+
+// setRateHeaders sets OpenAI's rate-limit headers for the most restrictive
+// limit of each kind.
+func setRateHeaders(r *wasm.Request, d *limiter.Decision) {
+	if d.LimitRequests > 0 {
+		setHeader(r, "x-ratelimit-limit-requests", strconv.AppendInt(nil, d.LimitRequests, 10))
+		setHeader(r, "x-ratelimit-remaining-requests", strconv.AppendInt(nil, d.RemainingRequests, 10))
+		setHeader(r, "x-ratelimit-reset-requests", appendReset(nil, d.ResetRequests))
+	}
+	if d.LimitTokens > 0 {
+		setHeader(r, "x-ratelimit-limit-tokens", strconv.AppendInt(nil, d.LimitTokens, 10))
+		setHeader(r, "x-ratelimit-remaining-tokens", strconv.AppendInt(nil, d.RemainingTokens, 10))
+		setHeader(r, "x-ratelimit-reset-tokens", appendReset(nil, d.ResetTokens))
+	}
+}
+
+// appendReset formats a reset time as OpenAI does: "20ms", "1.5s", "6m0s".
+func appendReset(dst []byte, d time.Duration) []byte {
+	return append(dst, max(d, 0).Round(time.Millisecond).String()...)
+}
+
+func setHeader(r *wasm.Request, name string, value []byte) {
+	r.SetClientHeaders = append(r.SetClientHeaders, wasm.Header{Name: []byte(name), Value: value})
 }
 
 func ms(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
 
-func b2i(b bool) int64 {
-	if b {
-		return 1
+// settleRate corrects the tokens charged at admission with the real usage.
+func (sv *services) settleRate(m *meter, actual int64) {
+	if !m.charged {
+		return
 	}
-	return 0
+	m.charged = false
+	delta := actual - m.tokens
+	if delta == 0 {
+		return
+	}
+	if err := sv.acct.limiter.Adjust(context.Background(), m.tenant, m.limits, delta, m.mode, m.replicas); err != nil {
+		sv.log.Warn("rate limit: token correction failed", "tenant", m.tenant, "err", err)
+	}
 }
 
 // cost prices tokens of r's model, rounding up to the micro.
@@ -183,17 +273,18 @@ func budgetMonth(now time.Time) string { return now.UTC().Format("2006-01") }
 
 // budgetReserve is budget.reserve: "PROMPT_TOKENS COMPLETION_TOKENS
 // LEASE_MS". The host prices the tokens for the request's model and holds
-// the amount against the tenant's monthly budget. Results:
+// the amount against the tenant's monthly budget; when the request ends it
+// settles the real cost (and releases the hold) by itself. Results:
 //
-//	ok MONTH AMOUNT SPENT RESERVED REMAINING
-//	insufficient MONTH AMOUNT SPENT RESERVED REMAINING
-//	unlimited            the tenant has no budget: nothing reserved
-//	noprice              the model has no price: nothing reserved
-//	notenant             no tenant is resolved
-//	unavailable          the counter (Redis) is down
+//	ok AMOUNT REMAINING             held
+//	insufficient AMOUNT REMAINING   refused
+//	unlimited                       the tenant has no budget: nothing held
+//	noprice                         the model has no price: nothing held
+//	notenant                        no tenant is resolved
+//	unavailable                     the counter (Redis) is down
 func (sv *services) budgetReserve(r *wasm.Request, req []byte) ([]byte, error) {
 	var buf [4][]byte
-	f := fields(buf[:0], req)
+	f := fields(buf[:], req)
 	if len(f) != 3 {
 		return nil, errBadServiceRequest
 	}
@@ -216,20 +307,25 @@ func (sv *services) budgetReserve(r *wasm.Request, req []byte) ([]byte, error) {
 	month := budgetMonth(sv.now())
 	res, err := sv.acct.budget.Reserve(context.Background(), r.Tenant.ID, month, string(r.RequestID), amount, r.Tenant.BudgetMicros,
 		time.Duration(leaseMs)*time.Millisecond)
-	return budgetResult(res, err, month, amount)
+	if err == nil && res.Admitted {
+		if m := meterOf(r); m != nil {
+			m.month = month
+		}
+	}
+	return budgetResult(res, err, amount)
 }
 
-// budgetExtend is budget.extend: "MONTH MORE_COMPLETION_TOKENS LEASE_MS",
-// to grow the hold of a stream that may run past what was reserved. The
-// result is as for budget.reserve.
+// budgetExtend is budget.extend: "MORE_COMPLETION_TOKENS LEASE_MS", to grow
+// the hold of a stream that may run past what was reserved, and renew its
+// lease. The result is as for budget.reserve.
 func (sv *services) budgetExtend(r *wasm.Request, req []byte) ([]byte, error) {
-	var buf [4][]byte
-	f := fields(buf[:0], req)
-	if len(f) != 3 {
+	var buf [3][]byte
+	f := fields(buf[:], req)
+	if len(f) != 2 {
 		return nil, errBadServiceRequest
 	}
-	more, ok1 := atoi(f[1])
-	leaseMs, ok2 := atoi(f[2])
+	more, ok1 := atoi(f[0])
+	leaseMs, ok2 := atoi(f[1])
 	if !ok1 || !ok2 || more < 0 || leaseMs <= 0 {
 		return nil, errBadServiceRequest
 	}
@@ -243,65 +339,50 @@ func (sv *services) budgetExtend(r *wasm.Request, req []byte) ([]byte, error) {
 	if !ok {
 		return []byte("noprice"), nil
 	}
-	month := string(f[0])
+	month := budgetMonth(sv.now())
+	m := meterOf(r)
+	if m != nil && m.month != "" {
+		month = m.month
+	}
 	res, err := sv.acct.budget.Extend(context.Background(), r.Tenant.ID, month, string(r.RequestID), amount, r.Tenant.BudgetMicros,
 		time.Duration(leaseMs)*time.Millisecond)
-	return budgetResult(res, err, month, amount)
+	if err == nil && res.Admitted && m != nil {
+		m.month = month
+	}
+	return budgetResult(res, err, amount)
 }
 
-func budgetResult(res budget.Reservation, err error, month string, amount int64) ([]byte, error) {
+func budgetResult(res budget.Reservation, err error, amount int64) ([]byte, error) {
 	if err != nil {
 		if errors.Is(err, budget.ErrUnavailable) {
 			return []byte("unavailable"), nil
 		}
 		return nil, err
 	}
-	out := make([]byte, 0, 80)
+	out := make([]byte, 0, 48)
 	if res.Admitted {
 		out = append(out, "ok "...)
 	} else {
 		out = append(out, "insufficient "...)
 	}
-	out = append(out, month...)
-	for _, v := range [...]int64{amount, res.Spent, res.Reserved, res.Remaining} {
-		out = append(out, ' ')
-		out = strconv.AppendInt(out, v, 10)
-	}
-	return out, nil
+	out = strconv.AppendInt(out, amount, 10)
+	out = append(out, ' ')
+	return strconv.AppendInt(out, res.Remaining, 10), nil
 }
 
-// budgetSettle is budget.settle: "MONTH PROMPT_TOKENS COMPLETION_TOKENS",
-// the usage to charge (normally the upstream's, else the gateway's count).
-// The host prices it, releases the hold, adds the cost to the month's
-// spend, and records it as the request's cost for the call log. The result
-// is "ok COST SPENT", "unavailable" (the call log still records the cost,
-// and the reconcile job corrects the counter) or "notenant".
-func (sv *services) budgetSettle(r *wasm.Request, req []byte) ([]byte, error) {
-	var buf [4][]byte
-	f := fields(buf[:0], req)
-	if len(f) != 3 {
-		return nil, errBadServiceRequest
+// settleBudget releases the request's hold and charges its real cost, and
+// records the cost for the call log.
+func (sv *services) settleBudget(r *wasm.Request, m *meter, prompt, completion int64) {
+	if m.month == "" || r.Tenant == nil {
+		return
 	}
-	prompt, ok1 := atoi(f[1])
-	completion, ok2 := atoi(f[2])
-	if !ok1 || !ok2 || prompt < 0 || completion < 0 {
-		return nil, errBadServiceRequest
-	}
-	if r.Tenant == nil {
-		return []byte("notenant"), nil
-	}
+	month := m.month
+	m.month = ""
 	c, _ := sv.cost(r, prompt, completion)
 	r.CostMicros, r.CostSettled = c, true
-	spent, err := sv.acct.budget.Settle(context.Background(), r.Tenant.ID, string(f[0]), string(r.RequestID), c)
-	if err != nil {
-		if errors.Is(err, budget.ErrUnavailable) {
-			return []byte("unavailable"), nil
-		}
-		return nil, err
+	if _, err := sv.acct.budget.Settle(context.Background(), r.Tenant.ID, month, string(r.RequestID), c); err != nil {
+		// The call log still records the cost; reconcile corrects the
+		// counter, and the hold expires with its lease.
+		sv.log.Warn("budget: settle failed", "tenant", r.Tenant.ID, "err", err)
 	}
-	out := append(make([]byte, 0, 40), "ok "...)
-	out = strconv.AppendInt(out, c, 10)
-	out = append(out, ' ')
-	out = strconv.AppendInt(out, spent, 10)
-	return out, nil
 }

@@ -41,14 +41,10 @@ func (sv *services) Call(r *wasm.Request, name string, req []byte) ([]byte, erro
 		return sv.resolve(r, req)
 	case "ratelimit.admit":
 		return sv.rateAdmit(r, req)
-	case "ratelimit.adjust":
-		return sv.rateAdjust(r, req)
 	case "budget.reserve":
 		return sv.budgetReserve(r, req)
 	case "budget.extend":
 		return sv.budgetExtend(r, req)
-	case "budget.settle":
-		return sv.budgetSettle(r, req)
 	}
 	return nil, wasm.ErrNoService
 }

@@ -60,7 +60,7 @@ var streamPool = sync.Pool{New: func() any { return &sseStream{rd: sse.NewReader
 func acquireStream(x *exchange, ex *upstream.Exchange, watch *clientWatch, ctx context.Context, cancel context.CancelCauseFunc, stripUsage bool) *sseStream {
 	st := streamPool.Get().(*sseStream)
 	st.x, st.ex, st.watch, st.ctx, st.cancel, st.stripUsage = x, ex, watch, ctx, cancel, stripUsage
-	if x.st.pipeline.Has(wasm.PhaseChunk) {
+	if x.st.pipeline.Wants(x.wr, wasm.PhaseChunk) {
 		st.pipe = x.st.pipeline
 	}
 	if x.wr != nil {

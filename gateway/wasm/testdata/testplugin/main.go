@@ -49,6 +49,7 @@
 //	                                 in end: metric_add(metric, counter) and log "count <n>"
 //	metric:<name>                    metric_add(name, 1)
 //	log:<text>                       log text at info
+//	skip:<mask>                      skip_phases(mask): 2 response_headers, 4 chunk, 8 end
 //	call:<service>                   call service with {}; request, response_headers: response header
 //	                                 X-Call-Result = result or error; elsewhere log it
 package main
@@ -264,6 +265,12 @@ func run(acts actions, e *env) sdk.Verdict {
 				break
 			}
 			check(e.x.SetState(strconv.AppendInt(nil, int64(n+1), 10)))
+		case "skip":
+			n, err := strconv.Atoi(arg)
+			if err != nil {
+				panic("testplugin: skip wants a phase mask: " + arg)
+			}
+			check(e.x.SkipPhases(sdk.Phases(n)))
 		case "metric":
 			check(sdk.MetricAdd(arg, 1))
 		case "log":
