@@ -3,10 +3,12 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -100,6 +102,8 @@ func (w *budgetWorld) gateway(t *testing.T, pol string) (*proxy.Server, string) 
 			return w.dsn, true
 		case "TG_TEST_SPOOL":
 			return spool, true
+		case "TOLLGATE_ADMIN_TOKEN":
+			return adminToken, true
 		}
 		return "", false
 	})
@@ -257,7 +261,7 @@ func TestBudgetSettlement(t *testing.T) {
 	w := newBudgetWorld(t, 1_000_000)
 	mock, mockURL := startMock(t, mockllm.Config{Tokens: 40, InterToken: 5 * time.Millisecond, Usage: true})
 	_ = mock
-	_, gw := w.gateway(t, w.policy(t, mockURL, `{}`, ""))
+	srvOK, gw := w.gateway(t, w.policy(t, mockURL, `{}`, ""))
 
 	// Success: 40 completion tokens at 10 µ$ plus the prompt.
 	if status, _, body := w.chat(t, gw, chatMax100); status != 200 {
@@ -312,6 +316,31 @@ func TestBudgetSettlement(t *testing.T) {
 	spent, holds := w.counter(t)
 	if spent != fmt.Sprint(sum3) || month != sum3 || (holds != "0" && holds != "") {
 		t.Fatalf("counter %s, spend_month %d, call_log %d, held %s", spent, month, sum3, holds)
+	}
+
+	// The admin API reports spend, holds and what is left.
+	adm := httptest.NewServer(srvOK.AdminHandler())
+	defer adm.Close()
+	req, _ := http.NewRequest("GET", adm.URL+"/v1/admin/tenants/acme/usage", nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var u struct {
+		SpendMicros        int64  `json:"spend_micros"`
+		BudgetMicros       int64  `json:"budget_micros"`
+		CounterSpendMicros *int64 `json:"counter_spend_micros"`
+		ReservedMicros     *int64 `json:"reserved_micros"`
+		RemainingMicros    *int64 `json:"remaining_micros"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&u); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("usage: %d %v", resp.StatusCode, err)
+	}
+	if u.SpendMicros != sum3 || u.BudgetMicros != 1_000_000 || u.CounterSpendMicros == nil || *u.CounterSpendMicros != sum3 ||
+		u.ReservedMicros == nil || *u.ReservedMicros != 0 || u.RemainingMicros == nil || *u.RemainingMicros != 1_000_000-sum3 {
+		t.Fatalf("usage %+v, want spend %d of 1000000, nothing held", u, sum3)
 	}
 }
 
