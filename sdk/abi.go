@@ -91,6 +91,7 @@ const (
 	EndUpstreamError EndFlags = 4  // the upstream failed or timed out
 	EndStopped       EndFlags = 8  // a plugin stopped the stream
 	EndRejected      EndFlags = 16 // the request was rejected before or instead of forwarding
+	EndCancelled     EndFlags = 32 // cancelled through POST /v1/requests/{id}/cancel
 )
 
 // Has reports whether every flag in g is set in f.

@@ -86,6 +86,7 @@ const (
 	EndUpstreamError uint32 = 4
 	EndStopped       uint32 = 8
 	EndRejected      uint32 = 16
+	EndCancelled     uint32 = 32
 )
 
 // Return codes of host functions.

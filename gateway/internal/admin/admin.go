@@ -51,6 +51,12 @@ type BudgetCounter interface {
 // Option tunes the handler.
 type Option func(*handler)
 
+// WithCanceller serves POST /v1/admin/requests/{id}/cancel: cancel reports
+// whether a request with that id was in flight (on any replica).
+func WithCanceller(cancel func(ctx context.Context, id string) (bool, error)) Option {
+	return func(h *handler) { h.cancel = cancel }
+}
+
 // WithBudget makes the usage route report the counter's spend and holds
 // beside the ledger's.
 func WithBudget(b BudgetCounter) Option { return func(h *handler) { h.budget = b } }
@@ -79,6 +85,7 @@ type handler struct {
 	mux    *http.ServeMux
 	now    func() time.Time
 	budget BudgetCounter // nil: the ledger only
+	cancel func(ctx context.Context, id string) (bool, error)
 }
 
 // NewHandler returns the admin API. token is the bearer token every request
@@ -106,6 +113,7 @@ func NewHandler(store Store, evict Evictor, token string, log *slog.Logger, opts
 	m.HandleFunc("GET /v1/admin/tenants/{id}/usage", h.usage)
 	m.HandleFunc("POST /v1/admin/keys/{id}/revoke", h.revokeKey)
 	m.HandleFunc("PUT /v1/admin/prices", h.setPrice)
+	m.HandleFunc("POST /v1/admin/requests/{id}/cancel", h.cancelRequest)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, &openai.Error{Status: http.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "unknown_route",
 			Message: fmt.Sprintf("no admin route %s %s", r.Method, r.URL.Path)})
@@ -416,6 +424,27 @@ func (h *handler) usage(w http.ResponseWriter, r *http.Request) {
 		out.RemainingMicros, out.RemainingUSD = &left, &lu
 	}
 	h.reply(w, http.StatusOK, out)
+}
+
+func (h *handler) cancelRequest(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if h.cancel == nil {
+		h.fail(w, r, &openai.Error{Status: http.StatusNotImplemented, Type: openai.TypeInvalidRequest, Code: "not_available",
+			Message: "cancelling requests is not available on this gateway"})
+		return
+	}
+	found, err := h.cancel(r.Context(), id)
+	switch {
+	case err != nil:
+		h.log.Warn("cancel: store unavailable", "request_id", id, "err", err)
+		h.fail(w, r, &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "cancel_unavailable",
+			Message: "the request could not be cancelled right now; retry shortly"})
+	case !found:
+		h.fail(w, r, &openai.Error{Status: http.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "request_not_found",
+			Message: fmt.Sprintf("no request %q is in flight", id)})
+	default:
+		h.reply(w, http.StatusOK, map[string]string{"id": id, "object": "request.cancellation", "status": "cancelled"})
+	}
 }
 
 func keyOut(k tenant.Key) keyJSON {

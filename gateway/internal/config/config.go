@@ -164,6 +164,11 @@ type Server struct {
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// MaxConnections caps concurrent client connections (default 10000).
 	MaxConnections int `yaml:"max_connections"`
+	// CancelPollInterval is how often each gateway asks Redis for cancels
+	// of the requests it is serving (POST /v1/requests/{id}/cancel on any
+	// replica); one script call per interval, none while idle (default
+	// 500ms).
+	CancelPollInterval time.Duration `yaml:"cancel_poll_interval"`
 }
 
 // Upstream is one model server the gateway forwards to.
@@ -220,17 +225,18 @@ type Route struct {
 
 // Defaults for fields left zero.
 const (
-	DefaultListen            = "127.0.0.1:8080"
-	DefaultMaxBodyBytes      = 4 << 20
-	DefaultDrainTimeout      = 30 * time.Second
-	DefaultReadTimeout       = 30 * time.Second
-	DefaultIdleTimeout       = 90 * time.Second
-	DefaultServerConnections = 10000
-	DefaultConnectTimeout    = 5 * time.Second
-	DefaultFirstByteTimeout  = 60 * time.Second
-	DefaultIdleTimeoutStream = 60 * time.Second
-	DefaultTotalTimeout      = 10 * time.Minute
-	DefaultUpstreamConns     = 512
+	DefaultListen             = "127.0.0.1:8080"
+	DefaultMaxBodyBytes       = 4 << 20
+	DefaultDrainTimeout       = 30 * time.Second
+	DefaultReadTimeout        = 30 * time.Second
+	DefaultIdleTimeout        = 90 * time.Second
+	DefaultServerConnections  = 10000
+	DefaultCancelPollInterval = 500 * time.Millisecond
+	DefaultConnectTimeout     = 5 * time.Second
+	DefaultFirstByteTimeout   = 60 * time.Second
+	DefaultIdleTimeoutStream  = 60 * time.Second
+	DefaultTotalTimeout       = 10 * time.Minute
+	DefaultUpstreamConns      = 512
 )
 
 func (p *Policy) applyDefaults() {
@@ -241,6 +247,7 @@ func (p *Policy) applyDefaults() {
 	setDefault(&s.ReadTimeout, DefaultReadTimeout)
 	setDefault(&s.IdleTimeout, DefaultIdleTimeout)
 	setDefault(&s.MaxConnections, DefaultServerConnections)
+	setDefault(&s.CancelPollInterval, DefaultCancelPollInterval)
 	for i := range p.Upstreams {
 		u := &p.Upstreams[i]
 		setDefault(&u.Provider, ProviderOpenAI)
@@ -324,6 +331,9 @@ func (p *Policy) validate(lookupEnv func(string) (string, bool)) Problems {
 	}
 	if p.Server.MaxConnections < 0 {
 		ps.add("server.max_connections", "must not be negative")
+	}
+	if d := p.Server.CancelPollInterval; d < 10*time.Millisecond || d > time.Minute {
+		ps.add("server.cancel_poll_interval", "must be between 10ms and 1m, got %s", d)
 	}
 	names := make(map[string]int, len(p.Upstreams))
 	if len(p.Upstreams) == 0 {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/gateway/internal/calllog"
+	"github.com/tollgate/tollgate/gateway/wasm"
 )
 
 // record hands the request's call log row to the ledger writer, after the
@@ -26,6 +27,9 @@ func (x *exchange) record(flags uint32, status int, prompt, completion int64) {
 		}
 		if v, ok := wr.Fact("guard_action"); ok {
 			row.GuardAction = string(v)
+		}
+		if flags&wasm.EndCancelled != 0 && row.GuardAction == "" {
+			row.GuardAction = "cancelled"
 		}
 		switch {
 		case wr.CostSettled:

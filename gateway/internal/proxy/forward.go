@@ -45,6 +45,7 @@ type exchange struct {
 	upText    int64         // text bytes the upstream sent
 	upEvents  int64         // events with text the upstream sent
 	meter     meter         // rate-limit and budget state, settled at the end
+	cancelKey string        // the request's entry in the cancel registry
 }
 
 var exchangePool = sync.Pool{New: func() any { return new(exchange) }}
@@ -125,11 +126,13 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 
 	s.inflight.Add(1)
 	rctx, cancel := context.WithCancelCause(s.base)
+	x.cancelKey = s.cancels.add(x.id, x.tenantID(), cancel)
 	watch := watchClient(ctx.Conn(), cancel)
 	ex, err := x.client.Do(rctx, &upstream.Request{Method: "POST", Path: path, Header: x.header, Body: body})
 	if err != nil {
 		watch.stop()
 		cancel(nil)
+		s.cancels.remove(x.cancelKey)
 		s.inflight.Add(-1)
 		s.upstreamFailed(ctx, x.client, err, context.Cause(rctx))
 		x.end(wasm.EndUpstreamError, clientStatus(ctx))
@@ -143,6 +146,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 			watch.stop()
 			cancel(errPluginStopped)
 			ex.Release()
+			s.cancels.remove(x.cancelKey)
 			s.inflight.Add(-1)
 			x.wr.UpstreamHeader = nil
 			x.pluginRefused(ctx, err)
@@ -178,6 +182,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 	ex.Release()
 	cause := context.Cause(rctx)
 	cancel(nil)
+	s.cancels.remove(x.cancelKey)
 	s.inflight.Add(-1)
 	if err != nil {
 		s.upstreamFailed(ctx, x.client, err, cause)
@@ -189,6 +194,21 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 	} else {
 		x.end(wasm.EndCompleted, status)
 	}
+}
+
+// tenantID is the request's tenant; "" when none was resolved.
+func (x *exchange) tenantID() string {
+	if x.wr != nil && x.wr.Tenant != nil {
+		return x.wr.Tenant.ID
+	}
+	return ""
+}
+
+// cancelledError ends a request cancelled through the cancel API: the
+// client's reply (409) or the stream's final event.
+func cancelledError() *openai.Error {
+	return &openai.Error{Status: 409, Type: "invalid_request_error", Code: "request_cancelled",
+		Message: "The request was cancelled (POST /v1/requests/{id}/cancel); the reply ends here."}
 }
 
 // statusClientClosed is logged for a request whose client went away before
@@ -413,6 +433,9 @@ func (s *Server) upstreamFailed(ctx *fasthttp.RequestCtx, c *upstream.Client, er
 	switch {
 	case errors.Is(cause, ErrClientGone):
 		ctx.SetConnectionClose()
+		return
+	case errors.Is(cause, ErrCancelled):
+		writeError(ctx, cancelledError())
 		return
 	case errors.Is(cause, ErrShuttingDown):
 		writeError(ctx, &openai.Error{Status: fasthttp.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down",

@@ -33,6 +33,7 @@ type Server struct {
 	// ledgerTracer traces the ledger's pool.
 	ledgerTracer pgx.QueryTracer
 	acct         *accounting
+	cancels      *cancels
 	state        atomic.Pointer[state]
 	srv          *fasthttp.Server
 	ids          *requestIDs
@@ -81,8 +82,10 @@ func New(p *config.Policy, log *slog.Logger, opts ...Option) (*Server, error) {
 		host.Close()
 		return nil, err
 	}
+	s.cancels = newCancels(log.With("component", "cancel"), s.acct.redis, p.Server.CancelPollInterval)
 	st, err := s.newState(p)
 	if err != nil {
+		s.cancels.close()
 		s.acct.close(context.Background())
 		host.Close()
 		return nil, err
@@ -156,6 +159,7 @@ func (s *Server) Shutdown(delay, drain time.Duration) error {
 func (s *Server) closeAccounting(drain time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), drain+30*time.Second)
 	defer cancel()
+	s.cancels.close()
 	if err := s.acct.close(ctx); err != nil {
 		return fmt.Errorf("shutdown: call log: %w", err)
 	}
@@ -214,6 +218,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		}
 		ctx.SetBodyString("ready\n")
 	default:
+		if id, ok := cancelPath(ctx.Path()); ok {
+			s.cancelRequest(ctx, id)
+			return
+		}
 		writeError(ctx, &openai.Error{Status: fasthttp.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
 			Message: fmt.Sprintf("Unknown request URL: %s %s.", ctx.Method(), ctx.Path())})
 	}

@@ -278,6 +278,10 @@ func (st *sseStream) finish(err error) {
 	}
 	var e *openai.Error
 	switch {
+	case errors.Is(cause, ErrCancelled):
+		st.endWithError(cancelledError())
+		st.endFlags = st.endFlags&^wasm.EndUpstreamError | wasm.EndCancelled
+		return
 	case errors.Is(cause, ErrShuttingDown):
 		e = &openai.Error{Status: 503, Type: "server_error", Code: "shutting_down",
 			Message: "The gateway is shutting down and ended this stream before the upstream finished."}
@@ -322,6 +326,7 @@ func (st *sseStream) Close() error {
 	}
 	st.ex.Release()
 	st.cancel(nil)
+	x.s.cancels.remove(x.cancelKey)
 	x.s.inflight.Add(-1)
 	x.free()
 	st.rd.Reset(nil)

@@ -60,7 +60,7 @@ func (s *Server) openTenants(st *state, p *config.Policy) error {
 	}
 	st.closers = append(st.closers, cache.Close)
 	if db, ok := store.(*pg.Store); ok {
-		st.admin = admin.NewHandler(db, cache, p.Admin.Token, s.log.With("component", "admin"), admin.WithBudget(s.acct.budget))
+		st.admin = admin.NewHandler(db, cache, p.Admin.Token, s.log.With("component", "admin"), admin.WithBudget(s.acct.budget), admin.WithCanceller(s.AdminCancel))
 	}
 	st.services = &services{log: s.log, tenants: cache, prices: cache, acct: s.acct, now: time.Now}
 	return nil

@@ -1,0 +1,332 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/tollgate/tollgate/gateway/internal/redisx"
+)
+
+// ErrCancelled is the cancel cause of a request cancelled through
+// POST /v1/requests/{id}/cancel (here or on another replica).
+var ErrCancelled = errors.New("the request was cancelled")
+
+// Cancels reach a request wherever it runs. Each gateway keeps a registry
+// of the requests it is serving; one poller per gateway, every interval,
+// makes one Redis script call for all of them that (a) announces them —
+// inflight key → tenant, expiring after three intervals — and (b) takes the
+// cancel marks another replica left for them. A cancel received by any
+// replica cancels a local request at once, or, for a request another
+// replica announced for the caller's tenant, leaves a mark that replica's
+// next poll picks up: within one interval plus one round trip.
+//
+// All keys share one hash tag, so the poll is one script call on a Redis
+// Cluster too. Without Redis (or while it is down) cancels work for the
+// requests of the replica that receives them.
+const (
+	cancelPrefix   = "tollgate:{cancel}:"
+	cancelMarkTTL  = 10 * time.Second
+	maxCancelBatch = 5000 // requests per poll script call
+)
+
+// The poll: KEYS are inflight:ID and cancel:ID pairs of the requests in
+// flight, then the inflight:ID keys of requests that ended since the last
+// poll; ARGV[1] the inflight expiry in ms, ARGV[2] how many requests are in
+// flight, then the tenant of each. It announces the requests in flight,
+// withdraws the ended ones, and returns the indexes (1-based) of the
+// requests with a cancel mark, deleting the marks.
+var pollScript = rueidis.NewLuaScript(`
+local ttl = ARGV[1]
+local n = tonumber(ARGV[2])
+local out = {}
+for i = 1, n do
+  redis.call('SET', KEYS[2*i-1], ARGV[i+2], 'PX', ttl)
+  if redis.call('DEL', KEYS[2*i]) == 1 then
+    out[#out+1] = i
+  end
+end
+for i = 2*n+1, #KEYS do
+  redis.call('DEL', KEYS[i])
+end
+return out`)
+
+// markScript leaves a cancel mark for a request another replica announced:
+// KEYS[1] inflight:ID, KEYS[2] cancel:ID; ARGV[1] the caller's tenant ("*"
+// for the admin API), ARGV[2] the mark's expiry in ms. 1 if marked, 0 if no
+// such request of that tenant is in flight.
+var markScript = rueidis.NewLuaScript(`
+local owner = redis.call('GET', KEYS[1])
+if not owner or (ARGV[1] ~= '*' and owner ~= ARGV[1]) then
+  return 0
+end
+redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+return 1`)
+
+// inflight is one request a gateway is serving.
+type inflight struct {
+	tenant string
+	cancel context.CancelCauseFunc
+}
+
+// cancels is the registry and its poller.
+type cancels struct {
+	log      *slog.Logger
+	redis    *redisx.Client // nil: in-process only
+	interval time.Duration
+
+	mu   sync.Mutex // guards reqs; never held across I/O
+	reqs map[string]inflight
+
+	// announced are the ids the last poll announced (poller only): those
+	// no longer in flight are withdrawn by the next.
+	announced map[string]struct{}
+
+	polls, pollFailures, fallbackPolls, remoteCancels atomic.Int64
+	scriptRefused                                     atomic.Bool
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+func newCancels(log *slog.Logger, rc *redisx.Client, interval time.Duration) *cancels {
+	c := &cancels{log: log, redis: rc, interval: interval, reqs: make(map[string]inflight), announced: make(map[string]struct{}),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	if rc == nil {
+		close(c.done)
+		return c
+	}
+	go c.run()
+	return c
+}
+
+// add registers a request; the returned key removes it.
+func (c *cancels) add(id []byte, tenant string, cancel context.CancelCauseFunc) string {
+	key := string(id)
+	c.mu.Lock()
+	c.reqs[key] = inflight{tenant: tenant, cancel: cancel}
+	c.mu.Unlock()
+	return key
+}
+
+func (c *cancels) remove(key string) {
+	c.mu.Lock()
+	delete(c.reqs, key)
+	c.mu.Unlock()
+}
+
+// local cancels a request served here. tenant "*" matches any.
+func (c *cancels) local(id, tenant string) bool {
+	c.mu.Lock()
+	r, ok := c.reqs[id]
+	c.mu.Unlock()
+	if !ok || (tenant != "*" && r.tenant != tenant) {
+		return false
+	}
+	r.cancel(ErrCancelled)
+	return true
+}
+
+// Cancel cancels request id for tenant ("*": any tenant): here if it runs
+// here, else through Redis for the replica that announced it. false means
+// no such request of that tenant is known (unknown and foreign read the
+// same).
+func (c *cancels) Cancel(ctx context.Context, id, tenant string) (bool, error) {
+	if c.local(id, tenant) {
+		return true, nil
+	}
+	if c.redis == nil {
+		return false, nil
+	}
+	inflightKey, markKey := cancelPrefix+"inflight:"+id, cancelPrefix+"cancel:"+id
+	if !c.scriptRefused.Load() {
+		n, err := c.redis.Exec(ctx, markScript, []string{inflightKey, markKey},
+			[]string{tenant, itoa(cancelMarkTTL.Milliseconds())}).AsInt64()
+		if err == nil || redisx.IsUnavailable(err) {
+			return n == 1, err
+		}
+		c.log.Warn("cancel: Redis refused the script; using one command per key", "err", err)
+		c.scriptRefused.Store(true)
+	}
+	owner, err := c.redis.Do(ctx, func(b rueidis.Builder) rueidis.Completed { return b.Get().Key(inflightKey).Build() }).ToString()
+	if rueidis.IsRedisNil(err) || (err == nil && tenant != "*" && owner != tenant) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	err = c.redis.Do(ctx, func(b rueidis.Builder) rueidis.Completed {
+		return b.Set().Key(markKey).Value("1").Px(cancelMarkTTL).Build()
+	}).Error()
+	return err == nil, err
+}
+
+func (c *cancels) run() {
+	defer close(c.done)
+	t := time.NewTicker(c.interval)
+	defer t.Stop()
+	var ids, tenants, ended []string
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		ids, tenants = c.snapshot(ids[:0], tenants[:0])
+		ended = ended[:0]
+		for id := range c.announced {
+			if !c.running(id) {
+				ended = append(ended, id)
+			}
+		}
+		clear(c.announced)
+		for _, id := range ids {
+			c.announced[id] = struct{}{}
+		}
+		// Nothing in flight and nothing to withdraw: nothing sent.
+		for len(ids) > 0 || len(ended) > 0 {
+			n, e := min(len(ids), maxCancelBatch), min(len(ended), maxCancelBatch)
+			c.poll(ids[:n], tenants[:n], ended[:e])
+			ids, tenants, ended = ids[n:], tenants[n:], ended[e:]
+		}
+	}
+}
+
+func (c *cancels) running(id string) bool {
+	c.mu.Lock()
+	_, ok := c.reqs[id]
+	c.mu.Unlock()
+	return ok
+}
+
+func (c *cancels) snapshot(ids, tenants []string) ([]string, []string) {
+	c.mu.Lock()
+	for id, r := range c.reqs {
+		ids = append(ids, id)
+		tenants = append(tenants, r.tenant)
+	}
+	c.mu.Unlock()
+	return ids, tenants
+}
+
+// poll announces ids and takes their cancel marks: one script call, or,
+// when Redis refuses scripts, one command per key, pipelined.
+func (c *cancels) poll(ids, tenants, ended []string) {
+	ctx := context.Background()
+	ttl := itoa((3 * c.interval).Milliseconds())
+	c.polls.Add(1)
+	if !c.scriptRefused.Load() {
+		keys := make([]string, 0, 2*len(ids)+len(ended))
+		args := make([]string, 0, 2+len(ids))
+		args = append(args, ttl, itoa(int64(len(ids))))
+		for i, id := range ids {
+			keys = append(keys, cancelPrefix+"inflight:"+id, cancelPrefix+"cancel:"+id)
+			args = append(args, tenants[i])
+		}
+		for _, id := range ended {
+			keys = append(keys, cancelPrefix+"inflight:"+id)
+		}
+		hits, err := c.redis.Exec(ctx, pollScript, keys, args).AsIntSlice()
+		if err == nil {
+			for _, h := range hits {
+				if h >= 1 && int(h) <= len(ids) {
+					c.fire(ids[h-1])
+				}
+			}
+			return
+		}
+		if redisx.IsUnavailable(err) {
+			c.pollFailures.Add(1)
+			return // in-process cancels only until Redis answers
+		}
+		c.log.Warn("cancel poll: Redis refused the script; polling one command per key", "err", err)
+		c.scriptRefused.Store(true)
+	}
+	c.fallbackPolls.Add(1)
+	raw, err := c.redis.Raw()
+	if err != nil {
+		c.pollFailures.Add(1)
+		return
+	}
+	cmds := make(rueidis.Commands, 0, 2*len(ids)+len(ended))
+	for i, id := range ids {
+		cmds = append(cmds,
+			raw.B().Set().Key(cancelPrefix+"inflight:"+id).Value(tenants[i]).Px(3*c.interval).Build(),
+			raw.B().Getdel().Key(cancelPrefix+"cancel:"+id).Build())
+	}
+	for _, id := range ended {
+		cmds = append(cmds, raw.B().Del().Key(cancelPrefix+"inflight:"+id).Build())
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	for i, res := range raw.DoMulti(ctx, cmds...) {
+		if i%2 == 0 || i >= 2*len(ids) {
+			continue
+		}
+		if v, err := res.ToString(); err == nil && v != "" {
+			c.fire(ids[i/2])
+		} else if err != nil && redisx.IsUnavailable(err) {
+			c.pollFailures.Add(1)
+			return
+		}
+	}
+}
+
+func (c *cancels) fire(id string) {
+	if c.local(id, "*") {
+		c.remoteCancels.Add(1)
+	}
+}
+
+func (c *cancels) close() {
+	select {
+	case <-c.stop:
+	default:
+		close(c.stop)
+	}
+	<-c.done
+}
+
+func itoa(n int64) string {
+	var b [20]byte
+	i := len(b)
+	neg := n < 0
+	if neg {
+		n = -n
+	}
+	for {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+		if n == 0 {
+			break
+		}
+	}
+	if neg {
+		i--
+		b[i] = '-'
+	}
+	return string(b[i:])
+}
+
+// CancelStats counts the cancel poller's work.
+type CancelStats struct {
+	// Polls counts poll rounds (one script call each, or one pipeline of
+	// per-key commands in the fallback).
+	Polls, PollFailures, FallbackPolls int64
+	// RemoteCancels counts requests cancelled by a mark from another
+	// replica.
+	RemoteCancels int64
+}
+
+// CancelStats returns the cancel poller's counters.
+func (s *Server) CancelStats() CancelStats {
+	c := s.cancels
+	return CancelStats{Polls: c.polls.Load(), PollFailures: c.pollFailures.Load(), FallbackPolls: c.fallbackPolls.Load(),
+		RemoteCancels: c.remoteCancels.Load()}
+}
