@@ -87,6 +87,7 @@ COMMAND+=" TARGETS='$TARGETS' LOADGEN_GOMAXPROCS=$LOADGEN_GOMAXPROCS"
 [[ -n ${TOLLGATE_BIN:-} ]] && COMMAND+=" TOLLGATE_BIN=$TOLLGATE_BIN"
 [[ $POLICY != policies/default.yaml ]] && COMMAND+=" POLICY=$POLICY"
 [[ -n $EXTRA ]] && COMMAND+=" EXTRA='$EXTRA'"
+[[ -n ${LIMITS:-} ]] && COMMAND+=" LIMITS=$LIMITS"
 [[ -n $BENCH_HEADER ]] && COMMAND+=" BENCH_HEADER='${BENCH_HEADER%%:*}: …'"
 COMMAND+=" scripts/bench.sh"
 
@@ -301,26 +302,36 @@ fi
 # admitted: the limits are far above the load); and, with PG,
 # tollgate-limits-redis: the same on the Postgres store with Redis counters
 # (redis-server started here) and the call log written to Postgres.
-if want_target tollgate && [[ ${PREFLIGHT:-1} == 1 && ${LIMITS:-1} == 1 ]]; then
+if want_target tollgate && [[ ${PREFLIGHT:-1} == 1 && ${LIMITS:-1} != 0 ]]; then
 	for p in ratelimit budget; do
 		log "building the $p plugin"
 		GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o "$BIN/$p.wasm" "./plugins/$p" ||
 			die "building the $p plugin failed"
 	done
+	# limit_plugins [ratelimit|budget]: preflight plus both limit plugins,
+	# or only the one named.
 	limit_plugins() {
 		printf 'plugins:\n'
 		printf '  - name: preflight\n    path: %s\n' "$BIN/preflight.wasm"
-		printf '  - name: ratelimit\n    path: %s\n    config: {default_max_tokens: 16}\n' "$BIN/ratelimit.wasm"
-		printf '  - name: budget\n    path: %s\n    config: {default_max_tokens: 16}\n' "$BIN/budget.wasm"
+		[[ ${1:-ratelimit} == ratelimit ]] &&
+			printf '  - name: ratelimit\n    path: %s\n    config: {default_max_tokens: 16}\n' "$BIN/ratelimit.wasm"
+		[[ ${1:-budget} == budget ]] &&
+			printf '  - name: budget\n    path: %s\n    config: {default_max_tokens: 16}\n' "$BIN/budget.wasm"
+		return 0
 	}
-	{
-		cat "$POLICY"
-		printf 'tenants:\n  plans: [{id: bench, rpm: 50000000, tpm: 50000000, monthly_budget_usd: 1000000, max_tokens: 4096, allowed_models: ["mock-*"]}]\n'
-		printf '  tenants: [{id: bench, plan: bench, keys: [{id: k1, key_sha256: %s}]}]\n' "$key_sha"
-		printf '  prices: [{model: mock-1, input_usd_per_mtok: 0.15, output_usd_per_mtok: 0.60, effective_from: 2026-01-01T00:00:00Z}]\n'
-		limit_plugins
-	} >"$WORK/limits.yaml"
-	EXTRA="${EXTRA:+$EXTRA }limits=$WORK/limits.yaml"
+	# LIMITS=each measures the two plugins one at a time instead:
+	# targets ratelimit, budget (memory) and ratelimit-redis, budget-redis.
+	if [[ ${LIMITS:-1} == each ]]; then variants="ratelimit budget"; else variants="limits"; fi
+	for v in $variants; do
+		{
+			cat "$POLICY"
+			printf 'tenants:\n  plans: [{id: bench, rpm: 50000000, tpm: 50000000, monthly_budget_usd: 1000000, max_tokens: 4096, allowed_models: ["mock-*"]}]\n'
+			printf '  tenants: [{id: bench, plan: bench, keys: [{id: k1, key_sha256: %s}]}]\n' "$key_sha"
+			printf '  prices: [{model: mock-1, input_usd_per_mtok: 0.15, output_usd_per_mtok: 0.60, effective_from: 2026-01-01T00:00:00Z}]\n'
+			limit_plugins "${v#limits}"
+		} >"$WORK/$v.yaml"
+		EXTRA="${EXTRA:+$EXTRA }$v=$WORK/$v.yaml"
+	done
 	if [[ ${PG:-1} == 1 ]]; then
 		ensure_tool redis-server redis-server
 		REDIS_PORT=$(free_port)
@@ -329,14 +340,16 @@ if want_target tollgate && [[ ${PREFLIGHT:-1} == 1 && ${LIMITS:-1} == 1 ]]; then
 		psql -q "$TOLLGATE_DATABASE_URL" -c "UPDATE plans SET rpm = 50000000, tpm = 50000000, monthly_budget_micros = 1000000000000 WHERE id = 'bench';
 			INSERT INTO model_prices (model, input_micros_per_mtok, output_micros_per_mtok, effective_from) VALUES ('mock-1', 150000, 600000, '2026-01-01');" ||
 			die "seeding Postgres for limits-redis failed"
-		{
-			cat "$POLICY"
-			printf 'store: {kind: postgres}\n'
-			printf 'redis: {addrs: ["127.0.0.1:%s"]}\n' "$REDIS_PORT"
-			printf 'call_log: {spool_dir: "${TOLLGATE_SPOOL_DIR}"}\n'
-			limit_plugins
-		} >"$WORK/limits-redis.yaml"
-		EXTRA="${EXTRA:+$EXTRA }limits-redis=$WORK/limits-redis.yaml"
+		for v in $variants; do
+			{
+				cat "$POLICY"
+				printf 'store: {kind: postgres}\n'
+				printf 'redis: {addrs: ["127.0.0.1:%s"]}\n' "$REDIS_PORT"
+				printf 'call_log: {spool_dir: "${TOLLGATE_SPOOL_DIR}"}\n'
+				limit_plugins "${v#limits}"
+			} >"$WORK/$v-redis.yaml"
+			EXTRA="${EXTRA:+$EXTRA }$v-redis=$WORK/$v-redis.yaml"
+		done
 	fi
 fi
 

@@ -202,10 +202,16 @@ func (p *Plugin) call(r *Request, phase Phase, name string, stack []uint64) erro
 	}
 	p.stats.Calls.Add(1)
 	inst.req, inst.phase = r, phase
+	// The watchdog reads the CPU clock of the thread running the callback:
+	// pin the goroutine to it, or the scheduler could move it at a host
+	// call and the watchdog would charge the guest for whatever the old
+	// thread runs next.
+	runtime.LockOSThread()
 	inst.tid.Store(int32(gettid()))
 	inst.started.Store(time.Now().UnixNano())
 	err = f.CallWithStack(inst.ctx, stack)
 	inst.started.Store(0)
+	runtime.UnlockOSThread()
 	inst.req, inst.phase = nil, 0
 	if err == nil && inst.killed.Load() {
 		if p.spec.Uninterruptible {

@@ -35,6 +35,9 @@ func (r *Redis) Enabled() bool { return len(r.Addrs) > 0 }
 // the spend_month counters, group-committed to Postgres (store.kind
 // postgres only), spooled to a local file while Postgres is unreachable.
 type CallLog struct {
+	// Enabled writes the call log (default true with the Postgres store;
+	// the memory store has none).
+	Enabled *bool `yaml:"enabled"`
 	// SpoolDir holds the spool file (default: the user cache directory,
 	// tollgate/spool). Put it on a persistent volume: rows spooled there
 	// are replayed when Postgres returns, also after a restart.
@@ -59,6 +62,10 @@ const (
 func (p *Policy) applySharedDefaults() {
 	setDefault(&p.Redis.Timeout, DefaultRedisTimeout)
 	setDefault(&p.Redis.PasswordEnv, "TOLLGATE_REDIS_PASSWORD")
+	if p.CallLog.Enabled == nil {
+		on := true
+		p.CallLog.Enabled = &on
+	}
 	if p.CallLog.ReconcileInterval == nil {
 		d := DefaultReconcileInterval
 		p.CallLog.ReconcileInterval = &d

@@ -2,8 +2,11 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,9 +60,17 @@ func newAccounting(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer)
 		if err != nil {
 			return nil, fmt.Errorf("redis: %w", err)
 		}
+		// Give Redis a moment, so the first requests do not meet a
+		// connection still being made; a Redis that is down does not
+		// stop the gateway (plugins apply on_redis_error meanwhile).
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		if err := a.redis.Connect(ctx); err != nil {
+			log.Warn("redis not reachable at start; serving, and connecting in the background", "addrs", p.Redis.Addrs)
+		}
+		cancel()
 	}
 	var seed budget.Seeder
-	if p.Store.Kind == config.StorePostgres {
+	if p.Store.Kind == config.StorePostgres && *p.CallLog.Enabled {
 		cfg, err := pgxpool.ParseConfig(p.Store.Postgres.DSN)
 		if err != nil {
 			return nil, fmt.Errorf("call log: %w", err)
@@ -76,10 +87,7 @@ func newAccounting(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer)
 		if err != nil {
 			return nil, fmt.Errorf("call log: %w", err)
 		}
-		a.ledger, err = calllog.New(a.pool, calllog.Options{
-			QueueSize: p.CallLog.QueueSize, MaxBatch: p.CallLog.MaxBatch, SpoolDir: p.CallLog.SpoolDir,
-			Logger: log,
-		})
+		a.ledger, err = openLedger(a.pool, p.CallLog, log)
 		if err != nil {
 			return nil, fmt.Errorf("call log: %w", err)
 		}
@@ -150,6 +158,25 @@ func (s *Server) AccountingStats() AccountingStats {
 	return st
 }
 
+// maxSpoolSlots bounds the gateways of one host sharing a spool_dir.
+const maxSpoolSlots = 64
+
+// openLedger opens the call-log writer on the first free slot of the spool
+// directory (spool_dir/0, /1, ...): each gateway process holds one slot
+// (locked), so several on one host can share a spool_dir, and a restarted
+// gateway replays the spool of the slot it takes.
+func openLedger(pool *pgxpool.Pool, c config.CallLog, log *slog.Logger) (*calllog.Writer, error) {
+	for i := 0; i < maxSpoolSlots; i++ {
+		w, err := calllog.New(pool, calllog.Options{QueueSize: c.QueueSize, MaxBatch: c.MaxBatch,
+			SpoolDir: filepath.Join(c.SpoolDir, strconv.Itoa(i)), Logger: log})
+		if errors.Is(err, calllog.ErrSpoolInUse) {
+			continue
+		}
+		return w, err
+	}
+	return nil, fmt.Errorf("all %d spool slots of %s are in use by other gateways", maxSpoolSlots, c.SpoolDir)
+}
+
 // checkReload warns about sections a reload cannot change.
 func (a *accounting) checkReload(p *config.Policy) {
 	if !equalRedis(a.redisCfg, p.Redis) {
@@ -173,7 +200,7 @@ func equalRedis(a, b config.Redis) bool {
 }
 
 func equalCallLog(a, b config.CallLog) bool {
-	return a.SpoolDir == b.SpoolDir && a.QueueSize == b.QueueSize && a.MaxBatch == b.MaxBatch &&
+	return *a.Enabled == *b.Enabled && a.SpoolDir == b.SpoolDir && a.QueueSize == b.QueueSize && a.MaxBatch == b.MaxBatch &&
 		*a.ReconcileInterval == *b.ReconcileInterval
 }
 

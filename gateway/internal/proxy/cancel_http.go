@@ -107,4 +107,3 @@ func (s *Server) AdminCancel(ctx context.Context, id string) (bool, error) {
 	}
 	return s.cancels.Cancel(ctx, id, "*")
 }
-

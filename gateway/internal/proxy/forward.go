@@ -46,6 +46,13 @@ type exchange struct {
 	upEvents  int64         // events with text the upstream sent
 	meter     meter         // rate-limit and budget state, settled at the end
 	cancelKey string        // the request's entry in the cancel registry
+
+	// Set by end; the end work runs when the exchange is released.
+	ended     bool
+	endFlags  uint32
+	endStatus int
+	ex        *upstream.Exchange // a stream's, kept for the end phase
+	exCancel  context.CancelCauseFunc
 }
 
 var exchangePool = sync.Pool{New: func() any { return new(exchange) }}
@@ -62,6 +69,7 @@ func (x *exchange) free() {
 	x.s, x.client = nil, nil
 	x.usage, x.upText, x.upEvents = openai.Usage{}, 0, 0
 	x.meter.reset()
+	x.ended, x.endFlags, x.endStatus, x.ex, x.exCancel = false, 0, 0, nil, nil
 	exchangePool.Put(x)
 }
 
@@ -78,7 +86,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 	streamed := false
 	defer func() {
 		if !streamed {
-			x.free()
+			x.release()
 		}
 	}()
 
@@ -158,6 +166,9 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 		ctx.SetStatusCode(status)
 		ctx.Response.Header.SetContentTypeBytes(ct)
 		ctx.Response.Header.Set("Cache-Control", "no-cache")
+		// The status and headers go out now, not with the first event: a
+		// client knows at once that the request was accepted.
+		ctx.Response.ImmediateHeaderFlush = true
 		copyUpstreamHeaders(ctx, ex)
 		x.applyClientHeaders(ctx)
 		ctx.SetBodyStream(acquireStream(x, ex, watch, rctx, cancel, stripUsage), -1)
@@ -377,20 +388,29 @@ func (x *exchange) finishWhole(status int) []byte {
 	return x.out
 }
 
-// end runs the end phase once the reply is over, then writes the call log
-// row; status is what the client was sent.
-func (x *exchange) end(flags uint32, status int) {
-	prompt, completion, reported := x.tokens(flags)
-	if wr := x.wr; wr != nil {
-		wr.PromptTokensUsed, wr.CompletionTokensUsed, wr.UsageReported = prompt, completion, reported
-		if x.st.pipeline.Wants(wr, wasm.PhaseEnd) {
-			wr.ClientHeader = nil
-			x.st.pipeline.End(wr, flags)
-		}
-		x.st.services.settleRate(&x.meter, prompt+completion)
-		x.st.services.settleBudget(wr, &x.meter, prompt, completion)
+// runEnd runs the end phase once the reply is over, settles the request's
+// rate limits and budget, then writes the call log row; status is what the
+// client was sent.
+func (x *exchange) runEnd(flags uint32, status int) {
+	prompt, completion, _ := x.tokens(flags)
+	if wr := x.wr; wr != nil && x.st.pipeline.Wants(wr, wasm.PhaseEnd) {
+		x.st.pipeline.End(wr, flags)
 	}
 	x.record(flags, status, prompt, completion)
+}
+
+// settle corrects the request's rate-limit charge and settles its budget
+// hold with the real usage. It runs before the reply's last byte goes out,
+// so a client's next request sees the counters already corrected.
+func (x *exchange) settle(flags uint32) {
+	wr := x.wr
+	if wr == nil {
+		return
+	}
+	prompt, completion, reported := x.tokens(flags)
+	wr.PromptTokensUsed, wr.CompletionTokensUsed, wr.UsageReported = prompt, completion, reported
+	x.st.services.settleRate(&x.meter, prompt+completion)
+	x.st.services.settleBudget(wr, &x.meter, prompt, completion)
 }
 
 // tokens is the request's usage: the upstream's when it reported one, else

@@ -34,6 +34,7 @@ type Server struct {
 	ledgerTracer pgx.QueryTracer
 	acct         *accounting
 	cancels      *cancels
+	fin          *finisher
 	state        atomic.Pointer[state]
 	srv          *fasthttp.Server
 	ids          *requestIDs
@@ -83,6 +84,7 @@ func New(p *config.Policy, log *slog.Logger, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	s.cancels = newCancels(log.With("component", "cancel"), s.acct.redis, p.Server.CancelPollInterval)
+	s.fin = newFinisher()
 	st, err := s.newState(p)
 	if err != nil {
 		s.cancels.close()
@@ -159,6 +161,7 @@ func (s *Server) Shutdown(delay, drain time.Duration) error {
 func (s *Server) closeAccounting(drain time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), drain+30*time.Second)
 	defer cancel()
+	s.fin.close(drain + 10*time.Second)
 	s.cancels.close()
 	if err := s.acct.close(ctx); err != nil {
 		return fmt.Errorf("shutdown: call log: %w", err)

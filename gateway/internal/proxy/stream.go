@@ -310,9 +310,9 @@ func (st *sseStream) endWithError(e *openai.Error) {
 }
 
 // Close implements io.Closer; fasthttp calls it once the body is written or
-// the client is gone. It runs the end phase, ends the upstream exchange
-// (closing its connection unless the body was read to the end) and frees
-// the stream.
+// the client is gone. It hands the exchange to a finisher (end phase,
+// settlement, call log; then the upstream exchange ends) and frees the
+// stream.
 func (st *sseStream) Close() error {
 	st.watch.stop()
 	if !st.finished || st.sent < len(st.out) {
@@ -321,14 +321,13 @@ func (st *sseStream) Close() error {
 	x := st.x
 	x.usage = st.usage
 	x.end(st.endFlags, st.ex.StatusCode())
-	if wr := x.wr; wr != nil {
-		wr.UpstreamHeader = nil
-	}
-	st.ex.Release()
-	st.cancel(nil)
+	// The upstream exchange is released after the end phase, which may
+	// read its headers, and its context canceled only then (a cancel
+	// before the release would close a connection fit for reuse).
+	x.ex, x.exCancel = st.ex, st.cancel
 	x.s.cancels.remove(x.cancelKey)
 	x.s.inflight.Add(-1)
-	x.free()
+	x.release()
 	st.rd.Reset(nil)
 	st.x, st.ex, st.watch, st.ctx, st.cancel, st.pipe = nil, nil, nil, nil, nil, nil
 	st.out, st.sent, st.held, st.heldText, st.template = st.out[:0], 0, st.held[:0], 0, st.template[:0]

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/tollgate/tollgate/gateway/internal/admin"
@@ -48,15 +49,28 @@ func (s *Server) openTenants(st *state, p *config.Policy) error {
 	if db, ok := store.(*pg.Store); ok {
 		ctx, stop := context.WithCancel(context.Background())
 		done := make(chan struct{})
+		listening := make(chan struct{})
+		var once sync.Once
 		go func() {
 			defer close(done)
 			db.Listen(ctx, func(payload string) {
+				// Every (re)connection starts with "all", once LISTEN is
+				// in effect.
+				once.Do(func() { close(listening) })
 				if err := cache.HandleNotify(payload); err != nil {
 					s.log.Warn("tenant cache eviction", "payload", payload, "err", err)
 				}
 			})
 		}()
 		st.closers = append([]func(){func() { stop(); <-done }}, st.closers...)
+		// Serve once evictions are heard, so a write right after start is
+		// not missed (the TTL would bound it); Postgres being slow does
+		// not hold the gateway back for long.
+		select {
+		case <-listening:
+		case <-time.After(5 * time.Second):
+			s.log.Warn("tenant cache: eviction listener not connected yet; serving (entries expire with the cache TTL meanwhile)")
+		}
 	}
 	st.closers = append(st.closers, cache.Close)
 	if db, ok := store.(*pg.Store); ok {
