@@ -185,7 +185,12 @@ func serve(args []string, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "tollgate: admin listener: %v\n", err)
 			return 1
 		}
-		adminSrv := &http.Server{Handler: srv.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
+		// /metrics (Prometheus) beside the admin API, without its token:
+		// keep the listener on loopback or a private network.
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", srv.MetricsHandler())
+		mux.Handle("/", srv.AdminHandler())
+		adminSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go adminSrv.Serve(adminLn)
 		defer adminSrv.Close()
 		log.Info("admin API serving", "listen", adminLn.Addr().String())
