@@ -269,6 +269,41 @@ func TestRateLimitRedisFailure(t *testing.T) {
 		t.Errorf("after SCRIPT FLUSH: %d EVAL, want 1 (the reload)", n)
 	}
 
+	// Load on both gateways for the whole fault: Redis dies and comes back
+	// under it.
+	stop := make(chan struct{})
+	var loadWG sync.WaitGroup
+	var mu sync.Mutex
+	seen := map[string]int{}
+	for w := 0; w < 4; w++ {
+		loadWG.Add(1)
+		go func(w int) {
+			defer loadWG.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				gw, name := closedGW, "closed"
+				if w%2 == 1 {
+					gw, name = openGW, "open"
+				}
+				req, _ := http.NewRequest("POST", gw+"/v1/chat/completions", strings.NewReader(chatOnce))
+				req.Header.Set("Authorization", "Bearer tg_rl_1")
+				resp, err := http.DefaultClient.Do(req)
+				key := name + ":error"
+				if err == nil {
+					resp.Body.Close()
+					key = name + ":" + strconv.Itoa(resp.StatusCode)
+				}
+				mu.Lock()
+				seen[key]++
+				mu.Unlock()
+			}
+		}(w)
+	}
+	time.Sleep(100 * time.Millisecond)
 	if err := rds.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -299,6 +334,20 @@ func TestRateLimitRedisFailure(t *testing.T) {
 			t.Fatalf("fail_closed gateway did not recover: last status %d", s)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	loadWG.Wait()
+	t.Logf("statuses under load across the fault: %v", seen)
+	for k := range seen {
+		switch k {
+		case "closed:200", "closed:503", "open:200":
+		default:
+			t.Errorf("unexpected outcome under the fault: %s ×%d", k, seen[k])
+		}
+	}
+	if seen["closed:503"] == 0 || seen["open:200"] == 0 {
+		t.Errorf("the fault was not seen under load: %v", seen)
 	}
 	if _, err := rds.Do("CONFIG", "RESETSTAT"); err != nil {
 		t.Fatal(err)
