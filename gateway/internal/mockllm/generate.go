@@ -220,10 +220,31 @@ func (p *params) eventCount() int {
 		return p.tokens
 	}
 	n := 0
-	for off := 0; off < len(p.text); off = nextPiece(p.text, off, p.chunkSize) {
+	for off := 0; off < len(p.text); off = p.pieceEnd(off) {
 		n++
 	}
 	return n
+}
+
+// pieceEnd returns the end offset of the piece of text starting at off:
+// the next split offset, or ChunkSize bytes on (see nextPiece); a tool
+// call's offset ends a piece too.
+func (p *params) pieceEnd(off int) int {
+	end := len(p.text)
+	if len(p.split) > 0 {
+		for _, s := range p.split {
+			if s > off {
+				end = s
+				break
+			}
+		}
+	} else {
+		end = nextPiece(p.text, off, p.chunkSize)
+	}
+	if p.toolCallAt > off && p.toolCallAt < end {
+		end = p.toolCallAt
+	}
+	return end
 }
 
 // nextPiece returns the end offset of the piece of text starting at off: at
@@ -250,7 +271,7 @@ func (p *params) appendPiece(b []byte, i, off int) ([]byte, int) {
 		b = strconv.AppendInt(b, int64(i), 10)
 		return append(b, ' '), off
 	}
-	end := nextPiece(p.text, off, p.chunkSize)
+	end := p.pieceEnd(off)
 	return appendEscaped(b, p.text[off:end]), end
 }
 
@@ -314,10 +335,19 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, c *completion,
 		}
 	}
 	off := 0
+	toolCall := c.chat && p.textSet && p.toolCallAt > 0
+	if toolCall && finish == "stop" {
+		finish = "tool_calls"
+	}
 	for i := 0; i < n; i++ {
 		if i > 0 && !p.wait.wait(p.interToken) {
 			s.noticeClose(r)
 			return
+		}
+		if toolCall && off == p.toolCallAt {
+			if b = append(append(b[:0], prefix...), toolCallDelta...); !emit(append(b, tail...)) {
+				return
+			}
 		}
 		b = append(b[:0], prefix...)
 		if c.chat {
@@ -330,6 +360,11 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, c *completion,
 			b = append(b, `","index":0,"logprobs":null,"finish_reason":null}`...)
 		}
 		if b = append(b, tail...); !emit(b) {
+			return
+		}
+	}
+	if toolCall && off == p.toolCallAt && p.toolCallAt == len(p.text) {
+		if b = append(append(b[:0], prefix...), toolCallDelta...); !emit(append(b, tail...)) {
 			return
 		}
 	}
@@ -360,6 +395,9 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, c *completion,
 	}
 	s.completed.Add(1)
 }
+
+// toolCallDelta is the choice of the tool-call event of Config.ToolCallAt.
+const toolCallDelta = `{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_mock","type":"function","function":{"name":"mock_tool","arguments":"{}"}}]},"logprobs":null,"finish_reason":null}`
 
 // appendPrefix appends the part of a stream event shared by all events:
 // `data: {"id":..,...,"choices":[`.

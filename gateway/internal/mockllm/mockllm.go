@@ -5,7 +5,7 @@
 // It serves POST /v1/chat/completions, POST /v1/completions,
 // POST /v1/embeddings, GET /v1/models and GET /v1/models/{id}. Replies are
 // deterministic: generated content is the words "tok0 ", "tok1 ", ... (or the
-// configured Text cut into ChunkSize-byte pieces), so a test can predict the
+// configured Text cut into ChunkSize-byte pieces or at Split offsets), so a test can predict the
 // exact bytes the gateway should relay. Behaviour is set by Config and can be
 // overridden per request with X-Mock-* headers, so one server can back many
 // test cases.
@@ -67,6 +67,15 @@ type Config struct {
 	// 4). A UTF-8 rune is never split: a piece is shortened to the last
 	// whole rune, or holds one whole rune if that rune alone is longer.
 	ChunkSize int
+	// Split, if non-empty, cuts Text into content events at exactly these
+	// byte offsets instead of every ChunkSize bytes: strictly increasing,
+	// each inside Text (0 < offset < len(Text)) and on a rune boundary.
+	// Streams and the non-streamed text are the same either way.
+	Split []int
+	// ToolCallAt, if > 0, makes a chat stream carry a tool-call delta
+	// event after the first ToolCallAt bytes of Text (a content event
+	// ends there) and finish with "tool_calls". At most len(Text).
+	ToolCallAt int
 	// FailStatus, if non-zero, makes every known route reply with this HTTP
 	// status and an OpenAI-style error body. Values outside 200..599 are
 	// treated as 500.
@@ -136,10 +145,14 @@ func New(cfg Config) *Server {
 	if cfg.CutAfter < 0 {
 		cfg.CutAfter = 0
 	}
+	if cfg.ToolCallAt < 0 {
+		cfg.ToolCallAt = 0
+	}
 	if len(cfg.Models) == 0 {
 		cfg.Models = DefaultModels
 	}
 	cfg.Models = append([]string(nil), cfg.Models...)
+	cfg.Split = append([]int(nil), cfg.Split...)
 	if cfg.EmbeddingDims <= 0 {
 		cfg.EmbeddingDims = DefaultEmbeddingDims
 	}

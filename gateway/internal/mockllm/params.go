@@ -5,22 +5,26 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Per-request override headers. Each overrides the Config field of the same
 // name for one request; a malformed value gets a 400 OpenAI-style error whose
 // message names the header.
 const (
-	HeaderTTFT       = "X-Mock-TTFT"        // Go duration, >= 0
-	HeaderTokens     = "X-Mock-Tokens"      // integer, >= 0
-	HeaderInterToken = "X-Mock-Inter-Token" // Go duration, >= 0
-	HeaderText       = "X-Mock-Text"        // url.QueryUnescape-encoded text; present but empty means an empty reply
-	HeaderChunkSize  = "X-Mock-Chunk-Size"  // integer, >= 1
-	HeaderFailStatus = "X-Mock-Fail-Status" // 0 (no failure) or 200..599
-	HeaderFailDelay  = "X-Mock-Fail-Delay"  // Go duration, >= 0
-	HeaderCutAfter   = "X-Mock-Cut-After"   // integer, >= 0 (0: no cut)
-	HeaderUsage      = "X-Mock-Usage"       // strconv.ParseBool syntax
+	HeaderTTFT       = "X-Mock-TTFT"         // Go duration, >= 0
+	HeaderTokens     = "X-Mock-Tokens"       // integer, >= 0
+	HeaderInterToken = "X-Mock-Inter-Token"  // Go duration, >= 0
+	HeaderText       = "X-Mock-Text"         // url.QueryUnescape-encoded text; present but empty means an empty reply
+	HeaderChunkSize  = "X-Mock-Chunk-Size"   // integer, >= 1
+	HeaderFailStatus = "X-Mock-Fail-Status"  // 0 (no failure) or 200..599
+	HeaderFailDelay  = "X-Mock-Fail-Delay"   // Go duration, >= 0
+	HeaderCutAfter   = "X-Mock-Cut-After"    // integer, >= 0 (0: no cut)
+	HeaderUsage      = "X-Mock-Usage"        // strconv.ParseBool syntax
+	HeaderSplit      = "X-Mock-Split"        // comma-separated byte offsets into the text ("" for none), see Config.Split
+	HeaderToolCallAt = "X-Mock-Tool-Call-At" // integer, 0 (none) to the text's length, see Config.ToolCallAt
 )
 
 // canonical returns the canonical form of a header name, as net/http stores
@@ -38,6 +42,8 @@ var (
 	keyFailDelay  = canonical(HeaderFailDelay)
 	keyCutAfter   = canonical(HeaderCutAfter)
 	keyUsage      = canonical(HeaderUsage)
+	keySplit      = canonical(HeaderSplit)
+	keyToolCallAt = canonical(HeaderToolCallAt)
 )
 
 // params is the effective behaviour of one request.
@@ -49,6 +55,8 @@ type params struct {
 	text       string
 	textSet    bool
 	chunkSize  int
+	split      []int // offsets where Text's pieces end, checked against it
+	toolCallAt int
 	failStatus int
 	failDelay  time.Duration
 	cutAfter   int
@@ -66,12 +74,14 @@ func (s *Server) params(h http.Header) (*params, error) {
 		text:       c.Text,
 		textSet:    c.Text != "",
 		chunkSize:  c.ChunkSize,
+		split:      c.Split,
+		toolCallAt: c.ToolCallAt,
 		failStatus: c.FailStatus,
 		failDelay:  c.FailDelay,
 		cutAfter:   c.CutAfter,
 	}
 	if len(h) == 0 {
-		return p, nil
+		return p, p.checkText("Config.Split", "Config.ToolCallAt")
 	}
 	var err error
 	if p.ttft, err = durationHeader(h, keyTTFT, HeaderTTFT, p.ttft); err != nil {
@@ -112,7 +122,47 @@ func (s *Server) params(h http.Header) (*params, error) {
 		}
 		p.text, p.textSet = t, true
 	}
-	return p, nil
+	splitName, toolName := "Config.Split", "Config.ToolCallAt"
+	if v, ok := h[keySplit]; ok && len(v) > 0 {
+		splitName, p.split = HeaderSplit+" header", nil
+		for _, f := range strings.Split(v[0], ",") {
+			if f = strings.TrimSpace(f); f == "" {
+				continue
+			}
+			n, perr := strconv.Atoi(f)
+			if perr != nil {
+				return nil, headerError(HeaderSplit, "must be comma-separated byte offsets")
+			}
+			p.split = append(p.split, n)
+		}
+	}
+	if _, ok := h[keyToolCallAt]; ok {
+		toolName = HeaderToolCallAt + " header"
+		if p.toolCallAt, err = intHeader(h, keyToolCallAt, HeaderToolCallAt, 0, 0, 1<<30); err != nil {
+			return nil, err
+		}
+	}
+	return p, p.checkText(splitName, toolName)
+}
+
+// checkText checks the split offsets and the tool call's offset against
+// the reply text; the names say where they came from.
+func (p *params) checkText(splitName, toolName string) error {
+	if len(p.split) > 0 && !p.textSet {
+		return errors.New("invalid " + splitName + ": offsets need a text reply (X-Mock-Text or Config.Text)")
+	}
+	prev := 0
+	for _, n := range p.split {
+		if n <= prev || n >= len(p.text) || !utf8.RuneStart(p.text[n]) {
+			return errors.New("invalid " + splitName + ": offset " + itoa(n) +
+				" is not inside the text (" + itoa(len(p.text)) + " bytes), after the previous offset and on a rune boundary")
+		}
+		prev = n
+	}
+	if p.toolCallAt != 0 && (!p.textSet || p.toolCallAt > len(p.text) || p.toolCallAt < len(p.text) && !utf8.RuneStart(p.text[p.toolCallAt])) {
+		return errors.New("invalid " + toolName + ": " + itoa(p.toolCallAt) + " is not a rune boundary of the text (" + itoa(len(p.text)) + " bytes)")
+	}
+	return nil
 }
 
 func headerError(name, what string) error {
