@@ -705,3 +705,36 @@ func TestLedgerReconcile(t *testing.T) {
 		t.Fatalf("reconcile stats %+v: the 777 µ$ drift was not counted", st)
 	}
 }
+
+// TestCallLogRecordsGuard: a stream the holdback guard stopped is logged
+// with its guard action and the reply bytes the client actually received.
+func TestCallLogRecordsGuard(t *testing.T) {
+	w := newBudgetWorld(t, 1_000_000)
+	text := "Here it is: https://img.evil.example/a.png and more text after it."
+	_, mockURL := startMock(t, mockllm.Config{Text: text, ChunkSize: 5, Usage: true})
+	pol := w.policy(t, mockURL, `{}`, "") + fmt.Sprintf(`  - name: holdback
+    path: %s
+    config: {markers: [evil.example], correction: "[removed]"}
+`, pluginPath(t, "holdback"))
+	_, gw := w.gateway(t, pol)
+	status, _, body := w.chat(t, gw, `{"model":"mock-1","stream":true,"max_tokens":50,"messages":[{"role":"user","content":"show me"}]}`)
+	got, done := sseText(t, body)
+	if status != 200 || !done || !strings.HasSuffix(got, "[removed]") || strings.Contains(got, "evil.example") {
+		t.Fatalf("%d done=%v %q", status, done, got)
+	}
+	w.waitRows(t, 1)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, w.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var action string
+	var reply int64
+	if err := conn.QueryRow(ctx, `SELECT guard_action, reply_bytes FROM call_log WHERE tenant_id = 'acme'`).Scan(&action, &reply); err != nil {
+		t.Fatal(err)
+	}
+	if action != "holdback:stopped" || reply != int64(len(got)) {
+		t.Fatalf("call_log: guard_action %q, reply_bytes %d; the client received %d bytes", action, reply, len(got))
+	}
+}

@@ -34,6 +34,9 @@ type Row struct {
 	// spend_month counter. It must not be negative.
 	CostMicros  int64
 	GuardAction string // "" is stored as NULL
+	// ReplyBytes is the reply text the client received, in bytes (after
+	// guards); < 0: unknown → NULL.
+	ReplyBytes int64
 	Attempts    int    // 0 is stored as 1
 }
 
@@ -102,6 +105,7 @@ type columns struct {
 	firstByteMS, totalMS                        []pgtype.Int8
 	promptTokens, completionTokens, costMicros  []pgtype.Int8
 	guardAction                                 []pgtype.Text
+	replyBytes                                  []pgtype.Int8
 }
 
 func newColumns(rows []Row) *columns {
@@ -114,6 +118,7 @@ func newColumns(rows []Row) *columns {
 		firstByteMS: make([]pgtype.Int8, n), totalMS: make([]pgtype.Int8, n),
 		promptTokens: make([]pgtype.Int8, n), completionTokens: make([]pgtype.Int8, n),
 		costMicros: make([]pgtype.Int8, n), guardAction: make([]pgtype.Text, n),
+		replyBytes: make([]pgtype.Int8, n),
 	}
 	for i := range rows {
 		r := &rows[i]
@@ -131,6 +136,7 @@ func newColumns(rows []Row) *columns {
 		c.completionTokens[i] = optCount(r.CompletionTokens)
 		c.costMicros[i] = pgtype.Int8{Int64: r.CostMicros, Valid: true}
 		c.guardAction[i] = optText(r.GuardAction)
+		c.replyBytes[i] = optCount(r.ReplyBytes)
 	}
 	return c
 }
@@ -138,7 +144,7 @@ func newColumns(rows []Row) *columns {
 func (c *columns) args() []any {
 	return []any{c.requestID, c.tenantID, c.keyID, c.model, c.upstream, c.status,
 		c.startedAt, c.firstByteMS, c.totalMS, c.promptTokens, c.completionTokens,
-		c.costMicros, c.guardAction, c.attempts}
+		c.costMicros, c.guardAction, c.attempts, c.replyBytes}
 }
 
 func optText(s string) pgtype.Text { return pgtype.Text{String: s, Valid: s != ""} }

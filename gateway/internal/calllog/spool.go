@@ -58,6 +58,7 @@ type spoolRecord struct {
 	CompletionTokens int64     `json:"ct"`
 	CostMicros       int64     `json:"cost"`
 	GuardAction      string    `json:"ga,omitempty"`
+	ReplyBytes       *int64    `json:"rb,omitempty"`
 	Attempts         int       `json:"att"`
 }
 
@@ -69,7 +70,7 @@ func appendRecord(dst []byte, r *Row) []byte {
 		StartedAt: r.StartedAt.UTC(), FirstByteNanos: int64(r.FirstByte),
 		TotalNanos: int64(r.Total), PromptTokens: r.PromptTokens,
 		CompletionTokens: r.CompletionTokens, CostMicros: r.CostMicros,
-		GuardAction: r.GuardAction, Attempts: r.Attempts,
+		GuardAction: r.GuardAction, Attempts: r.Attempts, ReplyBytes: optInt(r.ReplyBytes),
 	})
 	if err != nil {
 		// Only strings, integers and a valid time: cannot fail.
@@ -119,7 +120,7 @@ func readRecord(br *bufio.Reader, buf []byte) (Row, int64, []byte, error) {
 		StartedAt: rec.StartedAt.UTC(), FirstByte: time.Duration(rec.FirstByteNanos),
 		Total: time.Duration(rec.TotalNanos), PromptTokens: rec.PromptTokens,
 		CompletionTokens: rec.CompletionTokens, CostMicros: rec.CostMicros,
-		GuardAction: rec.GuardAction, Attempts: rec.Attempts,
+		GuardAction: rec.GuardAction, Attempts: rec.Attempts, ReplyBytes: fromOptInt(rec.ReplyBytes),
 	}
 	return r, recordHeaderSize + int64(size), buf, nil
 }
@@ -280,4 +281,19 @@ func syncDir(dir string) error {
 		return fmt.Errorf("syncing the spool directory %s: %w", dir, err)
 	}
 	return nil
+}
+
+// optInt keeps "unknown" (< 0) out of the spool record.
+func optInt(v int64) *int64 {
+	if v < 0 {
+		return nil
+	}
+	return &v
+}
+
+func fromOptInt(v *int64) int64 {
+	if v == nil {
+		return -1
+	}
+	return *v
 }

@@ -19,9 +19,10 @@ func (x *exchange) record(flags uint32, status int, prompt, completion int64) {
 	row := calllog.Row{
 		RequestID: string(x.id), Model: string(x.req.Model), Upstream: x.client.Name(),
 		Status: status, StartedAt: x.start.UTC(), FirstByte: x.firstByte, Total: time.Since(x.start),
-		PromptTokens: prompt, CompletionTokens: completion, Attempts: 1,
+		PromptTokens: prompt, CompletionTokens: completion, Attempts: 1, ReplyBytes: x.upText,
 	}
 	if wr := x.wr; wr != nil {
+		row.ReplyBytes = wr.TextBytesSent // after guards: what the client got
 		if t := wr.Tenant; t != nil {
 			row.TenantID, row.KeyID = t.ID, t.KeyID
 		}

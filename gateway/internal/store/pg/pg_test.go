@@ -94,8 +94,8 @@ func TestMigrateUpDownUp(t *testing.T) {
 				n++
 			}
 		}
-		if len(states) != 5 {
-			t.Fatalf("MigrateStatus: %d migrations, want 5: %+v", len(states), states)
+		if len(states) != 6 {
+			t.Fatalf("MigrateStatus: %d migrations, want 6: %+v", len(states), states)
 		}
 		return n
 	}
@@ -116,8 +116,8 @@ func TestMigrateUpDownUp(t *testing.T) {
 		if got := tables(); !slices.Equal(got, wantTables) {
 			t.Fatalf("round %d: tables after up = %v, want %v", round, got, wantTables)
 		}
-		if n := applied(); n != 5 {
-			t.Fatalf("round %d: %d migrations applied after up, want 5", round, n)
+		if n := applied(); n != 6 {
+			t.Fatalf("round %d: %d migrations applied after up, want 6", round, n)
 		}
 		must(t, pg.Migrate(ctx, dsn)) // a no-op
 		begin = time.Now()
