@@ -37,7 +37,7 @@ type Row struct {
 	// ReplyBytes is the reply text the client received, in bytes (after
 	// guards); < 0: unknown → NULL.
 	ReplyBytes int64
-	Attempts    int    // 0 is stored as 1
+	Attempts   int // 0 is stored as 1
 }
 
 // ErrInvalidRow is returned by Write for a row that could never be stored;
