@@ -296,7 +296,7 @@ func TestPlansTenantsPrices(t *testing.T) {
 		{"negative price", "PUT", "/v1/admin/prices", `{"model":"m","input_usd_per_mtok":"-1"}`, 400, "invalid_body", "", nil},
 
 		{"usage without spend", "GET", "/v1/admin/tenants/acme/usage", "", 200,
-			`{"tenant_id":"acme","month":"` + time.Now().UTC().Format("2006-01") + `","spend_usd":"0","spend_micros":0}`, "", nil},
+			`{"tenant_id":"acme","month":"` + time.Now().UTC().Format("2006-01") + `","spend_usd":"0","spend_micros":0,"budget_usd":"100","budget_micros":100000000,"remaining_usd":"100","remaining_micros":100000000}`, "", nil},
 		{"usage of unknown tenant", "GET", "/v1/admin/tenants/nope/usage", "", 404, "not_found", "", nil},
 		{"unknown route", "GET", "/v1/admin/nothing", "", 404, "unknown_route", "", nil},
 		{"wrong method", "DELETE", "/v1/admin/plans/pro", "", 404, "unknown_route", "", nil},
@@ -334,7 +334,7 @@ func TestPlansTenantsPrices(t *testing.T) {
 	}
 	runSteps(t, e, []step{
 		{"usage with spend", "GET", "/v1/admin/tenants/acme/usage", "", 200,
-			`{"tenant_id":"acme","month":"` + month.Format("2006-01") + `","spend_usd":"1.234567","spend_micros":1234567}`, "", nil},
+			`{"tenant_id":"acme","month":"` + month.Format("2006-01") + `","spend_usd":"1.234567","spend_micros":1234567,"budget_usd":"100","budget_micros":100000000,"remaining_usd":"98.765433","remaining_micros":98765433}`, "", nil},
 	})
 }
 
