@@ -4,7 +4,7 @@ GO    ?= go
 BIN   := bin
 NODE_E2E := gateway/e2e/testdata/node
 
-.PHONY: all build plugins run test test-deps vet unit fuzz-short fuzz bench clean
+.PHONY: all build plugins run test test-deps vet unit deploycheck fuzz-short fuzz bench clean
 
 all: build
 
@@ -22,7 +22,7 @@ run: build
 	@POLICY=$(POLICY) scripts/run.sh
 
 # test: the whole suite, as CI runs it (.ci/run).
-test: test-deps vet unit fuzz-short
+test: test-deps vet unit deploycheck fuzz-short
 
 # Installs what the tests need and is missing: redis-server (tests start
 # their own on a free port; so do the Postgres tests, from the installed
@@ -43,6 +43,14 @@ vet:
 unit:
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v /gateway/e2e)
 	$(GO) test -race -count=1 -timeout 20m ./gateway/e2e/
+
+# deploycheck: the Helm chart rendered with Helm's engine and decoded strictly
+# into k8s.io/api types, the compose file loaded with compose-go, the
+# image's build steps (deploy/docker/build.sh) run and the shipped policies
+# validated by the built binary. Its own module (tools/deploycheck) keeps
+# helm and client-go out of the gateway's go.mod.
+deploycheck:
+	cd tools/deploycheck && $(GO) vet ./... && $(GO) test -count=1 -timeout 20m ./...
 
 # fuzz-short runs every fuzz target briefly; `make fuzz FUZZTIME=5m` runs longer.
 FUZZTIME ?= 20000x

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -386,6 +387,7 @@ func TestBudgetLeaseExpiry(t *testing.T) {
 			`{"model":"mock-1","stream":true,"max_tokens":100,"messages":[{"role":"user","content":"hello there"}]}`))
 		req.Header.Set("Authorization", "Bearer "+w.key)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body) // open until A dies
 			resp.Body.Close()
 		}
 	}()

@@ -31,7 +31,9 @@ func pluginPath(t *testing.T, name string) string {
 func limitedPolicy(t *testing.T, mockURL, redisAddr string, rpm, tpm int, rlConfig string) string {
 	redis := ""
 	if redisAddr != "" {
-		redis = fmt.Sprintf("redis: {addrs: [%q], timeout: 200ms}\n", redisAddr)
+		// A generous timeout: these tests assert exact counts under fail_closed,
+		// and a starved 2-core machine can stall a round trip.
+		redis = fmt.Sprintf("redis: {addrs: [%q], timeout: 1s}\n", redisAddr)
 	}
 	return policy(mockURL, "", "mock-1", "mock-*") + redis + fmt.Sprintf(`
 store:

@@ -1,0 +1,261 @@
+{{/* Names and labels. */}}
+{{- define "tollgate.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "tollgate.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "tollgate.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "tollgate.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: gateway
+{{- end -}}
+
+{{- define "tollgate.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "tollgate.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: tollgate
+{{- end -}}
+
+{{- define "tollgate.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "tollgate.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "tollgate.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* The workload kind: a StatefulSet when the spool is on a persistent volume per pod. */}}
+{{- define "tollgate.workloadKind" -}}
+{{- if .Values.callLog.spool.persistence.enabled -}}StatefulSet{{- else -}}Deployment{{- end -}}
+{{- end -}}
+
+{{- define "tollgate.terminationGracePeriodSeconds" -}}
+{{- if .Values.terminationGracePeriodSeconds -}}
+{{- int .Values.terminationGracePeriodSeconds -}}
+{{- else -}}
+{{- add .Values.drain.shutdownDelaySeconds .Values.drain.timeoutSeconds .Values.drain.ledgerFlushSeconds -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Paths inside the image (deploy/docker/Dockerfile). */}}
+{{- define "tollgate.policyDir" -}}/etc/tollgate/policy{{- end -}}
+{{- define "tollgate.spoolDir" -}}/var/lib/tollgate/spool{{- end -}}
+{{- define "tollgate.cacheDir" -}}/var/cache/tollgate{{- end -}}
+
+{{/*
+The policy (docs/POLICY.md): .Values.policy plus what the chart owns. Plugin
+paths keep ${TOLLGATE_PLUGIN_DIR:-...} so the rendered file validates
+unchanged outside the image (tools/deploycheck sets the variable).
+*/}}
+{{- define "tollgate.policy" -}}
+{{- $p := .Values.policy -}}
+{{- $server := deepCopy ($p.server | default dict) -}}
+{{- $_ := set $server "listen" (printf "0.0.0.0:%d" (int .Values.ports.http)) -}}
+{{- $_ := set $server "drain_timeout" (printf "%ds" (int .Values.drain.timeoutSeconds)) -}}
+{{- $store := deepCopy ($p.store | default dict) -}}
+{{- $_ := set $store "kind" "postgres" -}}
+{{- $redis := dict "addrs" (required "redis.addrs: at least one Redis address is required" .Values.redis.addrs) "timeout" .Values.redis.timeout -}}
+{{- with .Values.redis.username }}{{ $_ := set $redis "username" . }}{{ end -}}
+{{- $callLog := deepCopy ($p.call_log | default dict) -}}
+{{- $_ := set $callLog "spool_dir" (include "tollgate.spoolDir" .) -}}
+{{- $plugins := list -}}
+{{- range $p.plugins -}}
+{{- $pl := omit . "module" -}}
+{{- $_ := set $pl "path" (printf "${TOLLGATE_PLUGIN_DIR:-/etc/tollgate/plugins}/%s.wasm" (default .name .module)) -}}
+{{- $plugins = append $plugins $pl -}}
+{{- end -}}
+{{- $policy := dict "version" 1 "server" $server "upstreams" $p.upstreams "routes" $p.routes "store" $store "redis" $redis "call_log" $callLog "plugin_runtime" (dict "cache_dir" (printf "%s/wazero" (include "tollgate.cacheDir" .))) "plugins" $plugins -}}
+{{- if .Values.admin.enabled -}}
+{{- $_ := set $policy "admin" (dict "listen" (printf "0.0.0.0:%d" (int .Values.ports.admin))) -}}
+{{- end -}}
+{{- toYaml $policy -}}
+{{- end -}}
+
+{{/* The gateway's environment: secrets by reference only. */}}
+{{- define "tollgate.databaseEnv" -}}
+- name: TOLLGATE_DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ required "secrets.databaseURL.existingSecret: name the Secret holding the Postgres connection string" .Values.secrets.databaseURL.existingSecret }}
+      key: {{ .Values.secrets.databaseURL.key }}
+{{- end -}}
+
+{{- define "tollgate.env" -}}
+{{ include "tollgate.databaseEnv" . }}
+{{- if .Values.admin.enabled }}
+- name: TOLLGATE_ADMIN_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ required "secrets.adminToken.existingSecret: name the Secret holding the admin token (or admin.enabled=false)" .Values.secrets.adminToken.existingSecret }}
+      key: {{ .Values.secrets.adminToken.key }}
+{{- end }}
+{{- with .Values.secrets.redisPassword.existingSecret }}
+- name: TOLLGATE_REDIS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: {{ $.Values.secrets.redisPassword.key }}
+{{- end }}
+{{- range $env, $ref := .Values.secrets.providerKeys }}
+{{- if $ref }}
+- name: {{ $env }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ required (printf "secrets.providerKeys.%s.existingSecret: name the Secret holding %s" $env $env) $ref.existingSecret }}
+      key: {{ required (printf "secrets.providerKeys.%s.key" $env) $ref.key }}
+{{- end }}
+{{- end }}
+{{- with .Values.goMemLimit }}
+- name: GOMEMLIMIT
+  value: {{ . | quote }}
+{{- end }}
+- name: XDG_CACHE_HOME
+  value: /var/cache
+{{- with .Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "tollgate.probe" -}}
+httpGet:
+  path: {{ .path }}
+  port: http
+periodSeconds: {{ .periodSeconds }}
+timeoutSeconds: {{ .timeoutSeconds }}
+failureThreshold: {{ .failureThreshold }}
+{{- end -}}
+
+{{/* The pod template shared by the Deployment and the StatefulSet. */}}
+{{- define "tollgate.podTemplate" -}}
+metadata:
+  labels:
+    {{- include "tollgate.selectorLabels" . | nindent 4 }}
+    {{- with .Values.podLabels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- with .Values.podAnnotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+spec:
+  serviceAccountName: {{ include "tollgate.serviceAccountName" . }}
+  # The gateway never calls the Kubernetes API.
+  automountServiceAccountToken: false
+  {{- with .Values.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.priorityClassName }}
+  priorityClassName: {{ . }}
+  {{- end }}
+  # -shutdown-delay + drain_timeout + the call log's last batch.
+  terminationGracePeriodSeconds: {{ include "tollgate.terminationGracePeriodSeconds" . }}
+  securityContext:
+    {{- toYaml .Values.podSecurityContext | nindent 4 }}
+  containers:
+    - name: tollgate
+      image: {{ include "tollgate.image" . }}
+      imagePullPolicy: {{ .Values.image.pullPolicy }}
+      args:
+        - serve
+        - -policy
+        - {{ include "tollgate.policyDir" . }}/policy.yaml
+        - -shutdown-delay
+        - {{ printf "%ds" (int .Values.drain.shutdownDelaySeconds) }}
+        - -log-level
+        - {{ .Values.logLevel }}
+        {{- range .Values.extraArgs }}
+        - {{ . | quote }}
+        {{- end }}
+      ports:
+        - name: http
+          containerPort: {{ .Values.ports.http }}
+          protocol: TCP
+        {{- if .Values.admin.enabled }}
+        - name: admin
+          containerPort: {{ .Values.ports.admin }}
+          protocol: TCP
+        {{- end }}
+      env:
+        {{- include "tollgate.env" . | nindent 8 }}
+      startupProbe:
+        {{- include "tollgate.probe" .Values.probes.startup | nindent 8 }}
+      readinessProbe:
+        {{- include "tollgate.probe" .Values.probes.readiness | nindent 8 }}
+        successThreshold: 1
+      livenessProbe:
+        {{- include "tollgate.probe" .Values.probes.liveness | nindent 8 }}
+      resources:
+        {{- toYaml .Values.resources | nindent 8 }}
+      securityContext:
+        {{- toYaml .Values.securityContext | nindent 8 }}
+      volumeMounts:
+        - name: policy
+          mountPath: {{ include "tollgate.policyDir" . }}
+          readOnly: true
+        - name: spool
+          mountPath: {{ include "tollgate.spoolDir" . }}
+        - name: cache
+          mountPath: {{ include "tollgate.cacheDir" . }}
+        - name: tmp
+          mountPath: /tmp
+  volumes:
+    # A directory mount (not subPath), so ConfigMap updates reach the pod
+    # and the gateway reloads them.
+    - name: policy
+      configMap:
+        name: {{ include "tollgate.fullname" . }}
+    {{- if not .Values.callLog.spool.persistence.enabled }}
+    # Survives container restarts, not the pod (values.yaml, callLog).
+    - name: spool
+      emptyDir:
+        sizeLimit: {{ .Values.callLog.spool.emptyDir.sizeLimit }}
+    {{- end }}
+    # Compiled plugin code (wazero's cache): rebuilt at start if empty.
+    - name: cache
+      emptyDir:
+        sizeLimit: 256Mi
+    - name: tmp
+      emptyDir:
+        sizeLimit: 64Mi
+  {{- if .Values.topologySpread.enabled }}
+  topologySpreadConstraints:
+    - maxSkew: {{ .Values.topologySpread.maxSkew }}
+      topologyKey: {{ .Values.topologySpread.topologyKey }}
+      whenUnsatisfiable: {{ .Values.topologySpread.whenUnsatisfiable }}
+      labelSelector:
+        matchLabels:
+          {{- include "tollgate.selectorLabels" . | nindent 10 }}
+  {{- end }}
+  {{- with .Values.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.affinity }}
+  affinity:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end -}}

@@ -1,0 +1,303 @@
+package deploycheck
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+)
+
+var chartDir = filepath.Join(repo, "deploy/helm/tollgate")
+
+// secrets names the Secrets a real install names; the chart creates none.
+var secrets = []string{
+	"secrets.databaseURL.existingSecret=tollgate-db",
+	"secrets.adminToken.existingSecret=tollgate-admin",
+	"secrets.providerKeys.OPENAI_API_KEY.existingSecret=tollgate-providers",
+}
+
+var release = Release{Name: "edge", Namespace: "llm"}
+
+// rendering is one chart rendering through every stage of the checker.
+type rendering struct {
+	objs []*Object
+	gw   *Gateway
+}
+
+// renderAndCheck renders the chart with secrets plus sets, decodes the
+// manifests strictly, runs the semantic checks and Helm's linter, and
+// validates the rendered policy with the tollgate binary.
+func renderAndCheck(t *testing.T, sets ...string) rendering {
+	t.Helper()
+	vals, err := Values(append(append([]string{}, secrets...), sets...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Render(chartDir, release, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Decode(r)
+	if err != nil {
+		t.Fatalf("decoding the rendered manifests: %v", err)
+	}
+	gw, err := CheckChart(objs)
+	if err != nil {
+		t.Fatalf("checks:\n%v", err)
+	}
+	if err := Lint(chartDir, release.Namespace, vals); err != nil {
+		t.Errorf("helm lint:\n%v", err)
+	}
+	if msg, err := ValidatePolicy(tollgateBin(t), gw.PolicyText, policyEnv(t)...); err != nil {
+		t.Fatalf("the rendered policy:\n%s\n%v", gw.PolicyText, err)
+	} else {
+		t.Log(strings.TrimSpace(msg))
+	}
+	return rendering{objs, gw}
+}
+
+func (r rendering) hpa(t *testing.T) *autoscalingv2.HorizontalPodAutoscaler {
+	t.Helper()
+	hs := ByKind(r.objs, "HorizontalPodAutoscaler")
+	if len(hs) != 1 {
+		t.Fatalf("%d HPAs", len(hs))
+	}
+	return hs[0].Obj.(*autoscalingv2.HorizontalPodAutoscaler)
+}
+
+// TestChart renders the chart in the configurations deploy/README.md
+// describes; each passes every check.
+func TestChart(t *testing.T) {
+	t.Run("defaults: StatefulSet with a spool volume per pod, CPU autoscaling", func(t *testing.T) {
+		r := renderAndCheck(t)
+		if r.gw.Workload.Kind != "StatefulSet" || len(r.gw.Claims) != 1 || r.gw.Claims[0].Name != "spool" {
+			t.Fatalf("want a StatefulSet with a spool volumeClaimTemplate, got %s %v", r.gw.Workload.Kind, r.gw.Claims)
+		}
+		sts := r.gw.Workload.Obj.(*appsv1.StatefulSet)
+		if sts.Spec.PodManagementPolicy != appsv1.ParallelPodManagement {
+			t.Errorf("podManagementPolicy %q", sts.Spec.PodManagementPolicy)
+		}
+		h := r.hpa(t)
+		if len(h.Spec.Metrics) != 1 || h.Spec.Metrics[0].Type != autoscalingv2.ResourceMetricSourceType || *h.Spec.MinReplicas != 3 {
+			t.Errorf("HPA metrics %+v min %d: want CPU only from 3", h.Spec.Metrics, *h.Spec.MinReplicas)
+		}
+		// Grace = delay 5 + drain 60 + ledger 20, with the policy's drain
+		// taken from the same value.
+		if g := *r.gw.Pod.Spec.TerminationGracePeriodSeconds; g != 85 || r.gw.DrainTimeout.Seconds() != 60 || r.gw.ShutdownDelay.Seconds() != 5 {
+			t.Errorf("grace %d s, drain %v, shutdown delay %v", g, r.gw.DrainTimeout, r.gw.ShutdownDelay)
+		}
+		if len(ByKind(r.objs, "Job")) != 1 || len(ByKind(r.objs, "PodDisruptionBudget")) != 1 {
+			t.Errorf("want the migration Job and a PDB")
+		}
+		res := r.gw.Container.Resources
+		if res.Requests.Memory().String() != "512Mi" || res.Limits.Memory().String() != "1Gi" {
+			t.Errorf("memory %v / %v: values.yaml's measured sizes were not applied", res.Requests.Memory(), res.Limits.Memory())
+		}
+	})
+
+	t.Run("Deployment with emptyDir spool, in-flight metric, Redis Cluster", func(t *testing.T) {
+		r := renderAndCheck(t,
+			"callLog.spool.persistence.enabled=false",
+			"autoscaling.inflight.enabled=true",
+			"redis.addrs={rc-0.rc:6379,rc-1.rc:6379,rc-2.rc:6379}",
+			"secrets.redisPassword.existingSecret=tollgate-redis",
+		)
+		d, ok := r.gw.Workload.Obj.(*appsv1.Deployment)
+		if !ok {
+			t.Fatalf("want a Deployment, got %s", r.gw.Workload.Kind)
+		}
+		if d.Spec.Strategy.RollingUpdate.MaxSurge.IntValue() != 1 {
+			t.Errorf("maxSurge %v", d.Spec.Strategy.RollingUpdate.MaxSurge)
+		}
+		h := r.hpa(t)
+		if len(h.Spec.Metrics) != 2 || h.Spec.Metrics[0].Pods == nil || h.Spec.Metrics[0].Pods.Metric.Name != InflightMetric ||
+			h.Spec.Metrics[0].Pods.Target.AverageValue.String() != "5k" {
+			t.Errorf("HPA metrics %+v: want %s (5000 per pod) and CPU", h.Spec.Metrics, InflightMetric)
+		}
+		if h.Spec.ScaleTargetRef.Kind != "Deployment" {
+			t.Errorf("HPA targets %s", h.Spec.ScaleTargetRef.Kind)
+		}
+		if got := strings.Join(r.gw.Policy.Redis.Addrs, ","); got != "rc-0.rc:6379,rc-1.rc:6379,rc-2.rc:6379" {
+			t.Errorf("policy redis.addrs %q", got)
+		}
+		if len(ByKind(r.objs, "Service")) != 2 {
+			t.Errorf("want the public and admin Services (no headless one without a StatefulSet)")
+		}
+	})
+
+	t.Run("fixed replicas, no admin API, no HPA", func(t *testing.T) {
+		r := renderAndCheck(t,
+			"autoscaling.enabled=false", "replicaCount=4", "admin.enabled=false",
+			"secrets.adminToken.existingSecret=", "pdb.minAvailable=3",
+		)
+		if r.gw.Replicas == nil || *r.gw.Replicas != 4 || len(ByKind(r.objs, "HorizontalPodAutoscaler")) != 0 {
+			t.Errorf("replicas %v", r.gw.Replicas)
+		}
+		if r.gw.Policy.Admin.Listen != "" {
+			t.Errorf("admin.listen %q with the admin API off", r.gw.Policy.Admin.Listen)
+		}
+		for _, e := range r.gw.Container.Env {
+			if e.Name == "TOLLGATE_ADMIN_TOKEN" {
+				t.Errorf("admin token wired without the admin API")
+			}
+		}
+	})
+}
+
+// TestChartRejects: every stage of the checker refuses a broken chart,
+// broken values or a broken manifest, with a message that says what.
+func TestChartRejects(t *testing.T) {
+	type stage int
+	const (
+		atRender stage = iota
+		atDecode
+		atCheck
+		atValidate
+	)
+	tests := []struct {
+		name   string
+		sets   []string
+		edit   func(files map[string]string) // applied to the rendered files
+		broken string                        // a template added to a copy of the chart
+		at     stage
+		want   string
+	}{
+		{name: "no database Secret", sets: []string{"secrets.databaseURL.existingSecret="}, at: atRender,
+			want: "secrets.databaseURL.existingSecret"},
+		{name: "PDB as large as the replica floor", sets: []string{"pdb.minAvailable=3"}, at: atRender,
+			want: "pdb.minAvailable (3) must be below"},
+		{name: "template syntax error", broken: "{{ if .Values.admin.enabled }}\nkind: ConfigMap\n", at: atRender,
+			want: "unexpected EOF"},
+		{name: "misspelt field", edit: replaceIn("workload.yaml", "readinessProbe:", "readinesProbe:"), at: atDecode,
+			want: `unknown field "readinesProbe"`},
+		{name: "wrong type", edit: replaceIn("workload.yaml", "revisionHistoryLimit: 5", "revisionHistoryLimit: five"), at: atDecode,
+			want: "revisionHistoryLimit"},
+		{name: "bad quantity", sets: []string{"resources.limits.memory=1Gb"}, at: atDecode, want: "quantities must match"},
+		{name: "duplicate key", edit: replaceIn("workload.yaml", "revisionHistoryLimit: 5", "revisionHistoryLimit: 5\n  revisionHistoryLimit: 6"), at: atDecode,
+			want: "revisionHistoryLimit"},
+		{name: "invalid name", sets: []string{"fullnameOverride=Edge_Gateway"}, at: atDecode, want: "RFC 1123"},
+		{name: "kind the checker does not know", broken: "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: x}\n", at: atDecode,
+			want: `kind "Ingress" is not a kind this checker validates`},
+		{name: "grace period shorter than the drain", sets: []string{"terminationGracePeriodSeconds=30"}, at: atCheck,
+			want: "terminationGracePeriodSeconds 30 is not longer than -shutdown-delay 5s + drain_timeout 1m0s"},
+		{name: "liveness on the readiness endpoint", sets: []string{"probes.liveness.path=/readyz"}, at: atCheck,
+			want: "liveness probe must be GET /healthz"},
+		{name: "impatient liveness", sets: []string{"probes.liveness.failureThreshold=1"}, at: atCheck, want: "is not generous"},
+		{name: "listener closes before readiness is noticed", sets: []string{"drain.shutdownDelaySeconds=1"}, at: atCheck,
+			want: "-shutdown-delay 1s is shorter than the readiness probe"},
+		{name: "provider key as a literal", sets: []string{"extraEnv[0].name=OPENAI_API_KEY", "extraEnv[0].value=sk-live"}, at: atCheck,
+			want: "env OPENAI_API_KEY set twice"},
+		{name: "no memory request", sets: []string{"resources.requests.memory=null"}, at: atCheck, want: "no memory request"},
+		{name: "replicas beside an HPA", edit: replaceIn("workload.yaml", "  revisionHistoryLimit: 5", "  replicas: 3\n  revisionHistoryLimit: 5"), at: atCheck,
+			want: "sets replicas while an HPA scales it"},
+		{name: "Service targets a port the pod lacks", edit: replaceIn("service.yaml", "targetPort: http", "targetPort: web"), at: atCheck,
+			want: "targets web"},
+		{name: "policy routes to no upstream", sets: []string{"policy.routes[0].upstream=anthropic"}, at: atValidate,
+			want: "routes[0].upstream"},
+		{name: "policy with an unknown key", sets: []string{"policy.server.max_body=1MiB"}, at: atValidate, want: "unknown field"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := chartDir
+			if tc.broken != "" {
+				dir = copyChart(t)
+				if err := os.WriteFile(filepath.Join(dir, "templates", "broken.yaml"), []byte(tc.broken), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			vals, err := Values(append(append([]string{}, secrets...), tc.sets...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := func(s stage, err error) {
+				t.Helper()
+				if err == nil {
+					return
+				}
+				if s != tc.at || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("stage %d (want %d) failed with:\n%v\nwant a message containing %q", s, tc.at, err, tc.want)
+				}
+				t.Logf("rejected: %s", firstLine(err.Error()))
+				tc.at = -1 // seen
+			}
+			r, err := Render(dir, release, vals)
+			if got(atRender, err); err == nil {
+				if tc.edit != nil {
+					tc.edit(r.Files)
+				}
+				objs, err := Decode(r)
+				if got(atDecode, err); err == nil {
+					gw, err := CheckChart(objs)
+					if got(atCheck, err); err == nil {
+						_, err := ValidatePolicy(tollgateBin(t), gw.PolicyText, policyEnv(t)...)
+						got(atValidate, err)
+					}
+				}
+			}
+			if tc.at != -1 {
+				t.Fatalf("accepted; want a rejection mentioning %q", tc.want)
+			}
+		})
+	}
+}
+
+// replaceIn edits the rendered template whose name ends with file.
+func replaceIn(file, from, to string) func(map[string]string) {
+	return func(files map[string]string) {
+		for name, text := range files {
+			if strings.HasSuffix(name, "/"+file) {
+				if !strings.Contains(text, from) {
+					panic(file + " has no " + from)
+				}
+				files[name] = strings.Replace(text, from, to, 1)
+			}
+		}
+	}
+}
+
+// copyChart copies the chart to a temporary directory.
+func copyChart(t *testing.T) string {
+	dst := filepath.Join(t.TempDir(), "tollgate")
+	err := filepath.WalkDir(chartDir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(chartDir, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		return copyFile(p, filepath.Join(dst, rel))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// TestGatewayEnvNeverLiteral: the chart's every secret reaches the pod by
+// reference; no Secret value is rendered anywhere.
+func TestGatewayEnvNeverLiteral(t *testing.T) {
+	r := renderAndCheck(t, "secrets.redisPassword.existingSecret=tollgate-redis")
+	refs := map[string]string{}
+	for _, e := range r.gw.Container.Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			refs[e.Name] = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+		}
+	}
+	want := map[string]string{
+		"TOLLGATE_DATABASE_URL":   "tollgate-db/url",
+		"TOLLGATE_ADMIN_TOKEN":    "tollgate-admin/token",
+		"TOLLGATE_REDIS_PASSWORD": "tollgate-redis/password",
+		"OPENAI_API_KEY":          "tollgate-providers/api-key",
+	}
+	for k, v := range want {
+		if refs[k] != v {
+			t.Errorf("env %s from %q, want %q", k, refs[k], v)
+		}
+	}
+	// A rendered Secret would not even decode: Secret is not among the
+	// kinds the checker accepts.
+}
