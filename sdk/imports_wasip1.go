@@ -55,6 +55,9 @@ func tgStateSet(ptr unsafe.Pointer, n uint32) int32
 //go:wasmimport tollgate chunk_text
 func tgChunkText(buf unsafe.Pointer, cap uint32) int32
 
+//go:wasmimport tollgate chunk_tool_calls
+func tgChunkToolCalls(buf unsafe.Pointer, cap uint32) int32
+
 //go:wasmimport tollgate emit
 func tgEmit(text string) int32
 
@@ -125,4 +128,8 @@ func hostReject(status int32, typ, code, msg string) int32 { return tgReject(sta
 
 func hostCall(service string, req, buf []byte) int32 {
 	return tgCall(service, ptr(req), uint32(len(req)), ptr(buf), uint32(len(buf)))
+}
+
+func hostChunkToolCalls(buf []byte) int32 {
+	return tgChunkToolCalls(ptr(buf), uint32(len(buf)))
 }

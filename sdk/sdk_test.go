@@ -31,6 +31,7 @@ type fakeHost struct {
 	state      []byte
 	hasState   bool
 	text       string
+	toolCalls  string
 	emitted    []byte
 	finish     string
 	rejected   string
@@ -127,6 +128,9 @@ func (h *fakeHost) stateSet(b []byte) int32 {
 	return 0
 }
 func (h *fakeHost) chunkText(buf []byte) int32 { return h.out(buf, h.text, true) }
+func (h *fakeHost) chunkToolCalls(buf []byte) int32 {
+	return h.out(buf, h.toolCalls, true)
+}
 func (h *fakeHost) emit(text string) int32 {
 	if len(h.emitted)+len(text) > 1<<20 {
 		return int32(ErrInvalid)
@@ -485,4 +489,96 @@ func BenchmarkChunkBytes(b *testing.B) {
 	for b.Loop() {
 		dispatchChunk(1, int32(len(h.text)), uint32(ChunkText))
 	}
+}
+
+func TestChunkToolCalls(t *testing.T) {
+	h := install(t)
+	h.toolCalls = "0 7 8\nget_url{\"u\":\"ht\n1 0 10\n\ttp\\n\"}\n x\n"
+	var got []ToolCallDelta
+	var raw string
+	calls := 0
+	OnChunk(func(c *Chunk) Verdict {
+		before := h.calls
+		raw = string(c.ToolCalls())
+		got = c.ToolCallDeltas(got[:0])
+		calls = h.calls - before
+		return Continue
+	})
+	dispatchChunk(1, 0, uint32(ChunkToolCalls))
+	if raw != h.toolCalls || calls != 1 {
+		t.Fatalf("ToolCalls = %q after %d host calls, want %q after 1", raw, calls, h.toolCalls)
+	}
+	want := []ToolCallDelta{{0, []byte("get_url"), []byte(`{"u":"ht`)}, {1, []byte{}, []byte("\ttp\\n\"}\n x")}}
+	if len(got) != len(want) {
+		t.Fatalf("got %d deltas, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].Index != want[i].Index || string(got[i].Name) != string(want[i].Name) || string(got[i].Arguments) != string(want[i].Arguments) {
+			t.Errorf("delta %d = {%d %q %q}, want {%d %q %q}", i, got[i].Index, got[i].Name, got[i].Arguments, want[i].Index, want[i].Name, want[i].Arguments)
+		}
+	}
+
+	// Without the flag the host is not asked.
+	before := h.calls
+	dispatchChunk(1, 0, uint32(ChunkFinish))
+	if raw != "" || len(got) != 0 || h.calls != before {
+		t.Fatalf("without ChunkToolCalls: %q, %d deltas, %d host calls", raw, len(got), h.calls-before)
+	}
+}
+
+func TestAppendToolCallDeltas(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		n    int
+		ok   bool
+	}{
+		{"empty", "", 0, true},
+		{"one", "3 1 2\nfab\n", 1, true},
+		{"negative index", "-1 0 0\n\n", 1, true},
+		{"two", "0 0 1\na\n0 0 1\nb\n", 2, true},
+		{"missing newline", "0 0 1\nab", 0, false},
+		{"short", "0 0 5\nab\n", 0, false},
+		{"no lengths", "0\n", 0, false},
+		{"negative length", "0 -1 0\n\n", 0, false},
+		{"garbage after", "0 0 0\n\nx", 1, false},
+		{"huge", "0 99999999999 0\n\n", 0, false},
+		{"leading zero", "0 01 0\na\n", 0, false},
+		{"minus zero", "-0 0 0\n\n", 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := AppendToolCallDeltas(nil, []byte(tc.in))
+			if len(got) != tc.n || ok != tc.ok {
+				t.Fatalf("AppendToolCallDeltas(%q) = %d deltas, %v; want %d, %v", tc.in, len(got), ok, tc.n, tc.ok)
+			}
+		})
+	}
+}
+
+func FuzzAppendToolCallDeltas(f *testing.F) {
+	f.Add([]byte("0 7 9\nget_url{\"u\":\"ht\n1 0 2\nxy\n"))
+	f.Add([]byte("0 0 0\n\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, ok := AppendToolCallDeltas(nil, b)
+		if !ok {
+			return
+		}
+		// A well-formed value renders back to itself.
+		var out []byte
+		for _, d := range got {
+			out = append(out, itoa(int64(d.Index))...)
+			out = append(out, ' ')
+			out = append(out, itoa(int64(len(d.Name)))...)
+			out = append(out, ' ')
+			out = append(out, itoa(int64(len(d.Arguments)))...)
+			out = append(out, '\n')
+			out = append(out, d.Name...)
+			out = append(out, d.Arguments...)
+			out = append(out, '\n')
+		}
+		if string(out) != string(b) {
+			t.Fatalf("%q parsed and rendered is %q", b, out)
+		}
+	})
 }

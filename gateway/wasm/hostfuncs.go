@@ -259,6 +259,14 @@ func (p *Plugin) hostFuncs() []hostFunc {
 			}
 			s[0] = out(m, uint32(s[0]), uint32(s[1]), r.chunkText)
 		}},
+		{"chunk_tool_calls", 2, nil, i32, func(ctx context.Context, m api.Module, s []uint64) {
+			inst, r := current(ctx)
+			if inst.phase != PhaseChunk {
+				s[0] = code(codeNotAllowed)
+				return
+			}
+			s[0] = out(m, uint32(s[0]), uint32(s[1]), r.ToolCalls)
+		}},
 		{"emit", 2, nil, i32, func(ctx context.Context, m api.Module, s []uint64) {
 			inst, r := current(ctx)
 			v := read(m, uint32(s[0]), uint32(s[1]), "emit")

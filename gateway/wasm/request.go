@@ -2,6 +2,7 @@ package wasm
 
 import (
 	"bytes"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -58,6 +59,13 @@ type Request struct {
 	UsageReported                          bool
 	Status                                 int
 	TextBytesSent                          int64
+
+	// ToolCalls is the current chunk event's tool-call deltas, as
+	// chunk_tool_calls returns them: records appended with
+	// AppendToolCallDelta (empty for an event without any). The gateway
+	// sets it for one Chunk call; it must stay valid during that call and
+	// is not kept.
+	ToolCalls []byte
 
 	// Set by the gateway's services: the cost settled for the request, in
 	// USD micros (CostSettled false: none settled yet).
@@ -157,6 +165,23 @@ func (r *Request) skipped(slot int, ph Phase) bool {
 		return r.skipEnd&bit != 0
 	}
 	return false
+}
+
+// AppendToolCallDelta appends one tool-call delta record of
+// chunk_tool_calls to dst (see sdk/ABI.md): "INDEX NAME_LEN ARGS_LEN\n",
+// then the name's bytes, the arguments fragment's bytes and "\n". name and
+// args are the JSON-decoded strings of function.name and
+// function.arguments (empty when absent).
+func AppendToolCallDelta(dst []byte, index int, name, args []byte) []byte {
+	dst = strconv.AppendInt(dst, int64(index), 10)
+	dst = append(dst, ' ')
+	dst = strconv.AppendInt(dst, int64(len(name)), 10)
+	dst = append(dst, ' ')
+	dst = strconv.AppendInt(dst, int64(len(args)), 10)
+	dst = append(dst, '\n')
+	dst = append(dst, name...)
+	dst = append(dst, args...)
+	return append(dst, '\n')
 }
 
 // ID is the context id plugins see.

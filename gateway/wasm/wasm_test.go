@@ -190,6 +190,38 @@ func TestChunkVerdicts(t *testing.T) {
 	}
 }
 
+// chunk_tool_calls hands the plugin the event's tool-call deltas exactly,
+// and nothing for an event without them.
+func TestChunkToolCalls(t *testing.T) {
+	pl := pipeline(t, `{"chunk":"replace_tool_calls"}`)
+	r := request(`{}`)
+	defer ReleaseRequest(r)
+	tests := []struct {
+		name  string
+		calls []byte
+		flags uint32
+		want  string
+	}{
+		{"none", nil, ChunkText, ""},
+		{"two", AppendToolCallDelta(AppendToolCallDelta(nil, 0, []byte("get"), []byte("{\"u\":\"https://h")),
+			1, nil, []byte("x\n\ty")), ChunkToolCalls, "0|get|{\"u\":\"https://h;1||x\n\ty;"},
+		{"empty arguments", AppendToolCallDelta(nil, 3, []byte("f"), nil), ChunkToolCalls, "3|f|;"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r.ToolCalls = tt.calls
+			res, err := pl.Chunk(r, []byte("text"), tt.flags|ChunkText)
+			r.ToolCalls = nil
+			if err != nil || res.Verdict != Replace || string(res.Text) != tt.want {
+				t.Fatalf("got %v %q %v, want Replace %q", res.Verdict, res.Text, err, tt.want)
+			}
+		})
+	}
+	if got := string(AppendToolCallDelta(nil, 12, []byte("ab"), []byte("c\nd"))); got != "12 2 3\nabc\nd\n" {
+		t.Errorf("AppendToolCallDelta = %q", got)
+	}
+}
+
 // Each plugin sees the text as the one before it left it.
 func TestChunkChain(t *testing.T) {
 	pl := pipeline(t, `{"chunk":"replace_upper"}`, `{"chunk":["emit:<","replace:x"]}`)

@@ -69,6 +69,9 @@ func onChunk(c *sdk.Chunk) sdk.Verdict {
 	if err := decodeState(&state, raw); err != nil {
 		panic(err.Error()) // fail the callback: on_error applies
 	}
+	if f.Has(sdk.ChunkToolCalls) && !state.addToolCalls(c.ToolCalls()) {
+		panic("holdback: malformed tool-call deltas from the host")
+	}
 	var text []byte
 	if f.Has(sdk.ChunkText) {
 		text = c.Bytes()

@@ -262,3 +262,47 @@ func (x *sessionStreamer) finish() string {
 	x.s.Done()
 	return x.s.Text()
 }
+
+// A URL in the arguments of a tool call of the reply, cut across two
+// fragments, lets the same URL through in the text after it; another URL
+// on the host still stops.
+func TestHoldbackPluginReplyToolCall(t *testing.T) {
+	p := load(t, cfg(""))
+	args := `{"url":"` + strings.ReplaceAll(imgURL, "/", `\/`) + `"}`
+	other := "https://" + marker + "/private/other.png"
+	tests := []struct {
+		name, text, want string
+		stopped          bool
+	}{
+		{"the same URL", "Here: " + imgURL + " done", "Here: " + imgURL + " done", false},
+		{"another URL", "Here: " + other + " done", "Here: https://" + correction, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, cut := range []int{10, len(args) / 2, len(args) - 5} {
+				s := p.Session(plugintest.Request{Body: `{"messages":[{"role":"user","content":"draw"}]}`})
+				events := []plugintest.Event{
+					{Flags: sdk.ChunkRole},
+					{ToolCalls: []plugintest.ToolCallDelta{{Index: 0, Name: "get_image", Arguments: args[:cut]}}},
+					{ToolCalls: []plugintest.ToolCallDelta{{Index: 0, Arguments: args[cut:]}}},
+				}
+				for _, piece := range splitAt(tt.text, 12, 30) {
+					events = append(events, plugintest.Event{Text: piece})
+				}
+				events = append(events, plugintest.Event{Flags: sdk.ChunkFinish})
+				for _, ev := range events {
+					if st := s.Send(ev); st.Err != nil {
+						t.Fatalf("cut %d: %v\nlogs: %s", cut, st.Err, p.Logs())
+					}
+				}
+				s.Done()
+				if s.Text() != tt.want || s.Stopped() != tt.stopped {
+					t.Fatalf("cut %d: got %q (stopped %v), want %q", cut, s.Text(), s.Stopped(), tt.want)
+				}
+			}
+		})
+	}
+	if n := p.Metric("evidence_passed"); n != 3 {
+		t.Errorf("evidence_passed %d, want 3", n)
+	}
+}

@@ -159,7 +159,8 @@ func (x *scan) decide() bool {
 }
 
 // evidence returns the request's tool evidence, reading the body the first
-// time it is needed in the reply.
+// time it is needed in the reply, and again after tool calls of the reply
+// added arguments (addToolCalls), whose URLs are evidence too.
 func (x *scan) evidence() evidence {
 	st := x.st
 	if st.flags&flagEvidence == 0 {
@@ -167,6 +168,7 @@ func (x *scan) evidence() evidence {
 		if st.ev, err = x.g.collectEvidence(x.body(), st.ev[:0]); err != nil {
 			st.ev, x.bodyErr = st.ev[:0], err
 		}
+		st.ev = x.g.callEvidence(st.calls, st.ev)
 		st.flags |= flagEvidence
 	}
 	return st.ev

@@ -19,6 +19,7 @@ type sim struct {
 	stopped bool
 	fed     strings.Builder // the upstream text so far
 	st      reqState
+	calls   []byte // the next event's tool-call deltas (sendCalls)
 }
 
 func newSim(g *guard, body string) *sim { return &sim{g: g, body: body} }
@@ -35,6 +36,10 @@ func (s *sim) send(t testing.TB, text string, f sdk.ChunkFlags) decision {
 	if err := decodeState(&s.st, s.state); err != nil {
 		t.Fatal(err)
 	}
+	if f.Has(sdk.ChunkToolCalls) && !s.st.addToolCalls(s.calls) {
+		t.Fatalf("malformed tool calls %q", s.calls)
+	}
+	s.calls = nil
 	d := s.g.onEvent(&s.st, []byte(text), f, func() []byte { return []byte(s.body) })
 	if needsState(f, len(text)) {
 		s.state = s.st.encode(nil)

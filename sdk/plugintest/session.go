@@ -15,6 +15,18 @@ type Event struct {
 	// event with text and no flag at all for one without (an empty delta).
 	// ChunkText is set or cleared to match Text.
 	Flags sdk.ChunkFlags
+	// ToolCalls are the event's tool-call deltas, which the plugin reads
+	// with chunk_tool_calls. sdk.ChunkToolCalls is set when there are any
+	// (and left as Flags has it when there are none).
+	ToolCalls []ToolCallDelta
+}
+
+// ToolCallDelta is one element of an event's delta.tool_calls: Name and
+// Arguments are the JSON-decoded function.name and this event's fragment
+// of function.arguments.
+type ToolCallDelta struct {
+	Index           int
+	Name, Arguments string
 }
 
 // Sent is one event as the client received it.
@@ -81,7 +93,16 @@ func (s *Session) Send(ev Event) Step {
 	} else {
 		flags &^= sdk.ChunkText
 	}
-	return s.run([]byte(ev.Text), flags)
+	if len(ev.ToolCalls) == 0 {
+		return s.run([]byte(ev.Text), flags)
+	}
+	var calls []byte
+	for _, tc := range ev.ToolCalls {
+		calls = wasm.AppendToolCallDelta(calls, tc.Index, []byte(tc.Name), []byte(tc.Arguments))
+	}
+	s.r.ToolCalls = calls
+	defer func() { s.r.ToolCalls = nil }()
+	return s.run([]byte(ev.Text), flags|sdk.ChunkToolCalls)
 }
 
 // Done sends the stream's terminating event ([DONE]).

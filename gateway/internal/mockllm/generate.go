@@ -345,8 +345,10 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, c *completion,
 			return
 		}
 		if toolCall && off == p.toolCallAt {
-			if b = append(append(b[:0], prefix...), toolCallDelta...); !emit(append(b, tail...)) {
-				return
+			for k := range p.toolCallEvents() {
+				if b = p.appendToolCall(append(b[:0], prefix...), k); !emit(append(b, tail...)) {
+					return
+				}
 			}
 		}
 		b = append(b[:0], prefix...)
@@ -364,8 +366,10 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, c *completion,
 		}
 	}
 	if toolCall && off == p.toolCallAt && p.toolCallAt == len(p.text) {
-		if b = append(append(b[:0], prefix...), toolCallDelta...); !emit(append(b, tail...)) {
-			return
+		for k := range p.toolCallEvents() {
+			if b = p.appendToolCall(append(b[:0], prefix...), k); !emit(append(b, tail...)) {
+				return
+			}
 		}
 	}
 	b = append(b[:0], prefix...)
@@ -396,8 +400,29 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, c *completion,
 	s.completed.Add(1)
 }
 
-// toolCallDelta is the choice of the tool-call event of Config.ToolCallAt.
+// toolCallDelta is the choice of the tool-call event of Config.ToolCallAt
+// without Config.ToolCallArgs.
 const toolCallDelta = `{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_mock","type":"function","function":{"name":"mock_tool","arguments":"{}"}}]},"logprobs":null,"finish_reason":null}`
+
+// toolCallEvents is the number of events the tool call takes: one per
+// fragment of its arguments.
+func (p *params) toolCallEvents() int { return max(len(p.toolCallArgs), 1) }
+
+// appendToolCall appends the choice of the tool call's event k: the first
+// carries the call's id and name, every one a fragment of its arguments.
+func (p *params) appendToolCall(b []byte, k int) []byte {
+	if len(p.toolCallArgs) == 0 {
+		return append(b, toolCallDelta...)
+	}
+	b = append(b, `{"index":0,"delta":{"tool_calls":[{"index":0,`...)
+	if k == 0 {
+		b = append(b, `"id":"call_mock","type":"function","function":{"name":"mock_tool","arguments":`...)
+	} else {
+		b = append(b, `"function":{"arguments":`...)
+	}
+	b = appendString(b, p.toolCallArgs[k])
+	return append(b, `}}]},"logprobs":null,"finish_reason":null}`...)
+}
 
 // appendPrefix appends the part of a stream event shared by all events:
 // `data: {"id":..,...,"choices":[`.

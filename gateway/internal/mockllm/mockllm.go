@@ -76,6 +76,10 @@ type Config struct {
 	// event after the first ToolCallAt bytes of Text (a content event
 	// ends there) and finish with "tool_calls". At most len(Text).
 	ToolCallAt int
+	// ToolCallArgs, if non-empty, are the fragments of that tool call's
+	// function.arguments, one event each (the first also carries the
+	// call's id and name); empty means one event with arguments "{}".
+	ToolCallArgs []string
 	// FailStatus, if non-zero, makes every known route reply with this HTTP
 	// status and an OpenAI-style error body. Values outside 200..599 are
 	// treated as 500.

@@ -25,6 +25,10 @@ const (
 	HeaderUsage      = "X-Mock-Usage"        // strconv.ParseBool syntax
 	HeaderSplit      = "X-Mock-Split"        // comma-separated byte offsets into the text ("" for none), see Config.Split
 	HeaderToolCallAt = "X-Mock-Tool-Call-At" // integer, 0 (none) to the text's length, see Config.ToolCallAt
+	// HeaderToolCallArgs is comma-separated fragments, each
+	// url.QueryUnescape-encoded (a comma inside one is %2C), see
+	// Config.ToolCallArgs.
+	HeaderToolCallArgs = "X-Mock-Tool-Call-Args"
 )
 
 // canonical returns the canonical form of a header name, as net/http stores
@@ -44,6 +48,8 @@ var (
 	keyUsage      = canonical(HeaderUsage)
 	keySplit      = canonical(HeaderSplit)
 	keyToolCallAt = canonical(HeaderToolCallAt)
+
+	keyToolCallArgs = canonical(HeaderToolCallArgs)
 )
 
 // params is the effective behaviour of one request.
@@ -61,6 +67,9 @@ type params struct {
 	failDelay  time.Duration
 	cutAfter   int
 	wait       *waiter
+
+	// toolCallArgs are the fragments of the tool call's arguments.
+	toolCallArgs []string
 }
 
 // params merges the server Config with the request's override headers.
@@ -79,6 +88,8 @@ func (s *Server) params(h http.Header) (*params, error) {
 		failStatus: c.FailStatus,
 		failDelay:  c.FailDelay,
 		cutAfter:   c.CutAfter,
+
+		toolCallArgs: c.ToolCallArgs,
 	}
 	if len(h) == 0 {
 		return p, p.checkText("Config.Split", "Config.ToolCallAt")
@@ -140,6 +151,16 @@ func (s *Server) params(h http.Header) (*params, error) {
 		toolName = HeaderToolCallAt + " header"
 		if p.toolCallAt, err = intHeader(h, keyToolCallAt, HeaderToolCallAt, 0, 0, 1<<30); err != nil {
 			return nil, err
+		}
+	}
+	if v, ok := h[keyToolCallArgs]; ok && len(v) > 0 {
+		p.toolCallArgs = nil
+		for _, f := range strings.Split(v[0], ",") {
+			a, perr := url.QueryUnescape(f)
+			if perr != nil {
+				return nil, headerError(HeaderToolCallArgs, "is not comma-separated percent-encoded fragments")
+			}
+			p.toolCallArgs = append(p.toolCallArgs, a)
 		}
 	}
 	return p, p.checkText(splitName, toolName)

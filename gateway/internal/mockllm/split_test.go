@@ -86,6 +86,37 @@ func TestToolCallAt(t *testing.T) {
 	}
 }
 
+// X-Mock-Tool-Call-Args makes the tool call's arguments arrive in the
+// given fragments, one event each, JSON-escaped.
+func TestToolCallArgs(t *testing.T) {
+	chat := `{"model":"m","messages":[{"role":"user","content":"x"}],"stream":true}`
+	_, ts, c := start(t, Config{Text: "abcdef", ChunkSize: 3})
+	_, b, err := do(t, c, "POST", ts.URL+"/v1/chat/completions", chat, map[string]string{
+		HeaderToolCallAt: "3", HeaderToolCallArgs: url.QueryEscape(`{"u":"ht`) + "," + url.QueryEscape(`tp://a,b"}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, done := parseSSE(t, b)
+	var calls []string
+	for _, e := range events {
+		if i := strings.Index(e, `"tool_calls":`); i >= 0 {
+			calls = append(calls, e[i:strings.Index(e, `]},"logprobs"`)+1])
+		}
+	}
+	want := []string{
+		`"tool_calls":[{"index":0,"id":"call_mock","type":"function","function":{"name":"mock_tool","arguments":"{\"u\":\"ht"}}]`,
+		`"tool_calls":[{"index":0,"function":{"arguments":"tp://a,b\"}"}}]`,
+	}
+	if !done || !reflect.DeepEqual(calls, want) || !strings.Contains(events[len(events)-1], `"finish_reason":"tool_calls"`) {
+		t.Fatalf("tool-call events\n%s\nwant\n%s\nall:\n%s", strings.Join(calls, "\n"), strings.Join(want, "\n"), strings.Join(events, "\n"))
+	}
+	resp, b, err := do(t, c, "POST", ts.URL+"/v1/chat/completions", chat, map[string]string{HeaderToolCallAt: "3", HeaderToolCallArgs: "%zz"})
+	if err != nil || resp.StatusCode != 400 || !strings.Contains(string(b), "invalid X-Mock-Tool-Call-Args header") {
+		t.Fatalf("malformed X-Mock-Tool-Call-Args: %v %s", err, b)
+	}
+}
+
 func TestSplitErrors(t *testing.T) {
 	chat := `{"model":"m","messages":[{"role":"user","content":"x"}],"stream":true}`
 	for _, tc := range []struct {

@@ -364,7 +364,15 @@ func (x *exchange) finishWhole(status int) []byte {
 		return x.resp
 	}
 	x.wr.ClientHeader = nil
-	res, err := pipe.Chunk(x.wr, text, wasm.ChunkText|wasm.ChunkWhole)
+	flags := wasm.ChunkText | wasm.ChunkWhole
+	// The message's tool calls, for chunk_tool_calls: rendered into x.out,
+	// which is free until the reply is rewritten after the chunk phase.
+	if calls := appendReplyToolCalls(x.out[:0], x.resp); len(calls) > 0 {
+		flags |= wasm.ChunkToolCalls
+		x.wr.ToolCalls, x.out = calls, calls[:0]
+	}
+	res, err := pipe.Chunk(x.wr, text, flags)
+	x.wr.ToolCalls = nil
 	var finish []byte
 	switch {
 	case err != nil:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/tollgate/tollgate/gateway/wasm"
 	"github.com/valyala/fastjson"
 )
 
@@ -104,4 +105,32 @@ func replyText(body []byte) (text []byte, prompt, completion int64, hasUsage boo
 		return append([]byte(nil), b...), prompt, completion, hasUsage, nil
 	}
 	return append([]byte(nil), choices[0].GetStringBytes("text")...), prompt, completion, hasUsage, nil
+}
+
+// appendReplyToolCalls appends the tool calls of choices[0].message of a
+// non-streamed reply to dst, one record each as chunk_tool_calls renders a
+// delta (wasm.AppendToolCallDelta) with the call's whole arguments; dst
+// unchanged when it has none. Replies without "tool_calls" are not parsed.
+func appendReplyToolCalls(dst, body []byte) []byte {
+	if !bytes.Contains(body, []byte(`"tool_calls"`)) {
+		return dst
+	}
+	re := reencoders.Get().(*reencoder)
+	defer reencoders.Put(re)
+	v, err := re.p.ParseBytes(body)
+	if err != nil {
+		return dst
+	}
+	choices := v.GetArray("choices")
+	if len(choices) == 0 {
+		return dst
+	}
+	for i, tc := range choices[0].GetArray("message", "tool_calls") {
+		index := i
+		if tc.Exists("index") {
+			index = tc.GetInt("index")
+		}
+		dst = wasm.AppendToolCallDelta(dst, index, tc.GetStringBytes("function", "name"), tc.GetStringBytes("function", "arguments"))
+	}
+	return dst
 }

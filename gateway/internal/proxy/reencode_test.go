@@ -86,3 +86,24 @@ func FuzzAppendWithText(f *testing.F) {
 }
 
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
+
+func TestAppendReplyToolCalls(t *testing.T) {
+	tests := []struct {
+		name, body, want string
+	}{
+		{"no tool calls", `{"choices":[{"message":{"role":"assistant","content":"hi"}}]}`, ""},
+		{"two calls", `{"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[` +
+			`{"id":"a","type":"function","function":{"name":"draw","arguments":"{\"url\":\"https:\\/\\/h\\/x\"}"}},` +
+			`{"id":"b","type":"function","function":{"name":"f","arguments":"a\nb"}}]}}]}`,
+			"0 4 24\ndraw{\"url\":\"https:\\/\\/h\\/x\"}\n1 1 3\nfa\nb\n"},
+		{"not JSON", `{"tool_calls"`, ""},
+		{"no choices", `{"tool_calls":[],"choices":[]}`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := string(appendReplyToolCalls(nil, []byte(tt.body))); got != tt.want {
+				t.Fatalf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -37,6 +37,7 @@ type sseStream struct {
 	chunk  openai.Chunk
 	data   []byte
 	enc    []byte // re-encoded event JSON
+	calls  []byte // the event's tool-call deltas for chunk_tool_calls
 
 	out  []byte // bytes ready for the client
 	sent int    // of out, already handed to fasthttp
@@ -158,7 +159,18 @@ func (st *sseStream) process(raw []byte) {
 	if c.Role != nil {
 		flags |= wasm.ChunkRole
 	}
+	if len(c.ToolCalls) == 0 {
+		st.runChunk(raw, c.Text, flags)
+		return
+	}
+	st.calls = st.calls[:0]
+	for _, tc := range c.ToolCalls {
+		st.calls = wasm.AppendToolCallDelta(st.calls, tc.Index, tc.Name, tc.Arguments)
+	}
+	wr := st.x.wr
+	wr.ToolCalls = st.calls
 	st.runChunk(raw, c.Text, flags)
+	wr.ToolCalls = nil
 }
 
 // runChunk runs the chunk phase for one event and applies its verdict. It

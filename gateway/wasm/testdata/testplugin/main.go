@@ -223,6 +223,16 @@ func run(acts actions, e *env) sdk.Verdict {
 			}
 			check(e.chunk.EmitBytes(upper))
 			v = sdk.Replace
+		case "replace_tool_calls":
+			// The text becomes the event's tool-call deltas, one
+			// "INDEX|NAME|ARGUMENTS;" each, parsed by the SDK.
+			var out []byte
+			for _, d := range e.chunk.ToolCallDeltas(nil) {
+				out = strconv.AppendInt(out, int64(d.Index), 10)
+				out = append(append(append(append(append(out, '|'), d.Name...), '|'), d.Arguments...), ';')
+			}
+			check(e.chunk.EmitBytes(out))
+			v = sdk.Replace
 		case "stop":
 			v = e.chunk.Stop(arg, cfg.FinishReason)
 		case "emit":
