@@ -169,6 +169,11 @@ type Server struct {
 	// replica); one script call per interval, none while idle (default
 	// 500ms).
 	CancelPollInterval time.Duration `yaml:"cancel_poll_interval"`
+	// AccessLog writes one structured line per request (request id,
+	// tenant, model, upstream, status, timings, tokens, cost, guard
+	// action; never prompt or reply text) to the gateway's log, after the
+	// reply is out (default false).
+	AccessLog bool `yaml:"access_log"`
 }
 
 // Upstream is one model server the gateway forwards to.

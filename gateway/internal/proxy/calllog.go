@@ -2,23 +2,22 @@ package proxy
 
 import (
 	"context"
+	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/tollgate/tollgate/gateway/internal/calllog"
 	"github.com/tollgate/tollgate/gateway/wasm"
 )
 
-// record hands the request's call log row to the ledger writer, after the
-// end phase (so a budget plugin's settled cost is known). Requests that
-// never found a route (bad JSON, unknown model) have no row.
+// record observes the finished request — metrics, the access log line and
+// the call log row — after the end phase (so a budget plugin's settled
+// cost is known) and after the reply is out. Requests that never found a
+// route (bad JSON, unknown model) have none of these.
 func (x *exchange) record(flags uint32, status int, prompt, completion int64) {
-	led := x.st.acct.ledger
-	if led == nil {
-		return
-	}
 	row := calllog.Row{
 		RequestID: string(x.id), Model: string(x.req.Model), Upstream: x.client.Name(),
-		Status: status, StartedAt: x.start.UTC(), FirstByte: x.firstByte, Total: time.Since(x.start),
+		Status: status, StartedAt: x.start.UTC(), FirstByte: x.firstByte, Total: x.total,
 		PromptTokens: prompt, CompletionTokens: completion, Attempts: 1, ReplyBytes: x.upText,
 	}
 	if wr := x.wr; wr != nil {
@@ -41,7 +40,9 @@ func (x *exchange) record(flags uint32, status int, prompt, completion int64) {
 			row.CostMicros, _ = x.st.services.cost(wr, prompt, completion)
 		}
 	}
-	if row.TenantID == "" {
+	x.observe(&row)
+	led := x.st.acct.ledger
+	if led == nil || row.TenantID == "" {
 		// call_log rows belong to a tenant; requests no plugin resolved
 		// a tenant for (a missing or wrong key) are in the access log.
 		return
@@ -49,4 +50,46 @@ func (x *exchange) record(flags uint32, status int, prompt, completion int64) {
 	if err := led.Write(context.Background(), row); err != nil {
 		x.s.log.Error("call log: row not written", "request_id", row.RequestID, "err", err)
 	}
+}
+
+// observe updates the request metrics and writes the access log line.
+func (x *exchange) observe(row *calllog.Row) {
+	o := x.s.obs
+	endpoint := x.ep.String()
+	o.requests.WithLabelValues(endpoint, row.Model, row.Upstream, strconv.Itoa(row.Status)).Inc()
+	o.duration.WithLabelValues(endpoint, row.Upstream).Observe(row.Total.Seconds())
+	if row.FirstByte >= 0 {
+		o.upstream.WithLabelValues(row.Upstream).Observe(row.FirstByte.Seconds())
+	}
+	if row.TenantID != "" {
+		if row.PromptTokens > 0 {
+			o.tokens.WithLabelValues(row.TenantID, "prompt").Add(float64(row.PromptTokens))
+		}
+		if row.CompletionTokens > 0 {
+			o.tokens.WithLabelValues(row.TenantID, "completion").Add(float64(row.CompletionTokens))
+		}
+		if row.CostMicros > 0 {
+			o.cost.WithLabelValues(row.TenantID).Add(float64(row.CostMicros))
+		}
+	}
+	if row.GuardAction != "" {
+		o.guard.WithLabelValues(row.GuardAction).Inc()
+	}
+	if !x.st.policy.Server.AccessLog {
+		return
+	}
+	x.s.log.LogAttrs(context.Background(), slog.LevelInfo, "request",
+		slog.String("request_id", row.RequestID), slog.String("tenant", row.TenantID), slog.String("key", row.KeyID),
+		slog.String("endpoint", endpoint), slog.String("model", row.Model), slog.String("upstream", row.Upstream),
+		slog.Int("status", row.Status), slog.Float64("first_byte_ms", ms3(row.FirstByte)), slog.Float64("total_ms", ms3(row.Total)),
+		slog.Int64("prompt_tokens", row.PromptTokens), slog.Int64("completion_tokens", row.CompletionTokens),
+		slog.Int64("cost_micros", row.CostMicros), slog.Int64("reply_bytes", row.ReplyBytes), slog.String("guard_action", row.GuardAction))
+}
+
+// ms3 is d in milliseconds with microsecond precision; -1 when unknown.
+func ms3(d time.Duration) float64 {
+	if d < 0 {
+		return -1
+	}
+	return float64(d.Microseconds()) / 1000
 }

@@ -52,6 +52,7 @@ func (f *finisher) close(timeout time.Duration) {
 // next request reuses them).
 func (x *exchange) end(flags uint32, status int) {
 	x.ended, x.endFlags, x.endStatus = true, flags, status
+	x.total = time.Since(x.start)
 	if x.wr != nil {
 		x.wr.ClientHeader = nil
 	}

@@ -41,6 +41,10 @@ type exchange struct {
 	// For the call log and the end phase.
 	start     time.Time
 	firstByte time.Duration // until the upstream's response headers; -1: none
+	total     time.Duration // until the reply ended (set by end)
+	// usagePending: a non-streamed reply whose usage is read after it
+	// went out, by the finisher.
+	usagePending bool
 	usage     openai.Usage  // as the upstream reported it
 	upText    int64         // text bytes the upstream sent
 	upEvents  int64         // events with text the upstream sent
@@ -67,7 +71,7 @@ func (x *exchange) free() {
 		x.st = nil
 	}
 	x.s, x.client = nil, nil
-	x.usage, x.upText, x.upEvents = openai.Usage{}, 0, 0
+	x.usage, x.upText, x.upEvents, x.usagePending = openai.Usage{}, 0, 0, false
 	x.meter.reset()
 	x.ended, x.endFlags, x.endStatus, x.ex, x.exCancel = false, 0, 0, nil, nil
 	exchangePool.Put(x)
@@ -346,15 +350,19 @@ func defaultErrorType(status int) string {
 // text and returns the body for the client.
 func (x *exchange) finishWhole(status int) []byte {
 	pipe := x.st.pipeline
-	if status >= 300 || (!pipe.Wants(x.wr, wasm.PhaseChunk) && !pipe.Wants(x.wr, wasm.PhaseEnd) && x.st.acct.ledger == nil) {
+	if status >= 300 {
 		return x.resp
 	}
-	text, prompt, completion, hasUsage, err := replyText(x.resp)
+	if !pipe.Wants(x.wr, wasm.PhaseChunk) && !pipe.Wants(x.wr, wasm.PhaseEnd) && !x.meter.needsUsage() {
+		// Nothing before the reply needs its usage: the finisher reads it
+		// afterwards (metrics, access log, call log).
+		x.usagePending = true
+		return x.resp
+	}
+	text, err := x.parseReply()
 	if err != nil {
 		return x.resp
 	}
-	x.usage = openai.Usage{Present: hasUsage, PromptTokens: prompt, CompletionTokens: completion}
-	x.upText, x.upEvents = int64(len(text)), min(int64(len(text)), 1)
 	if x.wr == nil || x.ep == openai.Embeddings {
 		return x.resp
 	}
@@ -396,12 +404,24 @@ func (x *exchange) finishWhole(status int) []byte {
 	return x.out
 }
 
+// parseReply reads a non-streamed reply's text and usage.
+func (x *exchange) parseReply() ([]byte, error) {
+	text, prompt, completion, hasUsage, err := replyText(x.resp)
+	if err != nil {
+		return nil, err
+	}
+	x.usage = openai.Usage{Present: hasUsage, PromptTokens: prompt, CompletionTokens: completion}
+	x.upText, x.upEvents = int64(len(text)), min(int64(len(text)), 1)
+	return text, nil
+}
+
 // runEnd runs the end phase once the reply is over, settles the request's
 // rate limits and budget, then writes the call log row; status is what the
 // client was sent.
 func (x *exchange) runEnd(flags uint32, status int) {
-	prompt, completion, _ := x.tokens(flags)
+	prompt, completion, reported := x.tokens(flags)
 	if wr := x.wr; wr != nil && x.st.pipeline.Wants(wr, wasm.PhaseEnd) {
+		wr.PromptTokensUsed, wr.CompletionTokensUsed, wr.UsageReported = prompt, completion, reported
 		x.st.pipeline.End(wr, flags)
 	}
 	x.record(flags, status, prompt, completion)
@@ -412,7 +432,7 @@ func (x *exchange) runEnd(flags uint32, status int) {
 // so a client's next request sees the counters already corrected.
 func (x *exchange) settle(flags uint32) {
 	wr := x.wr
-	if wr == nil {
+	if wr == nil || !x.meter.needsUsage() {
 		return
 	}
 	prompt, completion, reported := x.tokens(flags)
@@ -425,6 +445,12 @@ func (x *exchange) settle(flags uint32) {
 // the gateway's estimate (the prompt estimate, and the larger of the text
 // events and a quarter of the text bytes received).
 func (x *exchange) tokens(flags uint32) (prompt, completion int64, reported bool) {
+	if x.usagePending {
+		x.usagePending = false
+		if _, err := x.parseReply(); err == nil && x.wr != nil {
+			x.wr.TextBytesSent = x.upText // no chunk plugin changed it
+		}
+	}
 	if x.usage.Present {
 		return x.usage.PromptTokens, x.usage.CompletionTokens, true
 	}

@@ -36,6 +36,10 @@ type meter struct {
 	month string // the budget month of the hold; "" without a hold
 }
 
+// needsUsage reports whether settling needs the request's usage: tokens
+// were charged to a TPM limit, or a budget hold is open.
+func (m *meter) needsUsage() bool { return m.charged || m.month != "" }
+
 func (m *meter) reset() {
 	*m = meter{limits: m.limits[:0]}
 }

@@ -15,10 +15,45 @@ import (
 // components' own counters at scrape time: nothing is added to the request
 // path.
 func (s *Server) MetricsHandler() http.Handler {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&serverCollector{s: s})
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+	return promhttp.HandlerFor(s.obs.reg, promhttp.HandlerOpts{Registry: s.obs.reg})
+}
+
+// observer holds the per-request metrics; they are observed by the
+// finisher, after the reply is out.
+type observer struct {
+	reg      *prometheus.Registry
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	upstream *prometheus.HistogramVec
+	tokens   *prometheus.CounterVec
+	cost     *prometheus.CounterVec
+	guard    *prometheus.CounterVec
+}
+
+func newObserver(s *Server) *observer {
+	o := &observer{reg: prometheus.NewRegistry()}
+	o.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_requests_total",
+		Help: "Requests that found a route, by endpoint, model, upstream and the status sent to the client."},
+		[]string{"endpoint", "model", "upstream", "status"})
+	o.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tollgate_request_duration_seconds",
+		Help: "Time from the request's arrival to the end of its reply (a stream's last event).",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}},
+		[]string{"endpoint", "upstream"})
+	o.upstream = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tollgate_upstream_first_byte_seconds",
+		Help: "Time from the request's arrival to the upstream's response headers (plugins of the request phase included).",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}},
+		[]string{"upstream"})
+	o.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_tokens_total",
+		Help: "Tokens used by tenant and type (the upstream's usage, else the gateway's count)."},
+		[]string{"tenant", "type"})
+	o.cost = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_cost_usd_micros_total",
+		Help: "Cost of the requests by tenant, in USD micros."}, []string{"tenant"})
+	o.guard = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_guard_actions_total",
+		Help: "Replies a guard changed or ended, by action (e.g. holdback:stopped, budget:cut, cancelled)."},
+		[]string{"action"})
+	o.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&serverCollector{s: s}, o.requests, o.duration, o.upstream, o.tokens, o.cost, o.guard)
+	return o
 }
 
 type serverCollector struct{ s *Server }

@@ -35,6 +35,7 @@ type Server struct {
 	acct         *accounting
 	cancels      *cancels
 	fin          *finisher
+	obs          *observer
 	state        atomic.Pointer[state]
 	srv          *fasthttp.Server
 	ids          *requestIDs
@@ -85,6 +86,7 @@ func New(p *config.Policy, log *slog.Logger, opts ...Option) (*Server, error) {
 	}
 	s.cancels = newCancels(log.With("component", "cancel"), s.acct.redis, p.Server.CancelPollInterval)
 	s.fin = newFinisher()
+	s.obs = newObserver(s)
 	st, err := s.newState(p)
 	if err != nil {
 		s.cancels.close()
