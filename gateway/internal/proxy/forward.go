@@ -45,11 +45,11 @@ type exchange struct {
 	// usagePending: a non-streamed reply whose usage is read after it
 	// went out, by the finisher.
 	usagePending bool
-	usage     openai.Usage  // as the upstream reported it
-	upText    int64         // text bytes the upstream sent
-	upEvents  int64         // events with text the upstream sent
-	meter     meter         // rate-limit and budget state, settled at the end
-	cancelKey string        // the request's entry in the cancel registry
+	usage        openai.Usage // as the upstream reported it
+	upText       int64        // text bytes the upstream sent
+	upEvents     int64        // events with text the upstream sent
+	meter        meter        // rate-limit and budget state, settled at the end
+	cancelKey    string       // the request's entry in the cancel registry
 
 	// Set by end; the end work runs when the exchange is released.
 	ended     bool

@@ -36,11 +36,11 @@ func newObserver(s *Server) *observer {
 		Help: "Requests that found a route, by endpoint, model, upstream and the status sent to the client."},
 		[]string{"endpoint", "model", "upstream", "status"})
 	o.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tollgate_request_duration_seconds",
-		Help: "Time from the request's arrival to the end of its reply (a stream's last event).",
+		Help:    "Time from the request's arrival to the end of its reply (a stream's last event).",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}},
 		[]string{"endpoint", "upstream"})
 	o.upstream = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tollgate_upstream_first_byte_seconds",
-		Help: "Time from the request's arrival to the upstream's response headers (plugins of the request phase included).",
+		Help:    "Time from the request's arrival to the upstream's response headers (plugins of the request phase included).",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}},
 		[]string{"upstream"})
 	o.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_tokens_total",
