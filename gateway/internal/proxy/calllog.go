@@ -34,9 +34,11 @@ func (x *exchange) record(flags uint32, status int, prompt, completion int64) {
 		switch {
 		case wr.CostSettled:
 			row.CostMicros = wr.CostMicros
-		case row.TenantID != "":
+		case row.TenantID != "" && x.st.acct.ledger != nil:
 			// No budget plugin settled it: the ledger still prices
-			// what was used, so spend is known either way.
+			// what was used, so spend is known either way. (Without a
+			// ledger nothing prices it: a price miss would be a store
+			// read per request.)
 			row.CostMicros, _ = x.st.services.cost(wr, prompt, completion)
 		}
 	}
