@@ -2,79 +2,16 @@ package anthropic
 
 import (
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/valyala/fastjson"
+
+	"github.com/tollgate/tollgate/gateway/internal/openai"
 )
 
 // JSON writing. Every string this package writes goes through
-// appendString, which yields valid JSON whatever the input bytes: fastjson's
-// own encoder is not used because it writes Go escapes such as \x01 for
-// control characters, which JSON does not have.
-
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a quoted JSON string.
-func appendString[S ~string | ~[]byte](dst []byte, s S) []byte {
-	dst = append(dst, '"')
-	dst = appendEscaped(dst, s)
-	return append(dst, '"')
-}
-
-// appendEscaped appends s escaped for the inside of a JSON string: '"',
-// '\\' and control characters are escaped, U+2028 and U+2029 too (so the
-// result is also safe inside JavaScript), and invalid UTF-8 becomes
-// U+FFFD. It does not allocate unless dst must grow.
-func appendEscaped[S ~string | ~[]byte](dst []byte, s S) []byte {
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := decodeRune(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	return append(dst, s[start:]...)
-}
-
-// decodeRune is utf8.DecodeRune for strings and byte slices alike.
-func decodeRune[S ~string | ~[]byte](s S) (rune, int) {
-	var b [utf8.UTFMax]byte
-	n := copy(b[:], s)
-	return utf8.DecodeRune(b[:n])
-}
+// openai.AppendJSONString, which yields valid JSON whatever the input bytes:
+// fastjson's own encoder is not used because it writes Go escapes such as
+// \x01 for control characters, which JSON does not have.
 
 // appendValue appends v re-encoded as compact JSON. Strings and keys are
 // re-escaped with appendString; numbers are copied as written, so v must
@@ -91,7 +28,7 @@ func appendValue(dst []byte, v *fastjson.Value) []byte {
 				dst = append(dst, ',')
 			}
 			first = false
-			dst = appendString(dst, key)
+			dst = openai.AppendJSONString(dst, key)
 			dst = append(dst, ':')
 			dst = appendValue(dst, vv)
 		})
@@ -108,7 +45,7 @@ func appendValue(dst []byte, v *fastjson.Value) []byte {
 		return append(dst, ']')
 	case fastjson.TypeString:
 		s, _ := v.StringBytes()
-		return appendString(dst, s)
+		return openai.AppendJSONString(dst, s)
 	default: // numbers, true, false, null
 		return v.MarshalTo(dst)
 	}

@@ -88,7 +88,7 @@ func (w *requestWriter) system(msgs []*fastjson.Value, roles []string) error {
 		} else {
 			w.out = append(w.out, `\n`...)
 		}
-		w.out = appendEscaped(w.out, s)
+		w.out = openai.AppendJSONEscaped(w.out, s)
 		n++
 	}
 	for i, m := range msgs {
@@ -185,7 +185,7 @@ func (w *requestWriter) textBlock(role string, text []byte) {
 		return
 	}
 	w.blk = append(w.blk[:0], `{"type":"text","text":`...)
-	w.blk = appendString(w.blk, text)
+	w.blk = openai.AppendJSONString(w.blk, text)
 	w.blk = append(w.blk, '}')
 	w.commit(role, false)
 }
@@ -228,12 +228,12 @@ func (w *requestWriter) imageBlock(v *fastjson.Value, at string) error {
 			return openai.BadRequest(at, "'%s' has media type %q; Anthropic models accept %s", at, mediaType, strings.Join(imageMediaTypes, ", "))
 		}
 		w.blk = append(w.blk, `{"type":"base64","media_type":`...)
-		w.blk = appendString(w.blk, mediaType)
+		w.blk = openai.AppendJSONString(w.blk, mediaType)
 		w.blk = append(w.blk, `,"data":`...)
-		w.blk = appendString(w.blk, url[comma+1:])
+		w.blk = openai.AppendJSONString(w.blk, url[comma+1:])
 	case hasPrefixFold(url, "https://") || hasPrefixFold(url, "http://"):
 		w.blk = append(w.blk, `{"type":"url","url":`...)
-		w.blk = appendString(w.blk, url)
+		w.blk = openai.AppendJSONString(w.blk, url)
 	default:
 		return openai.BadRequest(at, "'%s' must be an http(s) URL or a base64 data URL", at)
 	}
@@ -317,9 +317,9 @@ func (w *requestWriter) toolUseBlock(call *fastjson.Value, at string) error {
 		return openai.BadRequest(at+".function.arguments", "'%s.function.arguments' must be a string of JSON", at)
 	}
 	w.blk = append(w.blk[:0], `{"type":"tool_use","id":`...)
-	w.blk = appendString(w.blk, id)
+	w.blk = openai.AppendJSONString(w.blk, id)
 	w.blk = append(w.blk, `,"name":`...)
-	w.blk = appendString(w.blk, name)
+	w.blk = openai.AppendJSONString(w.blk, name)
 	w.blk = append(w.blk, `,"input":`...)
 	if len(bytes.TrimSpace(args)) == 0 {
 		w.blk = append(w.blk, "{}"...)
@@ -349,12 +349,12 @@ func (w *requestWriter) toolMessage(m *fastjson.Value, i int) error {
 			"'messages[%d].tool_call_id' is a required property and must be a non-empty string", i)
 	}
 	w.blk = append(w.blk[:0], `{"type":"tool_result","tool_use_id":`...)
-	w.blk = appendString(w.blk, id)
+	w.blk = openai.AppendJSONString(w.blk, id)
 	c := m.Get("content")
 	if s, ok := stringOf(c); ok {
 		if len(s) > 0 {
 			w.blk = append(w.blk, `,"content":`...)
-			w.blk = appendString(w.blk, s)
+			w.blk = openai.AppendJSONString(w.blk, s)
 		}
 	} else if !isNull(c) {
 		parts, err := c.Array()
@@ -376,7 +376,7 @@ func (w *requestWriter) toolMessage(m *fastjson.Value, i int) error {
 				w.blk = append(w.blk, ',')
 			}
 			w.blk = append(w.blk, `{"type":"text","text":`...)
-			w.blk = appendString(w.blk, text)
+			w.blk = openai.AppendJSONString(w.blk, text)
 			w.blk = append(w.blk, '}')
 			n++
 		}

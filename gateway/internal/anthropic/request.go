@@ -158,7 +158,7 @@ func (w *requestWriter) request(body []byte, defaultMaxTokens int) error {
 		return openai.BadRequest("model", "'model' is a required property and must be a non-empty string")
 	}
 	w.out = append(w.out, `{"model":`...)
-	w.out = appendString(w.out, model)
+	w.out = openai.AppendJSONString(w.out, model)
 	if err := w.maxTokens(&f, defaultMaxTokens); err != nil {
 		return err
 	}
@@ -173,7 +173,7 @@ func (w *requestWriter) request(body []byte, defaultMaxTokens int) error {
 	}
 	if u, ok := stringOf(f.user); ok && len(u) > 0 {
 		w.out = append(w.out, `,"metadata":{"user_id":`...)
-		w.out = appendString(w.out, u)
+		w.out = openai.AppendJSONString(w.out, u)
 		w.out = append(w.out, '}')
 	} else if !isNull(f.user) && !ok {
 		return openai.BadRequest("user", "'user' must be a string")
@@ -321,7 +321,7 @@ func (w *requestWriter) stop(v *fastjson.Value) error {
 	if s, ok := stringOf(v); ok {
 		if len(s) > 0 {
 			w.out = append(w.out, `,"stop_sequences":[`...)
-			w.out = appendString(w.out, s)
+			w.out = openai.AppendJSONString(w.out, s)
 			w.out = append(w.out, ']')
 		}
 		return nil
@@ -344,7 +344,7 @@ func (w *requestWriter) stop(v *fastjson.Value) error {
 		} else {
 			w.out = append(w.out, ',')
 		}
-		w.out = appendString(w.out, s)
+		w.out = openai.AppendJSONString(w.out, s)
 		n++
 	}
 	if n > 0 {

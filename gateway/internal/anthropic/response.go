@@ -80,7 +80,7 @@ func AppendResponse(dst, anthropicBody []byte, model, id string, created int64) 
 		switch string(typ) {
 		case "text":
 			if t, ok := stringOf(b.Get("text")); ok {
-				w.text = appendEscaped(w.text, t)
+				w.text = openai.AppendJSONEscaped(w.text, t)
 				hasText = true
 			}
 		case "tool_use":
@@ -92,18 +92,18 @@ func AppendResponse(dst, anthropicBody []byte, model, id string, created int64) 
 	out := append(dst, `{"id":`...)
 	if id == "" {
 		s, _ := stringOf(root.Get("id"))
-		out = appendString(out, s)
+		out = openai.AppendJSONString(out, s)
 	} else {
-		out = appendString(out, id)
+		out = openai.AppendJSONString(out, id)
 	}
 	out = append(out, `,"object":"chat.completion","created":`...)
 	out = strconv.AppendInt(out, created, 10)
 	out = append(out, `,"model":`...)
 	if model == "" {
 		s, _ := stringOf(root.Get("model"))
-		out = appendString(out, s)
+		out = openai.AppendJSONString(out, s)
 	} else {
-		out = appendString(out, model)
+		out = openai.AppendJSONString(out, model)
 	}
 	out = append(out, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
 	if hasText || calls == 0 {
@@ -121,7 +121,7 @@ func AppendResponse(dst, anthropicBody []byte, model, id string, created int64) 
 	}
 	out = append(out, `},"logprobs":null,"finish_reason":`...)
 	stop, _ := stringOf(root.Get("stop_reason"))
-	out = appendString(out, FinishReason(stop))
+	out = openai.AppendJSONString(out, FinishReason(stop))
 	out = append(out, "}]"...)
 	if u := usageOf(root.Get("usage")); u.Present {
 		out = append(out, `,"usage":`...)
@@ -138,9 +138,9 @@ func (w *responseWriter) appendToolCall(b *fastjson.Value, n int) {
 	id, _ := stringOf(b.Get("id"))
 	name, _ := stringOf(b.Get("name"))
 	w.calls = append(w.calls, `{"id":`...)
-	w.calls = appendString(w.calls, id)
+	w.calls = openai.AppendJSONString(w.calls, id)
 	w.calls = append(w.calls, `,"type":"function","function":{"name":`...)
-	w.calls = appendString(w.calls, name)
+	w.calls = openai.AppendJSONString(w.calls, name)
 	w.calls = append(w.calls, `,"arguments":`...)
 	w.args = w.args[:0]
 	if in := b.Get("input"); in != nil {
@@ -148,6 +148,6 @@ func (w *responseWriter) appendToolCall(b *fastjson.Value, n int) {
 	} else {
 		w.args = append(w.args, "{}"...)
 	}
-	w.calls = appendString(w.calls, w.args)
+	w.calls = openai.AppendJSONString(w.calls, w.args)
 	w.calls = append(w.calls, "}}"...)
 }

@@ -204,11 +204,11 @@ func (t *StreamTranslator) start(dst []byte) []byte {
 	}
 	t.started = true
 	t.prefix = append(t.prefix[:0], `{"id":`...)
-	t.prefix = appendString(t.prefix, t.id)
+	t.prefix = openai.AppendJSONString(t.prefix, t.id)
 	t.prefix = append(t.prefix, `,"object":"chat.completion.chunk","created":`...)
 	t.prefix = strconv.AppendInt(t.prefix, t.created, 10)
 	t.prefix = append(t.prefix, `,"model":`...)
-	t.prefix = appendString(t.prefix, t.model)
+	t.prefix = openai.AppendJSONString(t.prefix, t.model)
 	t.prefix = append(t.prefix, `,"choices":[`...)
 	dst = t.open(dst)
 	dst = append(dst, `{"index":0,"delta":{"role":"assistant","content":""}`...)
@@ -228,7 +228,7 @@ func (t *StreamTranslator) close(dst []byte, finish string) []byte {
 	if finish == "" {
 		dst = append(dst, "null"...)
 	} else {
-		dst = appendString(dst, finish)
+		dst = openai.AppendJSONString(dst, finish)
 	}
 	dst = append(dst, "}]"...)
 	if t.includeUsage {
@@ -240,7 +240,7 @@ func (t *StreamTranslator) close(dst []byte, finish string) []byte {
 func (t *StreamTranslator) appendText(dst, text []byte) []byte {
 	dst = t.open(dst)
 	dst = append(dst, `{"index":0,"delta":{"content":`...)
-	dst = appendString(dst, text)
+	dst = openai.AppendJSONString(dst, text)
 	dst = append(dst, '}')
 	return t.close(dst, "")
 }
@@ -255,9 +255,9 @@ func (t *StreamTranslator) appendToolStart(dst []byte, ev *Event) []byte {
 	dst = append(dst, `{"index":0,"delta":{"tool_calls":[{"index":`...)
 	dst = strconv.AppendInt(dst, int64(call), 10)
 	dst = append(dst, `,"id":`...)
-	dst = appendString(dst, ev.ToolID)
+	dst = openai.AppendJSONString(dst, ev.ToolID)
 	dst = append(dst, `,"type":"function","function":{"name":`...)
-	dst = appendString(dst, ev.ToolName)
+	dst = openai.AppendJSONString(dst, ev.ToolName)
 	dst = append(dst, `,"arguments":""}}]}`...)
 	return t.close(dst, "")
 }
@@ -267,7 +267,7 @@ func (t *StreamTranslator) appendArgs(dst []byte, call int, fragment []byte) []b
 	dst = append(dst, `{"index":0,"delta":{"tool_calls":[{"index":`...)
 	dst = strconv.AppendInt(dst, int64(call), 10)
 	dst = append(dst, `,"function":{"arguments":`...)
-	dst = appendString(dst, fragment)
+	dst = openai.AppendJSONString(dst, fragment)
 	dst = append(dst, `}}]}`...)
 	return t.close(dst, "")
 }

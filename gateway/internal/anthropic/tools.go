@@ -48,7 +48,7 @@ func (w *requestWriter) toolFields(f *chatFields) error {
 	w.out = append(w.out, '"')
 	if choice == "tool" {
 		w.out = append(w.out, `,"name":`...)
-		w.out = appendString(w.out, name)
+		w.out = openai.AppendJSONString(w.out, name)
 	}
 	if !parallel && choice != "none" {
 		w.out = append(w.out, `,"disable_parallel_tool_use":true`...)
@@ -119,7 +119,7 @@ func (w *requestWriter) tools(v *fastjson.Value) (int, error) {
 			w.out = append(w.out, ',')
 		}
 		w.out = append(w.out, `{"name":`...)
-		w.out = appendString(w.out, name)
+		w.out = openai.AppendJSONString(w.out, name)
 		if d := fn.Get("description"); !isNull(d) {
 			desc, ok := stringOf(d)
 			if !ok {
@@ -127,7 +127,7 @@ func (w *requestWriter) tools(v *fastjson.Value) (int, error) {
 			}
 			if len(desc) > 0 {
 				w.out = append(w.out, `,"description":`...)
-				w.out = appendString(w.out, desc)
+				w.out = openai.AppendJSONString(w.out, desc)
 			}
 		}
 		w.out = append(w.out, `,"input_schema":`...)

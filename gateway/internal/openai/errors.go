@@ -64,11 +64,20 @@ func appendStringOrNull(dst []byte, s string) []byte {
 
 const hexDigits = "0123456789abcdef"
 
-// AppendJSONString appends s as a quoted JSON string to dst. It escapes '"',
-// '\\', control characters, U+2028 and U+2029, and replaces invalid UTF-8
-// with U+FFFD, so the result is valid JSON (and safe inside JavaScript).
-func AppendJSONString(dst []byte, s string) []byte {
+// AppendJSONString appends s as a quoted JSON string to dst; see
+// AppendJSONEscaped.
+func AppendJSONString[S ~string | ~[]byte](dst []byte, s S) []byte {
 	dst = append(dst, '"')
+	dst = AppendJSONEscaped(dst, s)
+	return append(dst, '"')
+}
+
+// AppendJSONEscaped appends s escaped for the inside of a JSON string: '"',
+// '\\' and control characters are escaped, U+2028 and U+2029 too (so the
+// result is also safe inside JavaScript), and invalid UTF-8 becomes U+FFFD:
+// the result is valid JSON whatever the input bytes. It does not allocate
+// unless dst must grow.
+func AppendJSONEscaped[S ~string | ~[]byte](dst []byte, s S) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -94,25 +103,29 @@ func AppendJSONString(dst []byte, s string) []byte {
 			start = i
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
+		r, size := decodeRune(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
 			dst = append(dst, s[start:i]...)
 			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
+		case r == '\u2028' || r == '\u2029':
 			dst = append(dst, s[start:i]...)
 			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+		default:
 			i += size
-			start = i
 			continue
 		}
 		i += size
+		start = i
 	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return append(dst, s[start:]...)
+}
+
+// decodeRune is utf8.DecodeRune for strings and byte slices alike.
+func decodeRune[S ~string | ~[]byte](s S) (rune, int) {
+	var b [utf8.UTFMax]byte
+	n := copy(b[:], s)
+	return utf8.DecodeRune(b[:n])
 }
 
 // BadRequest returns a 400 invalid_request_error about parameter param
