@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -146,7 +147,7 @@ func (c *cancels) Cancel(ctx context.Context, id, tenant string) (bool, error) {
 	inflightKey, markKey := cancelPrefix+"inflight:"+id, cancelPrefix+"cancel:"+id
 	if !c.scriptRefused.Load() {
 		n, err := c.redis.Exec(ctx, markScript, []string{inflightKey, markKey},
-			[]string{tenant, itoa(cancelMarkTTL.Milliseconds())}).AsInt64()
+			[]string{tenant, strconv.FormatInt(cancelMarkTTL.Milliseconds(), 10)}).AsInt64()
 		if err == nil || redisx.IsUnavailable(err) {
 			return n == 1, err
 		}
@@ -218,12 +219,12 @@ func (c *cancels) snapshot(ids, tenants []string) ([]string, []string) {
 // when Redis refuses scripts, one command per key, pipelined.
 func (c *cancels) poll(ids, tenants, ended []string) {
 	ctx := context.Background()
-	ttl := itoa((3 * c.interval).Milliseconds())
+	ttl := strconv.FormatInt((3 * c.interval).Milliseconds(), 10)
 	c.polls.Add(1)
 	if !c.scriptRefused.Load() {
 		keys := make([]string, 0, 2*len(ids)+len(ended))
 		args := make([]string, 0, 2+len(ids))
-		args = append(args, ttl, itoa(int64(len(ids))))
+		args = append(args, ttl, strconv.FormatInt(int64(len(ids)), 10))
 		for i, id := range ids {
 			keys = append(keys, cancelPrefix+"inflight:"+id, cancelPrefix+"cancel:"+id)
 			args = append(args, tenants[i])
@@ -290,28 +291,6 @@ func (c *cancels) close() {
 		close(c.stop)
 	}
 	<-c.done
-}
-
-func itoa(n int64) string {
-	var b [20]byte
-	i := len(b)
-	neg := n < 0
-	if neg {
-		n = -n
-	}
-	for {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-		if n == 0 {
-			break
-		}
-	}
-	if neg {
-		i--
-		b[i] = '-'
-	}
-	return string(b[i:])
 }
 
 // CancelStats counts the cancel poller's work.
