@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -188,15 +189,7 @@ func (a *accounting) checkReload(p *config.Policy) {
 }
 
 func equalRedis(a, b config.Redis) bool {
-	if len(a.Addrs) != len(b.Addrs) {
-		return false
-	}
-	for i := range a.Addrs {
-		if a.Addrs[i] != b.Addrs[i] {
-			return false
-		}
-	}
-	return a.Username == b.Username && a.Password == b.Password && a.DB == b.DB && a.Timeout == b.Timeout
+	return slices.Equal(a.Addrs, b.Addrs) && a.Username == b.Username && a.Password == b.Password && a.DB == b.DB && a.Timeout == b.Timeout
 }
 
 func equalCallLog(a, b config.CallLog) bool {
