@@ -4,7 +4,7 @@ GO    ?= go
 BIN   := bin
 NODE_E2E := gateway/e2e/testdata/node
 
-.PHONY: all build plugins run test test-deps vet unit deploycheck fuzz-short fuzz bench clean
+.PHONY: all build plugins run test test-deps vet unit deploycheck fuzz-short fuzz bench drills clean
 
 all: build
 
@@ -26,13 +26,15 @@ test: test-deps vet unit deploycheck fuzz-short
 
 # Installs what the tests need and is missing: redis-server (tests start
 # their own on a free port; so do the Postgres tests, from the installed
-# PostgreSQL binaries) and the OpenAI Node SDK used as a real client by the
-# end-to-end tests.
+# PostgreSQL binaries), promtool (Debian's prometheus package; the metrics
+# test checks /metrics with it) and the OpenAI and Anthropic Node SDKs used
+# as real clients by the end-to-end tests.
 test-deps:
 	@command -v redis-server >/dev/null || test -x /usr/bin/redis-server || { apt-get update -qq && apt-get install -y -qq redis-server; }
+	@command -v promtool >/dev/null || { apt-get update -qq && apt-get install -y -qq prometheus; }
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || { apt-get update -qq && apt-get install -y -qq postgresql; }
 	@command -v node >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm; }
-	@test -d $(NODE_E2E)/node_modules/openai || (cd $(NODE_E2E) && npm ci --no-audit --no-fund)
+	@test -d $(NODE_E2E)/node_modules/openai -a -d $(NODE_E2E)/node_modules/@anthropic-ai/sdk || (cd $(NODE_E2E) && npm ci --no-audit --no-fund)
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
@@ -60,9 +62,24 @@ fuzz-short:
 fuzz:
 	@scripts/fuzz.sh $(if $(filter %x,$(FUZZTIME)),2m,$(FUZZTIME))
 
-# bench: gateway vs direct vs nginx, 1/8/32 concurrent and streams.
+# bench: the latency the gateway adds over direct-to-mock (no plugins, and
+# all four built-in plugins), beside a plain fasthttp proxy and nginx, at
+# 1/8/32/128 concurrent, non-streaming and streaming; writes the table into
+# docs/BENCHMARKS.md (and BENCH_OUT if set). BENCH_STORES=pg adds the
+# Postgres + Redis stores; BENCH_QUICK=1 checks the harness in about two
+# minutes without touching the docs; BENCH_PLAN=1 prints the plan.
 bench:
-	@BENCH_OUT=$${BENCH_OUT:-docs/bench-latest.md} scripts/bench.sh
+	@BENCH_INVOKED="make bench" BENCH_DOC_DEFAULT=docs/BENCHMARKS.md scripts/bench.sh
+
+# drills: the reliability drills (gateway/e2e/drills_*_test.go) in their
+# long form: more load, longer faults. Each passing drill writes its
+# measured row into docs/RELIABILITY.md. Their short form runs in `make
+# test` with the other end-to-end tests. The full log (gateway logs
+# included) goes to DRILLS_LOG.
+DRILLS_LOG ?= /tmp/tollgate-drills.log
+drills: test-deps
+	@set -o pipefail; TOLLGATE_DRILLS=long $(GO) test -count=1 -timeout 30m -run '^TestDrill' -v ./gateway/e2e/ 2>&1 \
+		| tee $(DRILLS_LOG) | grep -v 'level=' ; status=$$?; echo "full log: $(DRILLS_LOG)"; exit $$status
 
 clean:
 	rm -rf $(BIN)

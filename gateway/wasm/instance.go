@@ -20,37 +20,39 @@ import (
 type instance struct {
 	p   *Plugin
 	mod api.Module
-	// ctx carries the instance to host functions; the watchdog cancels it
-	// to stop a callback past its deadline (wazero then closes the module
-	// from the calling goroutine, the only race-free way).
-	ctx  context.Context
-	kill context.CancelFunc
-	fns  map[string]api.Function
+	// ctx carries the instance to host functions. It is never canceled:
+	// a callback is stopped through stop (see interrupt.go).
+	ctx context.Context
+	// stop is the instrumentation's global: set to 1, the guest traps at
+	// its next check. ticks counts the guest's progress. Both nil when the
+	// plugin is uninterruptible.
+	stop  api.MutableGlobal
+	ticks api.Global
+	fns   map[string]api.Function
 
 	req     *Request     // the request of the current callback
 	phase   Phase        // the phase of the current callback; 0 while configuring
 	started atomic.Int64 // UnixNano when the current callback began; 0 when idle
-	tid     atomic.Int32 // the OS thread running the current callback
 	killed  atomic.Bool
 
-	// Watchdog-only: the thread CPU time and wall time when the watchdog
-	// first saw the current callback past its deadline.
-	overdueCall int64
-	overdueCPU  int64
-	overdueWall int64
-	stderr      *tailBuffer
+	// Watchdog-only: the guest's ticks when the watchdog first saw the
+	// current callback past its deadline.
+	overdueCall  int64
+	overdueTicks uint32
+	stderr       *tailBuffer
 }
 
 type instanceKey struct{}
 
 func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
 
-func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
-	inst := &instance{p: p, fns: make(map[string]api.Function), stderr: &tailBuffer{max: 2048}}
-	inst.ctx, inst.kill = context.WithCancel(context.WithValue(context.Background(), instanceKey{}, inst))
+func (p *Plugin) newInstance(ctx context.Context) (inst *instance, err error) {
+	inst = &instance{p: p, fns: make(map[string]api.Function), stderr: &tailBuffer{max: 2048}}
+	inst.ctx = context.WithValue(context.Background(), instanceKey{}, inst)
 	cfg := wazero.NewModuleConfig().
 		WithName("").
-		WithStartFunctions("_initialize").
+		// _initialize is called below, under a deadline.
+		WithStartFunctions().
 		WithSysWalltime().
 		WithSysNanotime().
 		WithRandSource(rand.Reader).
@@ -58,26 +60,47 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 	p.mu.Lock()
 	p.count++
 	p.mu.Unlock()
-	// Instantiation (the guest's _initialize) and on_configure are rare and
-	// bounded by a context deadline; wazero interrupts them when it passes.
-	ictx, cancel := context.WithTimeout(inst.ctx, max(time.Second, 20*p.spec.Deadline))
-	defer cancel()
-	mod, err := p.rt.InstantiateModule(ictx, p.mod, cfg)
+	mod, err := p.rt.InstantiateModule(inst.ctx, p.mod, cfg)
 	if err != nil {
 		p.forget(inst)
 		return nil, fmt.Errorf("instantiating: %w%s", inst.explain(err), inst.stderrTail())
 	}
 	inst.mod = mod
+	if g, ok := mod.ExportedGlobal(stopExport).(api.MutableGlobal); ok && !p.spec.Uninterruptible {
+		inst.stop, inst.ticks = g, mod.ExportedGlobal(ticksExport)
+	}
 	p.mu.Lock()
 	p.live[inst] = struct{}{}
 	p.mu.Unlock()
 	for name := range p.mod.ExportedFunctions() {
 		inst.fns[name] = mod.ExportedFunction(name)
 	}
+	// The guest's _initialize and on_configure are rare and bounded by a
+	// generous deadline of their own.
+	limit := time.AfterFunc(max(time.Second, 20*p.spec.Deadline), func() {
+		inst.killed.Store(true)
+		inst.interrupt()
+	})
+	if f := inst.fns["_initialize"]; f != nil {
+		if err := f.CallWithStack(inst.ctx, nil); err != nil {
+			limit.Stop()
+			err = inst.explain(err)
+			inst.close()
+			return nil, fmt.Errorf("instantiating: %w", err)
+		}
+	}
+	defer func() {
+		if !limit.Stop() && err == nil {
+			// The deadline passed just as configuration returned: the
+			// stop global may be set, so the instance is not usable.
+			inst.close()
+			inst, err = nil, fmt.Errorf("%w: %s: configuration ran past its deadline", ErrPluginFailed, p.spec.Name)
+		}
+	}()
 	if f := inst.fns["on_configure"]; f != nil {
 		inst.req = configureRequest(p.spec.Config)
 		stack := []uint64{uint64(len(p.spec.Config))}
-		err := f.CallWithStack(ictx, stack)
+		err := f.CallWithStack(inst.ctx, stack)
 		reason := string(inst.req.RejectMessage)
 		inst.req = nil
 		if err != nil {
@@ -105,7 +128,6 @@ func (inst *instance) fn(name string) api.Function { return inst.fns[name] }
 
 // close discards the instance.
 func (inst *instance) close() {
-	inst.kill()
 	if inst.mod != nil {
 		inst.mod.Close(context.Background())
 	}
@@ -202,16 +224,9 @@ func (p *Plugin) call(r *Request, phase Phase, name string, stack []uint64) erro
 	}
 	p.stats.Calls.Add(1)
 	inst.req, inst.phase = r, phase
-	// The watchdog reads the CPU clock of the thread running the callback:
-	// pin the goroutine to it, or the scheduler could move it at a host
-	// call and the watchdog would charge the guest for whatever the old
-	// thread runs next.
-	runtime.LockOSThread()
-	inst.tid.Store(int32(gettid()))
 	inst.started.Store(time.Now().UnixNano())
 	err = f.CallWithStack(inst.ctx, stack)
 	inst.started.Store(0)
-	runtime.UnlockOSThread()
 	inst.req, inst.phase = nil, 0
 	if err == nil && inst.killed.Load() {
 		if p.spec.Uninterruptible {
@@ -240,7 +255,7 @@ func (p *Plugin) call(r *Request, phase Phase, name string, stack []uint64) erro
 
 // pauseClock stops the current callback's deadline clock while the host
 // works for it (a service call); the watchdog ignores the instance until
-// resumeClock, which also notes the OS thread the goroutine resumed on.
+// resumeClock.
 func (inst *instance) pauseClock() (started, at int64) {
 	return inst.started.Swap(0), time.Now().UnixNano()
 }
@@ -249,7 +264,6 @@ func (inst *instance) resumeClock(started, at int64) {
 	if started == 0 {
 		return
 	}
-	inst.tid.Store(int32(gettid()))
 	inst.started.Store(started + time.Now().UnixNano() - at)
 }
 
@@ -258,10 +272,11 @@ func (inst *instance) resumeClock(started, at int64) {
 // set, and stopping happens outside it.
 //
 // The deadline is for a guest burning CPU, not for a host too busy to run
-// it: a callback past its wall-clock deadline is stopped once the watchdog
-// sees its thread spending at least half of one tick's time on the CPU (a
-// runaway), or unconditionally at ten times the deadline. Under CPU
-// starvation a healthy callback is slow but not spinning, and survives.
+// it: a callback past its wall-clock deadline is stopped once its guest is
+// seen making progress — runawayTicks ticks (interrupt.go) since the
+// watchdog first saw it overdue — or unconditionally at ten times the
+// deadline. Under CPU starvation a healthy callback is slow but hardly
+// advances, and survives.
 func (p *Plugin) watchdog() {
 	tick := p.spec.Deadline / 4
 	tick = min(max(tick, time.Millisecond), 50*time.Millisecond)
@@ -292,10 +307,15 @@ func (p *Plugin) watchdog() {
 				p.log.Error("callback past its deadline cannot be stopped (plugin is uninterruptible)", "deadline", p.spec.Deadline.String())
 				continue
 			}
-			inst.kill()
+			inst.interrupt()
 		}
 	}
 }
+
+// runawayTicks is how much progress past its deadline marks a callback as
+// a runaway: 2^10 ticks of 256 loop iterations or calls each, a
+// millisecond or so of CPU.
+const runawayTicks = 1 << 10
 
 // runaway decides whether an overdue callback is to be stopped.
 func (p *Plugin) runaway(inst *instance, now int64) bool {
@@ -306,16 +326,24 @@ func (p *Plugin) runaway(inst *instance, now int64) bool {
 	if now-started > 10*int64(p.spec.Deadline) {
 		return true
 	}
-	cpu, ok := threadCPU(inst.tid.Load())
-	if !ok {
-		return true // no thread clock: wall-clock deadline
+	if inst.ticks == nil {
+		return true // no progress counter: wall-clock deadline
 	}
+	ticks := uint32(inst.ticks.Get())
 	if inst.overdueCall != started {
-		inst.overdueCall, inst.overdueCPU, inst.overdueWall = started, cpu, now
+		inst.overdueCall, inst.overdueTicks = started, ticks
 		return false
 	}
-	wall := now - inst.overdueWall
-	return wall > 0 && (cpu-inst.overdueCPU)*2 >= wall
+	return ticks-inst.overdueTicks >= runawayTicks
+}
+
+// interrupt makes the instance's running callback trap at its next check.
+// Safe from any goroutine: the guest's native code reads the global, and
+// the instance is discarded after the trap, never reused.
+func (inst *instance) interrupt() {
+	if inst.stop != nil {
+		inst.stop.Set(1)
+	}
 }
 
 // tailBuffer keeps the first and the last max/2 bytes written to a guest's

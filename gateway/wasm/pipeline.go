@@ -12,6 +12,8 @@ import (
 type Pipeline struct {
 	plugins                           []*Plugin
 	request, respHeaders, chunk, ends []*Plugin
+	// instruments are per plugin, by slot (see Instrument).
+	instruments []Instruments
 }
 
 // RejectError is a plugin's REJECT: the error the client gets.
@@ -63,6 +65,7 @@ func NewPipeline(ctx context.Context, h *Host, specs []Spec) (*Pipeline, error) 
 			pl.ends = append(pl.ends, p)
 		}
 	}
+	pl.instruments = make([]Instruments, len(pl.plugins))
 	return pl, nil
 }
 
@@ -130,6 +133,7 @@ func (pl *Pipeline) Wants(r *Request, ph Phase) bool {
 // Request runs the request phase: nil to forward, a *RejectError or a
 // *FailureError to answer the client instead.
 func (pl *Pipeline) Request(r *Request) error {
+	r.clock = 0
 	for _, p := range pl.request {
 		r.stack[0] = uint64(r.id)
 		if err := pl.gate(p, r, PhaseRequest, "on_request"); err != nil {
@@ -141,6 +145,7 @@ func (pl *Pipeline) Request(r *Request) error {
 
 // ResponseHeaders runs the response_headers phase for the upstream status.
 func (pl *Pipeline) ResponseHeaders(r *Request, status int) error {
+	r.clock = 0
 	for _, p := range pl.respHeaders {
 		if r.skipped(p.spec.Slot, PhaseResponseHeaders) {
 			continue
@@ -155,12 +160,15 @@ func (pl *Pipeline) ResponseHeaders(r *Request, status int) error {
 
 // gate runs a phase whose verdicts are CONTINUE or REJECT.
 func (pl *Pipeline) gate(p *Plugin, r *Request, ph Phase, export string) error {
-	err := p.call(r, ph, export, r.stack[:])
+	err := pl.timedCall(p, r, ph, export)
 	if err == nil {
 		switch v := Verdict(r.stack[0]); v {
 		case Continue:
 			return nil
 		case Reject:
+			if c := pl.instruments[p.spec.Slot].Rejections; c != nil {
+				c.Inc()
+			}
 			return rejection(p, r)
 		default:
 			err = fmt.Errorf("%w: %s: verdict %d (%s) is not allowed in phase %s", ErrPluginFailed, p.spec.Name, uint32(r.stack[0]), v, ph)
@@ -168,6 +176,7 @@ func (pl *Pipeline) gate(p *Plugin, r *Request, ph Phase, export string) error {
 	}
 	if p.spec.OnError == FailOpen {
 		p.log.Warn("plugin failed; continuing (fail_open)", "phase", ph.String(), "err", err)
+		r.clock = 0 // the log line is not the next plugin's time
 		return nil
 	}
 	return &FailureError{Plugin: p.spec.Name, Phase: ph, Err: err}
@@ -204,13 +213,14 @@ type ChunkResult struct {
 func (pl *Pipeline) Chunk(r *Request, text []byte, flags uint32) (ChunkResult, error) {
 	r.chunkText = append(r.chunkText[:0], text...)
 	replaced, hold, release := false, false, false
+	r.clock = 0
 	for _, p := range pl.chunk {
 		if r.skipped(p.spec.Slot, PhaseChunk) {
 			continue
 		}
 		r.emitted = r.emitted[:0]
 		r.stack[0], r.stack[1], r.stack[2] = uint64(r.id), uint64(len(r.chunkText)), uint64(flags)
-		err := p.call(r, PhaseChunk, "on_chunk", r.stack[:])
+		err := pl.timedCall(p, r, PhaseChunk, "on_chunk")
 		if err == nil {
 			switch v := Verdict(r.stack[0]); v {
 			case Continue:
@@ -233,6 +243,7 @@ func (pl *Pipeline) Chunk(r *Request, text []byte, flags uint32) (ChunkResult, e
 		}
 		if p.spec.OnError == FailOpen {
 			p.log.Warn("plugin failed; continuing (fail_open)", "phase", "chunk", "err", err)
+			r.clock = 0 // the log line is not the next plugin's time
 			continue
 		}
 		return ChunkResult{}, &FailureError{Plugin: p.spec.Name, Phase: PhaseChunk, Err: err}
@@ -251,12 +262,13 @@ func (pl *Pipeline) Chunk(r *Request, text []byte, flags uint32) (ChunkResult, e
 // End runs the end phase. Failures are logged and counted, never returned:
 // the reply is over.
 func (pl *Pipeline) End(r *Request, flags uint32) {
+	r.clock = 0
 	for _, p := range pl.ends {
 		if r.skipped(p.spec.Slot, PhaseEnd) {
 			continue
 		}
 		r.stack[0], r.stack[1] = uint64(r.id), uint64(flags)
-		if err := p.call(r, PhaseEnd, "on_end", r.stack[:]); err != nil && !errors.Is(err, ErrPluginFailed) {
+		if err := pl.timedCall(p, r, PhaseEnd, "on_end"); err != nil && !errors.Is(err, ErrPluginFailed) {
 			p.log.Warn("plugin end phase failed", "err", err)
 		}
 	}

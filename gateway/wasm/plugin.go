@@ -46,11 +46,11 @@ type Spec struct {
 	// PoolWait bounds the wait for a free instance when all are busy
 	// (default 10 s); past it the callback fails.
 	PoolWait time.Duration
-	// Uninterruptible compiles the plugin without termination checks: each
-	// callback is about 20 µs faster at low load (wazero starts no watch
-	// goroutine per call), but a callback past its deadline cannot be
-	// stopped, only logged and counted (Stats.Overdue). For first-party
-	// plugins an operator trusts; see docs/adr/0002.
+	// Uninterruptible loads the plugin without the deadline checks of
+	// interrupt.go: a callback past its deadline cannot be stopped, only
+	// logged and counted (Stats.Overdue), and a spinning guest can stall
+	// the process at the next garbage collection. For measurements; see
+	// docs/adr/0002.
 	Uninterruptible bool
 	// Slot is the plugin's index in its pipeline, used to key per-request
 	// state. Set by NewPipeline.
@@ -157,12 +157,12 @@ func (h *Host) Load(ctx context.Context, spec Spec) (*Plugin, error) {
 		spec.Config = []byte("{}")
 	}
 	pages := uint32((spec.MemoryBytes + 65535) / 65536)
+	// No WithCloseOnContextDone: a runaway guest is stopped by the checks
+	// instrument adds (interrupt.go, docs/adr/0002), which cost no watch
+	// goroutine per call.
 	cfg := wazero.NewRuntimeConfigCompiler().
 		WithCompilationCache(h.cache).
-		WithMemoryLimitPages(pages).
-		// Compiles termination checks into loops so the deadline watchdog
-		// can stop a runaway guest (see docs/adr/0002).
-		WithCloseOnContextDone(!spec.Uninterruptible)
+		WithMemoryLimitPages(pages)
 	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
 	p := &Plugin{spec: spec, log: h.log.With("plugin", spec.Name), rt: rt, stats: &Stats{},
 		live: make(map[*instance]struct{}), stopDog: make(chan struct{})}
@@ -181,7 +181,17 @@ func (p *Plugin) load(ctx context.Context) error {
 	if err := p.instantiateHostModule(ctx); err != nil {
 		return fmt.Errorf("instantiating host functions: %w", err)
 	}
-	mod, err := p.rt.CompileModule(ctx, p.spec.Module)
+	bin, ierr := p.spec.Module, error(nil)
+	if !p.spec.Uninterruptible {
+		// On failure the original is compiled for a better diagnosis (not
+		// wasm, not a plugin) before the instrumentation's error.
+		if inst, err := instrument(bin); err == nil {
+			bin = inst
+		} else {
+			ierr = err
+		}
+	}
+	mod, err := p.rt.CompileModule(ctx, bin)
 	if err != nil {
 		return fmt.Errorf("compiling: %w", err)
 	}
@@ -192,6 +202,9 @@ func (p *Plugin) load(ctx context.Context) error {
 	}
 	if _, ok := exports["_initialize"]; !ok {
 		return errors.New("the module has no _initialize export: build Go plugins with -buildmode=c-shared (a reactor), not as a command")
+	}
+	if ierr != nil {
+		return ierr
 	}
 	p.pool = make(chan *instance, p.spec.Instances)
 	inst, err := p.newInstance(ctx)

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/valyala/fasthttp"
 )
@@ -53,6 +54,9 @@ type Request struct {
 	// Owner is the gateway's own per-request state, for its services
 	// (never visible to plugins).
 	Owner any
+	// Tracer, when set, is told about each plugin callback (tracing);
+	// nil for requests that are not traced.
+	Tracer CallTracer
 
 	// Usage, for the chunk and end phases.
 	PromptTokensUsed, CompletionTokensUsed int64
@@ -88,6 +92,10 @@ type Request struct {
 	// Phases plugins opted out of for this request (skip_phases): bit
 	// slot of each mask. Plugins in slots from 64 on cannot opt out.
 	skipHeaders, skipChunk, skipEnd uint64
+
+	// clock is the end of the phase's last timed callback (since
+	// clockBase), the start of the next one; 0 for none yet.
+	clock time.Duration
 
 	// Per-callback scratch, reset by each chunk call.
 	chunkText    []byte
@@ -219,8 +227,11 @@ func (r *Request) setFact(k, v []byte) int32 {
 	return 0
 }
 
+// state returns the plugin slot's state; nil when none was set. Slots
+// hold buffers reused across requests, so a slot below one that was set
+// holds an empty buffer: an empty state reads as none.
 func (r *Request) state(slot int) []byte {
-	if slot < len(r.states) {
+	if slot < len(r.states) && len(r.states[slot]) > 0 {
 		return r.states[slot]
 	}
 	return nil

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"os"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -437,31 +436,6 @@ func TestPhasesReported(t *testing.T) {
 }
 
 func readFile(p string) ([]byte, error) { return os.ReadFile(p) }
-
-// The watchdog tells a spinning guest from a starved one by its thread's
-// CPU clock.
-func TestThreadCPU(t *testing.T) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	tid := int32(gettid())
-	before, ok := threadCPU(tid)
-	if !ok {
-		t.Skip("no thread CPU clock on this platform")
-	}
-	// Other processes may share the CPU: spinning must count some CPU time,
-	// sleeping (nearly) none.
-	for end := time.Now().Add(100 * time.Millisecond); time.Now().Before(end); {
-	}
-	spun, _ := threadCPU(tid)
-	time.Sleep(100 * time.Millisecond)
-	slept, _ := threadCPU(tid)
-	if d := spun - before; d < 10e6 {
-		t.Errorf("spinning 100ms counted %v of CPU", time.Duration(d))
-	}
-	if d := slept - spun; d > 5e6 {
-		t.Errorf("sleeping 100ms counted %v of CPU", time.Duration(d))
-	}
-}
 
 func TestResponseHeadersPhase(t *testing.T) {
 	pl := pipeline(t, `{"response_headers":["set_header:X-Upstream-Checked=yes"],"phases":["response_headers"]}`,

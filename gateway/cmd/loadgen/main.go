@@ -7,6 +7,7 @@
 //	loadgen -url http://127.0.0.1:8080/v1/chat/completions -c 8 -d 10s
 //	loadgen -url http://127.0.0.1:8080/v1/chat/completions -c 8 -n 5000 -stream -json
 //	loadgen -free-port    # print a free loopback TCP port and exit
+//	loadgen report -section latency:non-streaming results.jsonl   # markdown report of a benchmark run
 //
 // It prints a human-readable summary, or with -json one JSON object (the
 // loadgen.Result). The exit status is 0 when the run completed (even with
@@ -57,6 +58,9 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "report" {
+		return report(args[1:], os.Stdin, stdout, stderr)
+	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -161,8 +165,8 @@ func printHuman(w io.Writer, r loadgen.Result) {
 	fmt.Fprintf(w, "requests:   %d in %.2fs, %d failed → %.1f req/s (%.1f ok/s)\n",
 		r.Count, r.ElapsedSeconds, r.Failures, r.RequestsPerSec, r.SuccessesPerSec)
 	row := func(name string, p loadgen.Percentiles) {
-		fmt.Fprintf(w, "%-11s p50 %10.1f  p90 %10.1f  p99 %10.1f  max %10.1f  (µs, n=%d)\n",
-			name, p.P50, p.P90, p.P99, p.Max, p.Samples)
+		fmt.Fprintf(w, "%-11s p50 %10.1f  p90 %10.1f  p95 %10.1f  p99 %10.1f  max %10.1f  (µs, n=%d)\n",
+			name, p.P50, p.P90, p.P95, p.P99, p.Max, p.Samples)
 	}
 	row("latency:", r.Latency)
 	if r.TTFT != nil {

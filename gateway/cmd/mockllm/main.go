@@ -1,5 +1,6 @@
 // Command mockllm runs the OpenAI-compatible mock model server used by the
-// gateway's end-to-end tests, `make run` and benchmarks.
+// gateway's end-to-end tests, `make run` and benchmarks. It also serves
+// Anthropic's Messages API on POST /v1/messages.
 //
 // Every flag sets the matching mockllm.Config field; requests can still
 // override most of them with X-Mock-* headers.
@@ -43,7 +44,8 @@ func run(args []string, logger *slog.Logger) error {
 	fs.IntVar(&cfg.FailStatus, "fail-status", 0, "if non-zero, reply with this HTTP status and an OpenAI-style error")
 	fs.DurationVar(&cfg.FailDelay, "fail-delay", 0, "delay before the first byte of every reply")
 	fs.IntVar(&cfg.CutAfter, "cut-after", 0, "if > 0, cut streams after this many events")
-	fs.StringVar(&cfg.APIKey, "api-key", "", "if set, require Authorization: Bearer <key>")
+	fs.IntVar(&cfg.GarbageAfter, "garbage-after", 0, "if > 0, write malformed SSE into streams after this many events, then go on")
+	fs.StringVar(&cfg.APIKey, "api-key", "", "if set, require Authorization: Bearer <key> (x-api-key: <key> on /v1/messages)")
 	models := fs.String("models", strings.Join(mockllm.DefaultModels, ","), "comma-separated models listed by GET /v1/models")
 	fs.IntVar(&cfg.EmbeddingDims, "embedding-dims", mockllm.DefaultEmbeddingDims, "embedding vector length")
 	if err := fs.Parse(args); err != nil {
@@ -64,6 +66,8 @@ func run(args []string, logger *slog.Logger) error {
 		return errors.New("-fail-status must be 0 or between 200 and 599")
 	case cfg.CutAfter < 0:
 		return errors.New("-cut-after must be >= 0")
+	case cfg.GarbageAfter < 0:
+		return errors.New("-garbage-after must be >= 0")
 	case cfg.EmbeddingDims < 1:
 		return errors.New("-embedding-dims must be >= 1")
 	case cfg.TTFT < 0 || cfg.InterToken < 0 || cfg.FailDelay < 0:
@@ -103,6 +107,7 @@ func run(args []string, logger *slog.Logger) error {
 		"fail_status", cfg.FailStatus,
 		"fail_delay", cfg.FailDelay.String(),
 		"cut_after", cfg.CutAfter,
+		"garbage_after", cfg.GarbageAfter,
 		"api_key_set", cfg.APIKey != "",
 		"models", cfg.Models,
 		"embedding_dims", cfg.EmbeddingDims,

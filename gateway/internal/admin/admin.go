@@ -11,6 +11,7 @@ package admin
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -80,7 +81,8 @@ const maxBody = 1 << 20
 type handler struct {
 	store  Store
 	evict  Evictor
-	token  []byte
+	token  [sha256.Size]byte // SHA-256 of the admin token
+	noAuth bool              // no token configured: every call is refused
 	log    *slog.Logger
 	mux    *http.ServeMux
 	now    func() time.Time
@@ -99,7 +101,8 @@ func NewHandler(store Store, evict Evictor, token string, log *slog.Logger, opts
 	if log == nil {
 		log = slog.Default()
 	}
-	h := &handler{store: store, evict: evict, token: []byte(token), log: log.With("component", "admin"), now: time.Now}
+	h := &handler{store: store, evict: evict, token: sha256.Sum256([]byte(token)), noAuth: token == "",
+		log: log.With("component", "admin"), now: time.Now}
 	for _, o := range opts {
 		o(h)
 	}
@@ -130,13 +133,12 @@ func (noEvict) EvictPlan(string)        {}
 func (noEvict) EvictPrice(string)       {}
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if len(h.token) == 0 {
+	if h.noAuth {
 		h.fail(w, r, &openai.Error{Status: http.StatusServiceUnavailable, Type: openai.TypeServer,
 			Code: "admin_disabled", Message: "admin API has no token configured"})
 		return
 	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || subtle.ConstantTimeCompare([]byte(got), h.token) != 1 {
+	if !h.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="tollgate-admin"`)
 		h.fail(w, r, &openai.Error{Status: http.StatusUnauthorized, Type: openai.TypeInvalidRequest,
 			Code: "invalid_admin_token", Message: "missing or wrong admin token (Authorization: Bearer <token>)"})
@@ -144,6 +146,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	h.mux.ServeHTTP(w, r)
+}
+
+// authorized reports whether r carries "Authorization: Bearer <token>".
+// The digests of the presented and the configured token are compared in
+// constant time, so neither the bytes nor the length of the token show in
+// how long a refusal takes.
+func (h *handler) authorized(r *http.Request) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	sum := sha256.Sum256([]byte(got))
+	return subtle.ConstantTimeCompare(sum[:], h.token[:]) == 1 && ok
 }
 
 // Wire types. Limits of 0 mean "not set".

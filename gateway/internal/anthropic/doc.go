@@ -10,6 +10,14 @@
 //   - TranslateError: Anthropic error reply → *openai.Error.
 //   - EventParser, ParseStreamUsage, AppendStreamText, ResponseUsage,
 //     EventName, AppendUpstreamHeaders: native pass-through helpers.
+//   - RequestParser: a native request's model, stream, max_tokens and
+//     prompt size, in an openai.Request.
+//   - ChunkView: a native stream read event by event as the OpenAI chunks
+//     a StreamTranslator would emit, for guards and accounting while the
+//     client gets the upstream's bytes.
+//   - AppendMessageWithText, StopReason, Append*Event, AppendError,
+//     AppendErrorEvent, ErrorType: what the gateway writes itself on the
+//     native endpoint (a guard's changes, its own errors).
 //
 // The package does no I/O of its own and depends only on openai (errors),
 // sse (event splitting, in StreamReader) and fastjson.

@@ -71,11 +71,11 @@ func errorFor(status int, typ, msg []byte) *openai.Error {
 		switch {
 		case status == StatusOverloaded:
 			e.Status, e.Type, e.Code = 503, openai.TypeServer, "overloaded"
-		case status >= 500:
+		case status >= 500 && status <= 599:
 			e.Status, e.Type = status, openai.TypeServer
-		case status >= 400:
+		case status >= 400 && status <= 499:
 			e.Status, e.Type = status, openai.TypeInvalidRequest
-		default: // no usable status and no known type: not an error the upstream meant
+		default: // no usable status (none, not an error, not HTTP's) and no known type
 			e.Status, e.Type, e.Code = http.StatusBadGateway, openai.TypeUpstream, "upstream_bad_response"
 		}
 	}
@@ -111,4 +111,55 @@ func mappingFor(status int, typ []byte) *errorMapping {
 		}
 	}
 	return nil
+}
+
+// ErrorType is the Messages API error type for an error the gateway itself
+// answers with on the native endpoint, chosen by HTTP status (the table
+// above read backwards): 401 authentication_error, 402 billing_error, 403
+// permission_error, 404 not_found_error, 413 request_too_large, 429
+// rate_limit_error, 503 and 529 overloaded_error, 504 timeout_error, other
+// 5xx api_error, anything else invalid_request_error.
+func ErrorType(status int) string {
+	switch status {
+	case 401:
+		return "authentication_error"
+	case 402:
+		return "billing_error"
+	case 403:
+		return "permission_error"
+	case 404:
+		return "not_found_error"
+	case 413:
+		return "request_too_large"
+	case 429:
+		return "rate_limit_error"
+	case 503, StatusOverloaded:
+		return "overloaded_error"
+	case 504:
+		return "timeout_error"
+	}
+	if status >= 500 {
+		return "api_error"
+	}
+	return "invalid_request_error"
+}
+
+// AppendError appends e as a Messages API error body,
+// {"type":"error","error":{"type":...,"message":...}}, with the type
+// ErrorType gives for e.Status. OpenAI's code and param have no place in
+// it; the message keeps what they said.
+func AppendError(dst []byte, e *openai.Error) []byte {
+	dst = append(dst, `{"type":"error","error":{"type":`...)
+	dst = openai.AppendJSONString(dst, ErrorType(e.Status))
+	dst = append(dst, `,"message":`...)
+	dst = openai.AppendJSONString(dst, e.Message)
+	return append(dst, "}}"...)
+}
+
+// AppendErrorEvent appends e as a Messages API stream error event:
+// "event: error" and AppendError's body as its data.
+func AppendErrorEvent(dst []byte, e *openai.Error) []byte {
+	dst = append(dst, "event: error\ndata: "...)
+	dst = AppendError(dst, e)
+	return append(dst, "\n\n"...)
 }

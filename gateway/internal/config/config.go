@@ -26,7 +26,12 @@ const Version = 1
 
 // Provider kinds an upstream may speak.
 const (
+	// ProviderOpenAI is the OpenAI API and servers compatible with it
+	// (vLLM, Ollama, ...): requests pass as the client sent them.
 	ProviderOpenAI = "openai"
+	// ProviderAnthropic is Anthropic's Messages API: OpenAI-style chat
+	// requests are translated, and POST /v1/messages passes through.
+	ProviderAnthropic = "anthropic"
 )
 
 // Policy is a decoded and validated policy file.
@@ -48,6 +53,8 @@ type Policy struct {
 	Redis Redis `yaml:"redis"`
 	// CallLog is the ledger writer (with the Postgres store).
 	CallLog CallLog `yaml:"call_log"`
+	// Tracing exports OpenTelemetry spans (off by default).
+	Tracing Tracing `yaml:"tracing"`
 
 	// Dir is the directory of the policy file; relative plugin paths are
 	// resolved against it ("" for a policy that is not a file: the working
@@ -191,6 +198,14 @@ type Upstream struct {
 	// MaxConnections caps connections to this upstream; idle ones are kept
 	// alive for reuse (default 512).
 	MaxConnections int `yaml:"max_connections"`
+	// MaxConcurrent caps the requests in flight to this upstream, a stream
+	// counting until it ends (0, the default: no cap). When every upstream
+	// of a route is at its cap a request waits for a slot, at most the
+	// first_byte timeout.
+	MaxConcurrent int `yaml:"max_concurrent"`
+	// Breaker, when set, stops sending requests to this upstream for a
+	// while after consecutive failures (nil: no breaker).
+	Breaker *Breaker `yaml:"breaker"`
 	// Headers are added to every request sent to this upstream.
 	Headers map[string]string `yaml:"headers"`
 	// ForwardHeaders lists the client request headers passed on to this
@@ -198,6 +213,10 @@ type Upstream struct {
 	// Content-Type, Accept, User-Agent and OpenAI-Beta always pass; nothing
 	// else does unless listed (client credentials never do).
 	ForwardHeaders []string `yaml:"forward_headers"`
+	// AnthropicVersion is the anthropic-version header sent to an
+	// anthropic upstream (default 2023-06-01); on POST /v1/messages the
+	// client's own anthropic-version wins. Only for provider anthropic.
+	AnthropicVersion string `yaml:"anthropic_version"`
 
 	// APIKey is resolved from APIKeyEnv at load; never logged.
 	APIKey string `yaml:"-"`
@@ -219,13 +238,25 @@ type Timeouts struct {
 	Total time.Duration `yaml:"total"`
 }
 
-// Route sends the requests whose model matches one of Models to Upstream.
+// Route sends the requests whose model matches one of Models to its
+// upstreams (see routing.go).
 type Route struct {
 	// Models are exact names or path.Match glob patterns ("gpt-4o*").
 	// Exact names are listed by GET /v1/models; patterns are not.
 	Models []string `yaml:"models"`
-	// Upstream names an entry of Policy.Upstreams.
+	// Upstream names an entry of Policy.Upstreams: the shorthand for
+	// Upstreams with that one entry. Validation fills Upstreams from it.
 	Upstream string `yaml:"upstream"`
+	// Upstreams share the route's requests by weight; a retry prefers one
+	// the request has not tried.
+	Upstreams []RouteUpstream `yaml:"upstreams"`
+	// FallbackModels are tried in order once every upstream of the route
+	// failed or is unavailable: each is a model name another route (or
+	// this one) serves, sent with the request's model replaced. A
+	// fallback's own fallbacks are not followed.
+	FallbackModels []string `yaml:"fallback_models"`
+	// Retry bounds the attempts of a request on this route.
+	Retry Retry `yaml:"retry"`
 }
 
 // Defaults for fields left zero.
@@ -269,6 +300,7 @@ func (p *Policy) applyDefaults() {
 	setDefault(&p.Admin.TokenEnv, "TOLLGATE_ADMIN_TOKEN")
 	setDefault(&p.Store.Postgres.DSNEnv, "TOLLGATE_DATABASE_URL")
 	p.applySharedDefaults()
+	p.applyRoutingDefaults()
 }
 
 func setDefault[T comparable](v *T, def T) {
@@ -377,12 +409,9 @@ func (p *Policy) validate(lookupEnv func(string) (string, bool)) Problems {
 			}
 			seen[m] = mp
 		}
-		if r.Upstream == "" {
-			ps.add(at+".upstream", "is required")
-		} else if _, ok := names[r.Upstream]; !ok {
-			ps.add(at+".upstream", "names no upstream: %q (declared: %s)", r.Upstream, declared(p.Upstreams))
-		}
+		p.validateRouteTargets(i, names, &ps)
 	}
+	p.validateFallbacks(&ps)
 	return ps
 }
 
@@ -394,8 +423,15 @@ func (u *Upstream) validate(at string, names map[string]int, i int, lookupEnv fu
 	} else {
 		names[u.Name] = i
 	}
-	if u.Provider != ProviderOpenAI {
-		ps.add(at+".provider", "unknown provider %q (supported: %s)", u.Provider, ProviderOpenAI)
+	switch u.Provider {
+	case ProviderOpenAI:
+		if u.AnthropicVersion != "" {
+			ps.add(at+".anthropic_version", "is only for provider %s", ProviderAnthropic)
+		}
+	case ProviderAnthropic:
+		u.validateAnthropic(at, ps)
+	default:
+		ps.add(at+".provider", "unknown provider %q (supported: %s, %s)", u.Provider, ProviderOpenAI, ProviderAnthropic)
 	}
 	switch parsed, err := url.Parse(u.BaseURL); {
 	case u.BaseURL == "":
@@ -414,8 +450,11 @@ func (u *Upstream) validate(at string, names map[string]int, i int, lookupEnv fu
 	}
 	if u.APIKeyEnv != "" {
 		v, ok := lookupEnv(u.APIKeyEnv)
-		if !ok || v == "" {
+		switch {
+		case !ok || v == "":
 			ps.add(at+".api_key_env", "environment variable %s is not set", u.APIKeyEnv)
+		case strings.ContainsAny(v, "\r\n\x00"):
+			ps.add(at+".api_key_env", "the value of %s contains CR, LF or NUL", u.APIKeyEnv)
 		}
 		u.APIKey = v
 	}
@@ -434,6 +473,7 @@ func (u *Upstream) validate(at string, names map[string]int, i int, lookupEnv fu
 	if u.MaxConnections < 0 {
 		ps.add(at+".max_connections", "must not be negative")
 	}
+	u.validateResilience(at, ps)
 	for i, h := range u.ForwardHeaders {
 		if _, err := path.Match(h, ""); err != nil || h == "" {
 			ps.add(fmt.Sprintf("%s.forward_headers[%d]", at, i), "invalid header name or pattern %q", h)

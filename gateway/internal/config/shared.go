@@ -105,4 +105,5 @@ func (p *Policy) validateShared(lookupEnv func(string) (string, bool), ps *Probl
 	if d := c.ReconcileInterval; d != nil && *d < 0 {
 		ps.add("call_log.reconcile_interval", "must not be negative (0s turns the reconcile job off)")
 	}
+	p.validateTracing(lookupEnv, ps)
 }

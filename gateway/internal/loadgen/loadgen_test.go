@@ -372,7 +372,7 @@ func TestSummarise(t *testing.T) {
 		d[len(d)-1-i] = time.Duration(i+1) * time.Millisecond
 	}
 	p := summarise(d)
-	want := Percentiles{Samples: 100, Min: 1000, Mean: 50500, P50: 50000, P90: 90000, P99: 99000, Max: 100000}
+	want := Percentiles{Samples: 100, Min: 1000, Mean: 50500, P50: 50000, P90: 90000, P95: 95000, P99: 99000, Max: 100000}
 	if p != want {
 		t.Errorf("summarise = %+v, want %+v", p, want)
 	}

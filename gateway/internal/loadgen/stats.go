@@ -19,6 +19,8 @@ type Percentiles struct {
 	P50 float64 `json:"p50"`
 	// P90 is the 90th percentile (nearest-rank).
 	P90 float64 `json:"p90"`
+	// P95 is the 95th percentile (nearest-rank).
+	P95 float64 `json:"p95"`
 	// P99 is the 99th percentile (nearest-rank).
 	P99 float64 `json:"p99"`
 	// Max is the largest duration.
@@ -42,6 +44,7 @@ func summarise(d []time.Duration) Percentiles {
 		Mean:    micros(sum / float64(len(d))),
 		P50:     micros(float64(rank(d, 50))),
 		P90:     micros(float64(rank(d, 90))),
+		P95:     micros(float64(rank(d, 95))),
 		P99:     micros(float64(rank(d, 99))),
 		Max:     micros(float64(d[len(d)-1])),
 	}

@@ -2,11 +2,29 @@ package mockllm
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
 	"unicode/utf8"
 )
+
+// GarbageSSE is what a stream with Config.GarbageAfter writes: events a
+// broken upstream might send — truncated JSON, text that is not JSON,
+// invalid UTF-8, JSON of the wrong shape, a comment, fields other than
+// data, a line without a colon, a bare "data" field, empty events. None
+// carries content text: a client that skips what it cannot parse reads the
+// same reply as without it.
+const GarbageSSE = "data: {\"id\":\"chatcmpl-garbage\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"rol\n\n" +
+	"data: this is not JSON\n\n" +
+	"data: \xff\xfe\xfd\x00\x01\n\n" +
+	"data: {\"choices\":\"not an array\",\"usage\":\"none\"}\n\n" +
+	"data: {\"choices\":[{\"index\":\"zero\",\"delta\":{\"tool_calls\":7}}]}\n\n" +
+	": a comment\n\n" +
+	"event: mystery\nid: 42\nretry: 10\n\n" +
+	"a line without a colon\n\n" +
+	"data\n\n" +
+	"\n\n\n"
 
 // doneEvent is the last event of a complete stream.
 var doneEvent = []byte("data: [DONE]\n\n")
@@ -321,6 +339,12 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, c *completion,
 			return false
 		}
 		events++
+		if p.garbage > 0 && events == p.garbage {
+			if _, err := io.WriteString(w, GarbageSSE); err != nil || rc.Flush() != nil {
+				s.noticeClose(r)
+				return false
+			}
+		}
 		if p.cutAfter > 0 && events >= p.cutAfter {
 			panic(http.ErrAbortHandler)
 		}

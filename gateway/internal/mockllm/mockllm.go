@@ -3,7 +3,8 @@
 // as the upstream on the other side of the gateway.
 //
 // It serves POST /v1/chat/completions, POST /v1/completions,
-// POST /v1/embeddings, GET /v1/models and GET /v1/models/{id}. Replies are
+// POST /v1/embeddings, GET /v1/models and GET /v1/models/{id}, and
+// Anthropic's POST /v1/messages (anthropic.go). Replies are
 // deterministic: generated content is the words "tok0 ", "tok1 ", ... (or the
 // configured Text cut into ChunkSize-byte pieces or at Split offsets), so a test can predict the
 // exact bytes the gateway should relay. Behaviour is set by Config and can be
@@ -92,12 +93,22 @@ type Config struct {
 	// data events (never sending [DONE]); non-streaming completions get the
 	// connection closed without any response.
 	CutAfter int
-	// APIKey, if non-empty, is required as "Authorization: Bearer <APIKey>";
-	// other requests get a 401 OpenAI-style error.
+	// GarbageAfter, if > 0, makes streams write a run of malformed SSE
+	// (GarbageSSE) after N data events and then go on as usual, so a
+	// stream still ends with [DONE]. The garbage carries no content
+	// text. Non-streaming replies ignore it.
+	GarbageAfter int
+	// APIKey, if non-empty, is required as "Authorization: Bearer <APIKey>"
+	// (as "x-api-key: <APIKey>" on POST /v1/messages); other requests get
+	// a 401 error.
 	APIKey string
 	// Models are the model ids listed by GET /v1/models (default
 	// DefaultModels).
 	Models []string
+	// Recordings are Messages API replies POST /v1/messages replays when
+	// a request names one in HeaderRecording: an SSE stream, or a JSON
+	// message (see anthropic.go).
+	Recordings map[string][]byte
 	// EmbeddingDims is the length of embedding vectors (default 8); a
 	// request's "dimensions" field overrides it.
 	EmbeddingDims int
@@ -148,6 +159,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.CutAfter < 0 {
 		cfg.CutAfter = 0
+	}
+	if cfg.GarbageAfter < 0 {
+		cfg.GarbageAfter = 0
 	}
 	if cfg.ToolCallAt < 0 {
 		cfg.ToolCallAt = 0
@@ -225,6 +239,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		handle = (*Server).serveCompletion
 	case r.Method == http.MethodPost && p == "/v1/embeddings":
 		handle = (*Server).serveEmbeddings
+	case r.Method == http.MethodPost && p == "/v1/messages":
+		s.serveMessages(w, r, body) // Anthropic's API, its own auth and errors
+		return
 	case r.Method == http.MethodGet && p == "/v1/models":
 		handle = (*Server).serveModels
 	case r.Method == http.MethodGet && strings.HasPrefix(p, "/v1/models/") && len(p) > len("/v1/models/"):

@@ -14,17 +14,18 @@ import (
 // name for one request; a malformed value gets a 400 OpenAI-style error whose
 // message names the header.
 const (
-	HeaderTTFT       = "X-Mock-TTFT"         // Go duration, >= 0
-	HeaderTokens     = "X-Mock-Tokens"       // integer, >= 0
-	HeaderInterToken = "X-Mock-Inter-Token"  // Go duration, >= 0
-	HeaderText       = "X-Mock-Text"         // url.QueryUnescape-encoded text; present but empty means an empty reply
-	HeaderChunkSize  = "X-Mock-Chunk-Size"   // integer, >= 1
-	HeaderFailStatus = "X-Mock-Fail-Status"  // 0 (no failure) or 200..599
-	HeaderFailDelay  = "X-Mock-Fail-Delay"   // Go duration, >= 0
-	HeaderCutAfter   = "X-Mock-Cut-After"    // integer, >= 0 (0: no cut)
-	HeaderUsage      = "X-Mock-Usage"        // strconv.ParseBool syntax
-	HeaderSplit      = "X-Mock-Split"        // comma-separated byte offsets into the text ("" for none), see Config.Split
-	HeaderToolCallAt = "X-Mock-Tool-Call-At" // integer, 0 (none) to the text's length, see Config.ToolCallAt
+	HeaderTTFT         = "X-Mock-TTFT"          // Go duration, >= 0
+	HeaderTokens       = "X-Mock-Tokens"        // integer, >= 0
+	HeaderInterToken   = "X-Mock-Inter-Token"   // Go duration, >= 0
+	HeaderText         = "X-Mock-Text"          // url.QueryUnescape-encoded text; present but empty means an empty reply
+	HeaderChunkSize    = "X-Mock-Chunk-Size"    // integer, >= 1
+	HeaderFailStatus   = "X-Mock-Fail-Status"   // 0 (no failure) or 200..599
+	HeaderFailDelay    = "X-Mock-Fail-Delay"    // Go duration, >= 0
+	HeaderCutAfter     = "X-Mock-Cut-After"     // integer, >= 0 (0: no cut)
+	HeaderGarbageAfter = "X-Mock-Garbage-After" // integer, >= 0 (0: none), see Config.GarbageAfter
+	HeaderUsage        = "X-Mock-Usage"         // strconv.ParseBool syntax
+	HeaderSplit        = "X-Mock-Split"         // comma-separated byte offsets into the text ("" for none), see Config.Split
+	HeaderToolCallAt   = "X-Mock-Tool-Call-At"  // integer, 0 (none) to the text's length, see Config.ToolCallAt
 	// HeaderToolCallArgs is comma-separated fragments, each
 	// url.QueryUnescape-encoded (a comma inside one is %2C), see
 	// Config.ToolCallArgs.
@@ -37,17 +38,18 @@ var canonical = http.CanonicalHeaderKey
 
 // Canonical header keys, computed once so lookups do not re-canonicalize.
 var (
-	keyTTFT       = canonical(HeaderTTFT)
-	keyTokens     = canonical(HeaderTokens)
-	keyInterToken = canonical(HeaderInterToken)
-	keyText       = canonical(HeaderText)
-	keyChunkSize  = canonical(HeaderChunkSize)
-	keyFailStatus = canonical(HeaderFailStatus)
-	keyFailDelay  = canonical(HeaderFailDelay)
-	keyCutAfter   = canonical(HeaderCutAfter)
-	keyUsage      = canonical(HeaderUsage)
-	keySplit      = canonical(HeaderSplit)
-	keyToolCallAt = canonical(HeaderToolCallAt)
+	keyTTFT         = canonical(HeaderTTFT)
+	keyTokens       = canonical(HeaderTokens)
+	keyInterToken   = canonical(HeaderInterToken)
+	keyText         = canonical(HeaderText)
+	keyChunkSize    = canonical(HeaderChunkSize)
+	keyFailStatus   = canonical(HeaderFailStatus)
+	keyFailDelay    = canonical(HeaderFailDelay)
+	keyCutAfter     = canonical(HeaderCutAfter)
+	keyGarbageAfter = canonical(HeaderGarbageAfter)
+	keyUsage        = canonical(HeaderUsage)
+	keySplit        = canonical(HeaderSplit)
+	keyToolCallAt   = canonical(HeaderToolCallAt)
 
 	keyToolCallArgs = canonical(HeaderToolCallArgs)
 )
@@ -66,6 +68,7 @@ type params struct {
 	failStatus int
 	failDelay  time.Duration
 	cutAfter   int
+	garbage    int // GarbageAfter
 	wait       *waiter
 
 	// toolCallArgs are the fragments of the tool call's arguments.
@@ -88,6 +91,7 @@ func (s *Server) params(h http.Header) (*params, error) {
 		failStatus: c.FailStatus,
 		failDelay:  c.FailDelay,
 		cutAfter:   c.CutAfter,
+		garbage:    c.GarbageAfter,
 
 		toolCallArgs: c.ToolCallArgs,
 	}
@@ -111,6 +115,9 @@ func (s *Server) params(h http.Header) (*params, error) {
 		return nil, err
 	}
 	if p.cutAfter, err = intHeader(h, keyCutAfter, HeaderCutAfter, p.cutAfter, 0, 1<<30); err != nil {
+		return nil, err
+	}
+	if p.garbage, err = intHeader(h, keyGarbageAfter, HeaderGarbageAfter, p.garbage, 0, 1<<30); err != nil {
 		return nil, err
 	}
 	if p.failStatus, err = intHeader(h, keyFailStatus, HeaderFailStatus, p.failStatus, 0, 599); err != nil {

@@ -3,11 +3,15 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
 // FuzzRequestParse checks that Parse never panics, that what it accepts is
-// valid JSON to encoding/json too, and that for accepted streaming bodies
+// valid JSON to encoding/json too, that it names none of the members the
+// gateway decides on twice or in another case (read by encoding/json's
+// own tokenizer and case folding, as a Go upstream would), and that for
+// accepted streaming bodies
 // AppendWithIncludeUsage yields JSON with stream_options.include_usage true
 // and every other top-level member unchanged.
 func FuzzRequestParse(f *testing.F) {
@@ -16,6 +20,8 @@ func FuzzRequestParse(f *testing.F) {
 	f.Add([]byte(`{"model":"m","prompt":["a","b"],"stream":true}`), uint8(Completions))
 	f.Add([]byte(`{"model":"m","input":[[1,2],[3]]}`), uint8(Embeddings))
 	f.Add([]byte(`{"stream\u005foptions":null,"model":"m","prompt":"x","stream":true}`), uint8(Completions))
+	f.Add([]byte(`{"model":"m","MODEL":"x","messages":[{"role":"user"}]}`), uint8(ChatCompletions))
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user"}],"max_to\u212aens":1,"max_tokens":2}`), uint8(ChatCompletions))
 	f.Fuzz(func(t *testing.T, body []byte, epb uint8) {
 		ep := Endpoint(epb%3 + 1)
 		var p RequestParser
@@ -37,6 +43,7 @@ func FuzzRequestParse(f *testing.F) {
 		if len(r.Model) == 0 || r.EstimatedPromptTokens < 1 || r.Messages < 1 {
 			t.Fatalf("accepted request without model, estimate or messages: %+v", r)
 		}
+		checkMembersOnce(t, body)
 		if !r.Stream {
 			return
 		}
@@ -87,4 +94,34 @@ func FuzzChunkParse(f *testing.F) {
 			t.Fatalf("second Parse differs: %v\n%s\n%s", err, c1, fmtChunk(c))
 		}
 	})
+}
+
+// checkMembersOnce fails when an accepted body names a checked member more
+// than once, counting every key encoding/json would match to it.
+func checkMembersOnce(t *testing.T, body []byte) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("accepted body does not start an object: %v %v", tok, err)
+	}
+	seen := map[string]int{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatalf("reading a key: %v", err)
+		}
+		key := tok.(string)
+		for _, m := range checkedMembers {
+			if strings.EqualFold(key, string(m)) {
+				seen[string(m)]++
+				if seen[string(m)] > 1 || key != string(m) {
+					t.Fatalf("accepted a body whose key %q repeats or folds to %q: %s", key, m, body)
+				}
+			}
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			t.Fatalf("reading a value: %v", err)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/valyala/fastjson"
@@ -76,12 +77,97 @@ func badJSON(detail string) *Error {
 	return BadRequest("", "We could not parse the JSON body of your request: %s. %s", detail, badJSONHint)
 }
 
-// topFields are the top-level members Parse looks at. When a key repeats,
-// the last occurrence wins, as with encoding/json and most JSON decoders.
+// topFields are the top-level members Parse looks at.
 type topFields struct {
 	model, messages, prompt, input *fastjson.Value
 	stream, streamOptions          *fastjson.Value
 	maxTokens, maxCompletionTokens *fastjson.Value
+	// ambiguous is the first key that repeats one of the members above or
+	// differs from one only in case; dup tells which of the two.
+	ambiguous []byte
+	dup       bool
+}
+
+// checkedMembers are the members the gateway decides on (route, allowlist,
+// budget, rate limits). JSON decoders disagree about the rest of a body
+// that names one of them twice: encoding/json and Python keep the last
+// occurrence, gjson and simdjson's on-demand API the first, and
+// encoding/json also matches keys case-insensitively ("MODEL", or "ſtream"
+// with U+017F, which folds to "s"). The gateway and the upstream must read
+// the same model and max_tokens, so a body that makes them differ is
+// refused rather than guessed at.
+var checkedMembers = [...][]byte{
+	[]byte("model"), []byte("messages"), []byte("prompt"), []byte("input"),
+	[]byte("stream"), []byte("stream_options"), []byte("max_tokens"), []byte("max_completion_tokens"),
+}
+
+// set records v as the member at *slot, noting a repeat.
+func (f *topFields) set(slot **fastjson.Value, key []byte, v *fastjson.Value) {
+	if *slot != nil && f.ambiguous == nil {
+		f.ambiguous, f.dup = key, true
+	}
+	*slot = v
+}
+
+// checkFolded notes key when it equals a checked member under Unicode
+// case folding (as encoding/json matches) without being that member.
+func (f *topFields) checkFolded(key []byte) {
+	if f.ambiguous != nil {
+		return
+	}
+	for _, m := range checkedMembers {
+		if bytes.EqualFold(key, m) {
+			f.ambiguous = key
+			return
+		}
+	}
+}
+
+func (f *topFields) ambiguousError() error { return ambiguousMember(f.ambiguous, f.dup) }
+
+func ambiguousMember(key []byte, dup bool) *Error {
+	if dup {
+		return BadRequest(string(key), "the member %q appears more than once; send it once", key)
+	}
+	return BadRequest(string(key),
+		"the member %q differs from a member the API reads only in case; member names are case-sensitive (send it in lower case, once)", key)
+}
+
+// CheckMembers refuses an object that names one of members (lower-case
+// names, at most 64) twice, or under a name that differs from one only in
+// case: decoders disagree about which occurrence counts (see
+// checkedMembers), so the gateway and the upstream could read different
+// values. It returns a 400 *Error whose Param is the offending key, or nil.
+// A parser that reads members with fastjson's Get (the first occurrence)
+// calls it first.
+func CheckMembers(obj *fastjson.Object, members [][]byte) error {
+	var seen uint64
+	var bad []byte
+	dup := false
+	obj.Visit(func(key []byte, _ *fastjson.Value) {
+		if bad != nil {
+			return
+		}
+		for i, m := range members {
+			if bytes.Equal(key, m) {
+				if seen&(1<<i) != 0 {
+					bad, dup = key, true
+				}
+				seen |= 1 << i
+				return
+			}
+		}
+		for _, m := range members {
+			if bytes.EqualFold(key, m) {
+				bad = key
+				return
+			}
+		}
+	})
+	if bad != nil {
+		return ambiguousMember(bad, dup)
+	}
+	return nil
 }
 
 // Parse validates body as a request for endpoint ep and fills r (r is reset
@@ -97,7 +183,8 @@ type topFields struct {
 // non-empty array of strings, of token numbers, or of token arrays.
 // Optional: "stream" boolean, "stream_options" object whose
 // "include_usage" is a boolean, "max_tokens" / "max_completion_tokens"
-// non-negative integers. null counts as absent everywhere.
+// non-negative integers. null counts as absent everywhere. None of these
+// members may appear twice, or in another case (see checkedMembers).
 //
 // Errors are *Error with Status 400, type invalid_request_error, a Param
 // naming the offending member (e.g. "messages[2].role") when there is one,
@@ -121,6 +208,9 @@ func (p *RequestParser) Parse(body []byte, ep Endpoint, r *Request) error {
 	if err := fastjson.ValidateBytes(body); err != nil {
 		return badJSON(err.Error())
 	}
+	if rawControlInString(body) {
+		return badJSON("a string contains a raw control character (escape it, e.g. \\n)")
+	}
 	if root.Type() != fastjson.TypeObject {
 		return BadRequest("", "the body must be a JSON object")
 	}
@@ -129,23 +219,28 @@ func (p *RequestParser) Parse(body []byte, ep Endpoint, r *Request) error {
 	obj.Visit(func(key []byte, v *fastjson.Value) {
 		switch string(key) {
 		case "model":
-			f.model = v
+			f.set(&f.model, key, v)
 		case "messages":
-			f.messages = v
+			f.set(&f.messages, key, v)
 		case "prompt":
-			f.prompt = v
+			f.set(&f.prompt, key, v)
 		case "input":
-			f.input = v
+			f.set(&f.input, key, v)
 		case "stream":
-			f.stream = v
+			f.set(&f.stream, key, v)
 		case "stream_options":
-			f.streamOptions = v
+			f.set(&f.streamOptions, key, v)
 		case "max_tokens":
-			f.maxTokens = v
+			f.set(&f.maxTokens, key, v)
 		case "max_completion_tokens":
-			f.maxCompletionTokens = v
+			f.set(&f.maxCompletionTokens, key, v)
+		default:
+			f.checkFolded(key)
 		}
 	})
+	if f.ambiguous != nil {
+		return f.ambiguousError()
+	}
 
 	if err := r.setModel(f.model); err != nil {
 		return err

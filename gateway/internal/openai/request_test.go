@@ -80,10 +80,10 @@ func TestParseSuccess(t *testing.T) {
 			want: Request{Model: []byte("m"), HasMaxTokens: true, Messages: 1, EstimatedPromptTokens: 4},
 		},
 		{
-			name: "last duplicate key wins",
+			name: "unchecked members may repeat and vary in case",
 			ep:   ChatCompletions,
-			body: `{"model":"first","stream":false,"model":"m","messages":[{"role":"user"}],"stream":true}`,
-			want: Request{Model: []byte("m"), Stream: true, Messages: 1, EstimatedPromptTokens: 4},
+			body: `{"model":"m","user":"a","user":"b","Temperature":1,"temperature":0,"messages":[{"role":"user"}]}`,
+			want: Request{Model: []byte("m"), Messages: 1, EstimatedPromptTokens: 4},
 		},
 		{
 			name: "escaped key",
@@ -173,10 +173,18 @@ func TestParseErrors(t *testing.T) {
 		{"leading zero", ChatCompletions, `{"model":"m",` + msgs + `,"n":01}`, "", "We could not parse the JSON body of your request: cannot parse JSON: ..."},
 		{"nan", ChatCompletions, `{"model":"m",` + msgs + `,"temperature":NaN}`, "", "We could not parse the JSON body of your request: cannot parse JSON: ..."},
 		{"raw control char", ChatCompletions, "{\"model\":\"m\x01\"," + msgs + "}", "", "We could not parse the JSON body of your request: cannot parse JSON: ..."},
+		{"raw control char before an escape", ChatCompletions, "{\"model\":\"m\x01\\n\"," + msgs + "}", "", "We could not parse the JSON body of your request: a string contains a raw control character ..."},
 		{"bad escape", ChatCompletions, `{"model":"\q",` + msgs + `}`, "", "We could not parse the JSON body of your request: cannot parse JSON: ..."},
 		{"too deep", ChatCompletions, `{"model":"m",` + msgs + `,"x":` + strings.Repeat("[", 400) + strings.Repeat("]", 400) + `}`, "", "We could not parse the JSON body of your request: cannot parse JSON: ..."},
 		{"array body", ChatCompletions, `[1]`, "", "the body must be a JSON object"},
 		{"string body", ChatCompletions, `"x"`, "", "the body must be a JSON object"},
+		{"duplicate model", ChatCompletions, `{"model":"first","model":"m",` + msgs + `}`, "model", `the member "model" appears more than once; send it once`},
+		{"duplicate escaped model", ChatCompletions, `{"model":"m","mod\u0065l":"x",` + msgs + `}`, "model", `the member "model" appears more than once; send it once`},
+		{"duplicate max_tokens", ChatCompletions, `{"model":"m",` + msgs + `,"max_tokens":1,"max_tokens":100000}`, "max_tokens", `the member "max_tokens" appears more than once; send it once`},
+		{"duplicate stream", ChatCompletions, `{"model":"m","stream":false,` + msgs + `,"stream":true}`, "stream", `the member "stream" appears more than once; send it once`},
+		{"model in upper case", ChatCompletions, `{"model":"m","MODEL":"x",` + msgs + `}`, "MODEL", `the member "MODEL" differs from a member the API reads only in case; ...`},
+		{"max_tokens with the Kelvin sign", ChatCompletions, `{"model":"m",` + msgs + `,"max_to\u212aens":100000}`, "max_to\u212aens", "the member \"max_to\u212aens\" differs ..."},
+		{"stream with a long s", ChatCompletions, `{"model":"m",` + msgs + `,"\u017ftream":true}`, "\u017ftream", "the member \"\u017ftream\" differs ..."},
 		{"no model", ChatCompletions, `{` + msgs + `}`, "model", "'model' is a required property"},
 		{"null model", ChatCompletions, `{"model":null,` + msgs + `}`, "model", "'model' is a required property"},
 		{"number model", ChatCompletions, `{"model":4,` + msgs + `}`, "model", "'model' must be a string"},
@@ -268,5 +276,34 @@ func TestEndpointString(t *testing.T) {
 	if ChatCompletions.String() != "/v1/chat/completions" || Completions.String() != "/v1/completions" ||
 		Embeddings.String() != "/v1/embeddings" || Endpoint(9).String() != "unknown" {
 		t.Fatal("Endpoint.String")
+	}
+}
+
+func TestCheckMembers(t *testing.T) {
+	members := [][]byte{[]byte("model"), []byte("max_tokens")}
+	tests := []struct {
+		body, param string
+	}{
+		{`{"model":"a","max_tokens":1,"other":1,"other":2,"Other":3}`, ""},
+		{`{"model":"a","model":"b"}`, "model"},
+		{`{"model":"a","mod\u0065l":"b"}`, "model"},
+		{`{"Model":"a","model":"b"}`, "Model"},
+		{`{"max_tokens":1,"max_to\u212aens":2}`, "max_to\u212aens"},
+	}
+	for _, tt := range tests {
+		var p RequestParser
+		v, err := p.p.Parse(tt.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, _ := v.Object()
+		err = CheckMembers(obj, members)
+		var e *Error
+		switch {
+		case tt.param == "" && err != nil:
+			t.Errorf("%s: %v", tt.body, err)
+		case tt.param != "" && (!errors.As(err, &e) || e.Status != 400 || e.Param != tt.param):
+			t.Errorf("%s: %v, want a 400 naming %q", tt.body, err, tt.param)
+		}
 	}
 }

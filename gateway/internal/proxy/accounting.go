@@ -40,6 +40,8 @@ type accounting struct {
 
 	reconcileRuns  atomic.Int64
 	reconcileDrift atomic.Int64 // absolute micros corrected, summed
+	// counts are the host services' decisions, for metrics.
+	counts serviceCounts
 
 	// states counts policy states not yet closed: the ledger is closed
 	// after the last of them, once no request can write a row.

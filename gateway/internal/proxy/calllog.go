@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/tollgate/tollgate/gateway/internal/calllog"
@@ -18,7 +17,7 @@ func (x *exchange) record(flags uint32, status int, prompt, completion int64) {
 	row := calllog.Row{
 		RequestID: string(x.id), Model: string(x.req.Model), Upstream: x.client.Name(),
 		Status: status, StartedAt: x.start.UTC(), FirstByte: x.firstByte, Total: x.total,
-		PromptTokens: prompt, CompletionTokens: completion, Attempts: 1, ReplyBytes: x.upText,
+		PromptTokens: prompt, CompletionTokens: completion, Attempts: x.try.attempts, ReplyBytes: x.upText,
 	}
 	if wr := x.wr; wr != nil {
 		row.ReplyBytes = wr.TextBytesSent // after guards: what the client got
@@ -54,14 +53,31 @@ func (x *exchange) record(flags uint32, status int, prompt, completion int64) {
 	}
 }
 
-// observe updates the request metrics and writes the access log line.
+// observe updates the request metrics, writes the access log line and
+// ends the request's trace.
 func (x *exchange) observe(row *calllog.Row) {
 	o := x.s.obs
-	endpoint := x.ep.String()
-	o.requests.WithLabelValues(endpoint, row.Model, row.Upstream, strconv.Itoa(row.Status)).Inc()
-	o.duration.WithLabelValues(endpoint, row.Upstream).Observe(row.Total.Seconds())
+	endpoint := endpointPath(x.ep)
+	status := statusLabel(row.Status)
+	streamed := x.ex != nil // a stream keeps its upstream exchange for the end phase
+	o.requests.WithLabelValues(endpoint, row.Model, row.Upstream, status).Inc()
+	o.duration.WithLabelValues(endpoint, row.Model, row.Upstream, status).Observe(row.Total.Seconds())
+	if x.upSent > 0 {
+		o.phases.WithLabelValues("admission", row.Upstream).Observe(x.upSent.Seconds())
+	}
 	if row.FirstByte >= 0 {
 		o.upstream.WithLabelValues(row.Upstream).Observe(row.FirstByte.Seconds())
+		o.phases.WithLabelValues("upstream_first_byte", row.Upstream).Observe((row.FirstByte - x.upSent).Seconds())
+		if streamed {
+			o.phases.WithLabelValues("stream", row.Upstream).Observe((row.Total - row.FirstByte).Seconds())
+		}
+	}
+	if x.ttft >= 0 {
+		o.ttft.WithLabelValues(endpoint, row.Model, row.Upstream).Observe(x.ttft.Seconds())
+	}
+	if row.Status < 400 && (row.PromptTokens > 0 || row.CompletionTokens > 0) {
+		o.tokenUsage.WithLabelValues(row.Model, "prompt").Observe(float64(row.PromptTokens))
+		o.tokenUsage.WithLabelValues(row.Model, "completion").Observe(float64(row.CompletionTokens))
 	}
 	if row.TenantID != "" {
 		if row.PromptTokens > 0 {
@@ -77,15 +93,30 @@ func (x *exchange) observe(row *calllog.Row) {
 	if row.GuardAction != "" {
 		o.guard.WithLabelValues(row.GuardAction).Inc()
 	}
-	if !x.st.policy.Server.AccessLog {
-		return
+	if x.st.policy.Server.AccessLog {
+		x.accessLog(row, endpoint, streamed)
 	}
-	x.s.log.LogAttrs(context.Background(), slog.LevelInfo, "request",
-		slog.String("request_id", row.RequestID), slog.String("tenant", row.TenantID), slog.String("key", row.KeyID),
+	x.finishTrace(row)
+}
+
+// accessLog writes the request's access log line (docs/OBSERVABILITY.md
+// lists the fields). It has no prompt or reply text and no key: key_id is
+// the key's id, as the admin API lists it.
+func (x *exchange) accessLog(row *calllog.Row, endpoint string, streamed bool) {
+	attrs := make([]slog.Attr, 0, 20)
+	attrs = append(attrs, slog.String("request_id", row.RequestID))
+	if tr := x.trace; tr != nil && tr.root.SpanContext().IsSampled() {
+		attrs = append(attrs, slog.String("trace_id", tr.root.SpanContext().TraceID().String()))
+	}
+	attrs = append(attrs,
+		slog.String("tenant", row.TenantID), slog.String("key_id", row.KeyID),
 		slog.String("endpoint", endpoint), slog.String("model", row.Model), slog.String("upstream", row.Upstream),
-		slog.Int("status", row.Status), slog.Float64("first_byte_ms", ms3(row.FirstByte)), slog.Float64("total_ms", ms3(row.Total)),
+		slog.Int("status", row.Status), slog.Bool("stream", streamed),
+		slog.Float64("first_byte_ms", ms3(row.FirstByte)), slog.Float64("ttft_ms", ms3(x.ttft)), slog.Float64("total_ms", ms3(row.Total)),
 		slog.Int64("prompt_tokens", row.PromptTokens), slog.Int64("completion_tokens", row.CompletionTokens),
-		slog.Int64("cost_micros", row.CostMicros), slog.Int64("reply_bytes", row.ReplyBytes), slog.String("guard_action", row.GuardAction))
+		slog.Int64("cost_micros", row.CostMicros), slog.Int64("reply_bytes", row.ReplyBytes), slog.String("guard_action", row.GuardAction),
+		slog.Int("attempts", row.Attempts), slog.String("fallback_model", x.try.fallback))
+	x.s.log.LogAttrs(context.Background(), slog.LevelInfo, "request", attrs...)
 }
 
 // ms3 is d in milliseconds with microsecond precision; -1 when unknown.

@@ -27,6 +27,14 @@ var ErrCancelled = errors.New("the request was cancelled")
 // replica announced for the caller's tenant, leaves a mark that replica's
 // next poll picks up: within one interval plus one round trip.
 //
+// Request ids are not secret and a client may choose its own
+// (X-Request-Id), so two tenants' requests can carry the same id. A cancel
+// therefore names the tenant it is for, locally and in Redis: the registry
+// is keyed by tenant and id, and a cancel mark is a set of "=TENANT"
+// members ("*" for the admin API's cancel of any tenant's request), each
+// taken only by a request of that tenant. One tenant can neither cancel
+// another's request nor consume a mark left for it.
+//
 // All keys share one hash tag, so the poll is one script call on a Redis
 // Cluster too. Without Redis (or while it is down) cancels work for the
 // requests of the replica that receives them.
@@ -36,44 +44,64 @@ const (
 	maxCancelBatch = 5000 // requests per poll script call
 )
 
-// The poll: KEYS are inflight:ID and cancel:ID pairs of the requests in
+// The poll: KEYS are inflight:ID and mark:ID pairs of the requests in
 // flight, then the inflight:ID keys of requests that ended since the last
 // poll; ARGV[1] the inflight expiry in ms, ARGV[2] how many requests are in
 // flight, then the tenant of each. It announces the requests in flight,
-// withdraws the ended ones, and returns the indexes (1-based) of the
-// requests with a cancel mark, deleting the marks.
+// withdraws the ended ones (first: another tenant's request here may
+// carry the same id), and returns the indexes (1-based) of the
+// requests with a cancel mark for their tenant, taking those marks.
 var pollScript = rueidis.NewLuaScript(`
 local ttl = ARGV[1]
 local n = tonumber(ARGV[2])
 local out = {}
-for i = 1, n do
-  redis.call('SET', KEYS[2*i-1], ARGV[i+2], 'PX', ttl)
-  if redis.call('DEL', KEYS[2*i]) == 1 then
-    out[#out+1] = i
-  end
-end
 for i = 2*n+1, #KEYS do
   redis.call('DEL', KEYS[i])
+end
+for i = 1, n do
+  local tenant = ARGV[i+2]
+  redis.call('SET', KEYS[2*i-1], tenant, 'PX', ttl)
+  if redis.call('EXISTS', KEYS[2*i]) == 1 and
+     (redis.call('SREM', KEYS[2*i], '=' .. tenant) == 1 or redis.call('SREM', KEYS[2*i], '*') == 1) then
+    out[#out+1] = i
+  end
 end
 return out`)
 
 // markScript leaves a cancel mark for a request another replica announced:
-// KEYS[1] inflight:ID, KEYS[2] cancel:ID; ARGV[1] the caller's tenant ("*"
+// KEYS[1] inflight:ID, KEYS[2] mark:ID; ARGV[1] the mark ("=TENANT", or "*"
 // for the admin API), ARGV[2] the mark's expiry in ms. 1 if marked, 0 if no
 // such request of that tenant is in flight.
 var markScript = rueidis.NewLuaScript(`
 local owner = redis.call('GET', KEYS[1])
-if not owner or (ARGV[1] ~= '*' and owner ~= ARGV[1]) then
+if not owner or (ARGV[1] ~= '*' and '=' .. owner ~= ARGV[1]) then
   return 0
 end
-redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return 1`)
+
+// anyTenant is the tenant argument of a cancel that may end any tenant's
+// request (the admin API's). Tenant ids are never empty.
+const anyTenant = ""
+
+// markFor is the cancel mark member for tenant ("*": any).
+func markFor(tenant string) string {
+	if tenant == anyTenant {
+		return "*"
+	}
+	return "=" + tenant
+}
 
 // inflight is one request a gateway is serving.
 type inflight struct {
-	tenant string
-	cancel context.CancelCauseFunc
+	id, tenant string
+	cancel     context.CancelCauseFunc
 }
+
+// registryKey keys a request by tenant and id: two tenants' requests may
+// share an id, and neither may reach the other's.
+func registryKey(tenant, id string) string { return tenant + "\x00" + id }
 
 // cancels is the registry and its poller.
 type cancels struct {
@@ -81,12 +109,13 @@ type cancels struct {
 	redis    *redisx.Client // nil: in-process only
 	interval time.Duration
 
-	mu   sync.Mutex // guards reqs; never held across I/O
-	reqs map[string]inflight
+	mu   sync.Mutex          // guards reqs; never held across I/O
+	reqs map[string]inflight // by registryKey
 
-	// announced are the ids the last poll announced (poller only): those
-	// no longer in flight are withdrawn by the next.
-	announced map[string]struct{}
+	// announced are the registry keys of the requests the last poll
+	// announced, with their ids (poller only): those no longer in flight
+	// are withdrawn by the next.
+	announced map[string]string
 
 	polls, pollFailures, fallbackPolls, remoteCancels atomic.Int64
 	scriptRefused                                     atomic.Bool
@@ -96,7 +125,7 @@ type cancels struct {
 }
 
 func newCancels(log *slog.Logger, rc *redisx.Client, interval time.Duration) *cancels {
-	c := &cancels{log: log, redis: rc, interval: interval, reqs: make(map[string]inflight), announced: make(map[string]struct{}),
+	c := &cancels{log: log, redis: rc, interval: interval, reqs: make(map[string]inflight), announced: make(map[string]string),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	if rc == nil {
 		close(c.done)
@@ -106,11 +135,12 @@ func newCancels(log *slog.Logger, rc *redisx.Client, interval time.Duration) *ca
 	return c
 }
 
-// add registers a request; the returned key removes it.
+// add registers a request of tenant ("" when none was resolved); the
+// returned key removes it.
 func (c *cancels) add(id []byte, tenant string, cancel context.CancelCauseFunc) string {
-	key := string(id)
+	key := registryKey(tenant, string(id))
 	c.mu.Lock()
-	c.reqs[key] = inflight{tenant: tenant, cancel: cancel}
+	c.reqs[key] = inflight{id: key[len(tenant)+1:], tenant: tenant, cancel: cancel}
 	c.mu.Unlock()
 	return key
 }
@@ -121,22 +151,36 @@ func (c *cancels) remove(key string) {
 	c.mu.Unlock()
 }
 
-// local cancels a request served here. tenant "*" matches any.
+// local cancels a request of tenant served here; anyTenant cancels every
+// request here with that id.
 func (c *cancels) local(id, tenant string) bool {
-	c.mu.Lock()
-	r, ok := c.reqs[id]
-	c.mu.Unlock()
-	if !ok || (tenant != "*" && r.tenant != tenant) {
-		return false
+	if tenant != anyTenant {
+		c.mu.Lock()
+		r, ok := c.reqs[registryKey(tenant, id)]
+		c.mu.Unlock()
+		if ok {
+			r.cancel(ErrCancelled)
+		}
+		return ok
 	}
-	r.cancel(ErrCancelled)
-	return true
+	var hits []context.CancelCauseFunc
+	c.mu.Lock()
+	for _, r := range c.reqs {
+		if r.id == id {
+			hits = append(hits, r.cancel)
+		}
+	}
+	c.mu.Unlock()
+	for _, cancel := range hits {
+		cancel(ErrCancelled)
+	}
+	return len(hits) > 0
 }
 
-// Cancel cancels request id for tenant ("*": any tenant): here if it runs
-// here, else through Redis for the replica that announced it. false means
-// no such request of that tenant is known (unknown and foreign read the
-// same).
+// Cancel cancels request id of tenant (anyTenant: of any tenant): here if
+// it runs here, else through Redis for the replica that announced it. false
+// means no such request of that tenant is known (unknown and foreign read
+// the same).
 func (c *cancels) Cancel(ctx context.Context, id, tenant string) (bool, error) {
 	if c.local(id, tenant) {
 		return true, nil
@@ -144,10 +188,11 @@ func (c *cancels) Cancel(ctx context.Context, id, tenant string) (bool, error) {
 	if c.redis == nil {
 		return false, nil
 	}
-	inflightKey, markKey := cancelPrefix+"inflight:"+id, cancelPrefix+"cancel:"+id
+	inflightKey, markKey := cancelPrefix+"inflight:"+id, cancelPrefix+"mark:"+id
+	mark := markFor(tenant)
 	if !c.scriptRefused.Load() {
 		n, err := c.redis.Exec(ctx, markScript, []string{inflightKey, markKey},
-			[]string{tenant, strconv.FormatInt(cancelMarkTTL.Milliseconds(), 10)}).AsInt64()
+			[]string{mark, strconv.FormatInt(cancelMarkTTL.Milliseconds(), 10)}).AsInt64()
 		if err == nil || redisx.IsUnavailable(err) {
 			return n == 1, err
 		}
@@ -155,16 +200,24 @@ func (c *cancels) Cancel(ctx context.Context, id, tenant string) (bool, error) {
 		c.scriptRefused.Store(true)
 	}
 	owner, err := c.redis.Do(ctx, func(b rueidis.Builder) rueidis.Completed { return b.Get().Key(inflightKey).Build() }).ToString()
-	if rueidis.IsRedisNil(err) || (err == nil && tenant != "*" && owner != tenant) {
+	if rueidis.IsRedisNil(err) || (err == nil && tenant != anyTenant && owner != tenant) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	err = c.redis.Do(ctx, func(b rueidis.Builder) rueidis.Completed {
-		return b.Set().Key(markKey).Value("1").Px(cancelMarkTTL).Build()
-	}).Error()
-	return err == nil, err
+	raw, err := c.redis.Raw()
+	if err != nil {
+		return false, err
+	}
+	for _, res := range raw.DoMulti(ctx,
+		raw.B().Sadd().Key(markKey).Member(mark).Build(),
+		raw.B().Pexpire().Key(markKey).Milliseconds(cancelMarkTTL.Milliseconds()).Build()) {
+		if err := res.Error(); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 func (c *cancels) run() {
@@ -180,14 +233,14 @@ func (c *cancels) run() {
 		}
 		ids, tenants = c.snapshot(ids[:0], tenants[:0])
 		ended = ended[:0]
-		for id := range c.announced {
-			if !c.running(id) {
+		for key, id := range c.announced {
+			if !c.running(key) {
 				ended = append(ended, id)
 			}
 		}
 		clear(c.announced)
-		for _, id := range ids {
-			c.announced[id] = struct{}{}
+		for i, id := range ids {
+			c.announced[registryKey(tenants[i], id)] = id
 		}
 		// Nothing in flight and nothing to withdraw: nothing sent.
 		for len(ids) > 0 || len(ended) > 0 {
@@ -198,17 +251,17 @@ func (c *cancels) run() {
 	}
 }
 
-func (c *cancels) running(id string) bool {
+func (c *cancels) running(key string) bool {
 	c.mu.Lock()
-	_, ok := c.reqs[id]
+	_, ok := c.reqs[key]
 	c.mu.Unlock()
 	return ok
 }
 
 func (c *cancels) snapshot(ids, tenants []string) ([]string, []string) {
 	c.mu.Lock()
-	for id, r := range c.reqs {
-		ids = append(ids, id)
+	for _, r := range c.reqs {
+		ids = append(ids, r.id)
 		tenants = append(tenants, r.tenant)
 	}
 	c.mu.Unlock()
@@ -226,7 +279,7 @@ func (c *cancels) poll(ids, tenants, ended []string) {
 		args := make([]string, 0, 2+len(ids))
 		args = append(args, ttl, strconv.FormatInt(int64(len(ids)), 10))
 		for i, id := range ids {
-			keys = append(keys, cancelPrefix+"inflight:"+id, cancelPrefix+"cancel:"+id)
+			keys = append(keys, cancelPrefix+"inflight:"+id, cancelPrefix+"mark:"+id)
 			args = append(args, tenants[i])
 		}
 		for _, id := range ended {
@@ -236,7 +289,7 @@ func (c *cancels) poll(ids, tenants, ended []string) {
 		if err == nil {
 			for _, h := range hits {
 				if h >= 1 && int(h) <= len(ids) {
-					c.fire(ids[h-1])
+					c.fire(ids[h-1], tenants[h-1])
 				}
 			}
 			return
@@ -254,32 +307,47 @@ func (c *cancels) poll(ids, tenants, ended []string) {
 		c.pollFailures.Add(1)
 		return
 	}
-	cmds := make(rueidis.Commands, 0, 2*len(ids)+len(ended))
-	for i, id := range ids {
-		cmds = append(cmds,
-			raw.B().Set().Key(cancelPrefix+"inflight:"+id).Value(tenants[i]).Px(3*c.interval).Build(),
-			raw.B().Getdel().Key(cancelPrefix+"cancel:"+id).Build())
-	}
+	// As the script: withdrawals first, then per request in flight its
+	// announcement and the removal of its tenant's mark and of an admin
+	// mark.
+	const perRequest = 3
+	cmds := make(rueidis.Commands, 0, len(ended)+perRequest*len(ids))
 	for _, id := range ended {
 		cmds = append(cmds, raw.B().Del().Key(cancelPrefix+"inflight:"+id).Build())
 	}
+	for i, id := range ids {
+		mark := cancelPrefix + "mark:" + id
+		cmds = append(cmds,
+			raw.B().Set().Key(cancelPrefix+"inflight:"+id).Value(tenants[i]).Px(3*c.interval).Build(),
+			raw.B().Srem().Key(mark).Member(markFor(tenants[i])).Build(),
+			raw.B().Srem().Key(mark).Member(markFor(anyTenant)).Build())
+	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	for i, res := range raw.DoMulti(ctx, cmds...) {
-		if i%2 == 0 || i >= 2*len(ids) {
-			continue
-		}
-		if v, err := res.ToString(); err == nil && v != "" {
-			c.fire(ids[i/2])
-		} else if err != nil && redisx.IsUnavailable(err) {
+	res := raw.DoMulti(ctx, cmds...)
+	for _, r := range res {
+		if err := r.Error(); err != nil && redisx.IsUnavailable(err) {
 			c.pollFailures.Add(1)
 			return
 		}
 	}
+	for i := range ids {
+		at := len(ended) + perRequest*i
+		own, _ := res[at+1].AsInt64()
+		admin, _ := res[at+2].AsInt64()
+		if own == 1 || admin == 1 {
+			c.fire(ids[i], tenants[i])
+		}
+	}
 }
 
-func (c *cancels) fire(id string) {
-	if c.local(id, "*") {
+// fire cancels the request here that a mark in Redis was for.
+func (c *cancels) fire(id, tenant string) {
+	c.mu.Lock()
+	r, ok := c.reqs[registryKey(tenant, id)]
+	c.mu.Unlock()
+	if ok {
+		r.cancel(ErrCancelled)
 		c.remoteCancels.Add(1)
 	}
 }

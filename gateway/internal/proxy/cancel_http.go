@@ -105,5 +105,5 @@ func (s *Server) AdminCancel(ctx context.Context, id string) (bool, error) {
 	if !validRequestID([]byte(id)) {
 		return false, nil
 	}
-	return s.cancels.Cancel(ctx, id, "*")
+	return s.cancels.Cancel(ctx, id, anyTenant)
 }

@@ -53,6 +53,7 @@ func (f *finisher) close(timeout time.Duration) {
 func (x *exchange) end(flags uint32, status int) {
 	x.ended, x.endFlags, x.endStatus = true, flags, status
 	x.total = time.Since(x.start)
+	x.releaseUpstream() // the upstream's slot (max_concurrent) is free again
 	if x.wr != nil {
 		x.wr.ClientHeader = nil
 	}

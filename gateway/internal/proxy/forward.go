@@ -41,6 +41,9 @@ type exchange struct {
 	// For the call log and the end phase.
 	start     time.Time
 	firstByte time.Duration // until the upstream's response headers; -1: none
+	ttft      time.Duration // until a stream's first event with text; -1: none
+	upSent    time.Duration // until the first attempt went upstream
+	trace     *reqTrace     // nil unless the request is traced (trace.go)
 	total     time.Duration // until the reply ended (set by end)
 	// usagePending: a non-streamed reply whose usage is read after it
 	// went out, by the finisher.
@@ -50,6 +53,11 @@ type exchange struct {
 	upEvents     int64        // events with text the upstream sent
 	meter        meter        // rate-limit and budget state, settled at the end
 	cancelKey    string       // the request's entry in the cancel registry
+
+	prov providerState // the upstream API's request and reply (provider.go)
+	// route is the request's route; try its attempts (attempt.go).
+	route *route
+	try   attemptState
 
 	// Set by end; the end work runs when the exchange is released.
 	ended     bool
@@ -62,6 +70,7 @@ type exchange struct {
 var exchangePool = sync.Pool{New: func() any { return new(exchange) }}
 
 func (x *exchange) free() {
+	x.abandonTrace()
 	if x.wr != nil {
 		wasm.ReleaseRequest(x.wr)
 		x.wr = nil
@@ -73,6 +82,9 @@ func (x *exchange) free() {
 	x.s, x.client = nil, nil
 	x.usage, x.upText, x.upEvents, x.usagePending = openai.Usage{}, 0, 0, false
 	x.meter.reset()
+	x.prov.reset()
+	x.route = nil
+	x.try.reset()
 	x.ended, x.endFlags, x.endStatus, x.ex, x.exCancel = false, 0, 0, nil, nil
 	exchangePool.Put(x)
 }
@@ -87,6 +99,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 	x := exchangePool.Get().(*exchange)
 	x.s, x.ep = s, ep
 	x.start, x.firstByte = time.Now(), -1
+	x.ttft, x.upSent = -1, 0
 	streamed := false
 	defer func() {
 		if !streamed {
@@ -99,7 +112,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 
 	body := ctx.PostBody()
 	r := &x.req
-	if err := x.parser.Parse(body, ep, r); err != nil {
+	if err := x.parseRequest(ctx, body, ep, r); err != nil {
 		writeError(ctx, asOpenAIError(err))
 		return
 	}
@@ -108,11 +121,14 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 		writeError(ctx, &openai.Error{Status: 503, Type: "server_error", Code: "shutting_down", Message: "The gateway is shutting down; retry the request."})
 		return
 	}
-	x.client = x.st.routes.lookup(r.Model)
-	if x.client == nil {
-		writeError(ctx, openai.NotFoundModel(string(r.Model)))
+	if x.route = x.st.routes.lookup(r.Model); x.route != nil {
+		x.client = x.choose()
+	}
+	if x.client == nil || !x.accepts(x.client) {
+		writeError(ctx, x.noUpstream(r.Model, x.client))
 		return
 	}
+	x.startTrace(ctx)
 	pipe := x.st.pipeline
 	if pipe != nil {
 		x.startPlugins(ctx, body)
@@ -134,18 +150,31 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 		}
 		body, stripUsage = x.body, true
 	}
-	x.buildHeader(ctx)
 
 	s.inflight.Add(1)
 	rctx, cancel := context.WithCancelCause(s.base)
 	x.cancelKey = s.cancels.add(x.id, x.tenantID(), cancel)
 	watch := watchClient(ctx.Conn(), cancel)
-	ex, err := x.client.Do(rctx, &upstream.Request{Method: "POST", Path: path, Header: x.header, Body: body})
+	x.upSent = time.Since(x.start)
+	x.traceUpstreamStart()
+	ex, err := x.send(ctx, rctx, path, body)
+	x.traceUpstreamEnd(ex, err)
+	if x.wr != nil && x.try.name != nil {
+		x.wr.Upstream = x.try.name // later phases see the upstream that served
+	}
 	if err != nil {
 		watch.stop()
 		cancel(nil)
 		s.cancels.remove(x.cancelKey)
 		s.inflight.Add(-1)
+		var re *requestError
+		if errors.As(err, &re) {
+			// No upstream of the route can take this request as it is.
+			writeError(ctx, re.e)
+			x.applyClientHeaders(ctx)
+			x.end(wasm.EndRejected, re.e.Status)
+			return
+		}
 		s.upstreamFailed(ctx, x.client, err, context.Cause(rctx))
 		x.end(wasm.EndUpstreamError, clientStatus(ctx))
 		return
@@ -181,14 +210,18 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 	}
 	x.resp, err = ex.ReadAll(x.resp[:0], maxResponseBytes)
 	if err == nil {
-		// Upstream errors pass through with their status and body.
+		// Upstream errors pass through with their status and body (an
+		// Anthropic upstream's translated for a chat request).
+		status, ct = x.translateReply(status, ct)
+		var body []byte
+		body, status = x.finishWhole(status)
 		ctx.SetStatusCode(status)
 		if len(ct) > 0 {
 			ctx.Response.Header.SetContentTypeBytes(ct)
 		}
 		copyUpstreamHeaders(ctx, ex)
 		x.applyClientHeaders(ctx)
-		ctx.SetBody(x.finishWhole(status))
+		ctx.SetBody(x.replyBody(body))
 	}
 	if x.wr != nil {
 		x.wr.UpstreamHeader = nil
@@ -245,10 +278,10 @@ func (x *exchange) startPlugins(ctx *fasthttp.RequestCtx, body []byte) {
 	wr := wasm.AcquireRequest()
 	x.reqBody = append(x.reqBody[:0], body...)
 	wr.Model = r.Model // borrowed from x.parser, which lives as long as x
-	wr.Endpoint = []byte(x.ep.String()[len("/v1/"):])
+	wr.Endpoint = endpointNames[x.ep]
 	wr.RequestID = x.id
 	wr.Body = x.reqBody
-	wr.Upstream = []byte(x.client.Name())
+	wr.Upstream = x.route.targets[x.try.prefer].name
 	wr.Stream = r.Stream
 	if r.HasMaxTokens {
 		wr.MaxTokens = r.MaxTokens
@@ -257,13 +290,14 @@ func (x *exchange) startPlugins(ctx *fasthttp.RequestCtx, body []byte) {
 	wr.ClientHeader = &ctx.Request.Header
 	wr.Services = x.st.services
 	wr.Owner = x
+	wr.Tracer = x.trace.callTracer()
 	x.wr = wr
 }
 
 // buildHeader renders the header lines sent upstream: the request id, the
-// client headers the upstream's filter allows (minus those a plugin set),
+// client headers the upstream's filter f allows (minus those a plugin set),
 // then the headers plugins set.
-func (x *exchange) buildHeader(ctx *fasthttp.RequestCtx) {
+func (x *exchange) buildHeader(ctx *fasthttp.RequestCtx, f *headerFilter) {
 	x.header = append(x.header[:0], "X-Request-Id: "...)
 	x.header = append(x.header, x.id...)
 	x.header = append(x.header, "\r\n"...)
@@ -271,7 +305,7 @@ func (x *exchange) buildHeader(ctx *fasthttp.RequestCtx) {
 	if x.wr != nil {
 		set = x.wr.SetUpstreamHeaders
 	}
-	x.header, x.lower = x.st.filters[x.client].appendForwarded(x.header, &ctx.Request.Header, x.lower, set)
+	x.header, x.lower = f.appendForwarded(x.header, &ctx.Request.Header, x.lower, set)
 	for _, h := range set {
 		if len(h.Value) == 0 {
 			continue
@@ -281,6 +315,7 @@ func (x *exchange) buildHeader(ctx *fasthttp.RequestCtx) {
 		x.header = append(x.header, h.Value...)
 		x.header = append(x.header, "\r\n"...)
 	}
+	x.header = x.trace.appendTraceContext(x.header)
 }
 
 func (x *exchange) applyClientHeaders(ctx *fasthttp.RequestCtx) {
@@ -347,29 +382,30 @@ func defaultErrorType(status int) string {
 }
 
 // finishWhole runs the chunk phase over a non-streamed 2xx reply's whole
-// text and returns the body for the client.
-func (x *exchange) finishWhole(status int) []byte {
+// text and returns the body and status for the client: a plugin that
+// failed under fail_closed turns the reply into a 500 plugin_failed.
+func (x *exchange) finishWhole(status int) ([]byte, int) {
 	pipe := x.st.pipeline
 	if status >= 300 {
-		return x.resp
+		return x.resp, status
 	}
 	if !pipe.Wants(x.wr, wasm.PhaseChunk) && !pipe.Wants(x.wr, wasm.PhaseEnd) && !x.meter.needsUsage() {
 		// Nothing before the reply needs its usage: the finisher reads it
 		// afterwards (metrics, access log, call log).
 		x.usagePending = true
-		return x.resp
+		return x.resp, status
 	}
 	text, err := x.parseReply()
 	if err != nil {
-		return x.resp
+		return x.resp, status
 	}
 	if x.wr == nil || x.ep == openai.Embeddings {
-		return x.resp
+		return x.resp, status
 	}
 	x.wr.Status = status
 	x.wr.TextBytesSent = int64(len(text))
 	if !pipe.Wants(x.wr, wasm.PhaseChunk) {
-		return x.resp
+		return x.resp, status
 	}
 	x.wr.ClientHeader = nil
 	flags := wasm.ChunkText | wasm.ChunkWhole
@@ -386,22 +422,22 @@ func (x *exchange) finishWhole(status int) []byte {
 	case err != nil:
 		x.s.log.Error("plugin failed on a reply; reply withheld (fail_closed)", "err", err)
 		x.wr.TextBytesSent = 0
-		return pluginFailed(err, " while checking the reply.").AppendJSON(x.out[:0])
+		return pluginFailed(err, " while checking the reply.").AppendJSON(x.out[:0]), fasthttp.StatusInternalServerError
 	case res.Verdict == wasm.Stop:
 		finish = res.FinishReason
 		if len(finish) == 0 {
 			finish = []byte("content_filter")
 		}
 	case res.Verdict != wasm.Replace:
-		return x.resp
+		return x.resp, status
 	}
 	out, err := appendWithText(x.out[:0], x.resp, res.Text, finish, false)
 	if err != nil {
-		return x.resp
+		return x.resp, status
 	}
 	x.out = out
 	x.wr.TextBytesSent = int64(len(res.Text))
-	return x.out
+	return x.out, status
 }
 
 // parseReply reads a non-streamed reply's text and usage.
@@ -496,6 +532,10 @@ func (s *Server) upstreamFailed(ctx *fasthttp.RequestCtx, c *upstream.Client, er
 			Message: "The gateway is shutting down; retry the request."})
 		ctx.SetConnectionClose()
 		return
+	case errors.As(err, new(*openai.Error)):
+		// No upstream could take the request (breakers open, or every one
+		// at its max_concurrent): the error says which.
+		writeError(ctx, asOpenAIError(err))
 	case errors.Is(err, upstream.ErrTimeout):
 		s.log.Warn("upstream timeout", "upstream", c.Name(), "err", err)
 		writeError(ctx, openai.UpstreamTimeout(fmt.Sprintf("The upstream %q did not answer in time.", c.Name())))

@@ -22,6 +22,8 @@ var alwaysForwarded = []string{"content-type", "accept", "user-agent", "openai-b
 type headerFilter struct {
 	names    map[string]struct{}
 	patterns []string
+	// withheld are names no pattern lets through either (see withhold).
+	withheld map[string]struct{}
 }
 
 func newHeaderFilter(forward []string) *headerFilter {
@@ -62,12 +64,28 @@ func (f *headerFilter) allows(lower []byte) bool {
 	if _, never := neverForwarded[s]; never {
 		return false
 	}
+	if _, own := f.withheld[s]; own {
+		return false
+	}
 	for _, p := range f.patterns {
 		if ok, _ := path.Match(p, s); ok {
 			return true
 		}
 	}
 	return false
+}
+
+// withhold keeps the client headers names (lower case) from the upstream
+// whatever the policy lists: headers the gateway sets itself. Call it
+// before the filter is used.
+func (f *headerFilter) withhold(names ...string) {
+	if f.withheld == nil {
+		f.withheld = make(map[string]struct{}, len(names))
+	}
+	for _, n := range names {
+		delete(f.names, n)
+		f.withheld[n] = struct{}{}
+	}
 }
 
 // appendForwarded appends the allowed client headers as "Name: value\r\n"

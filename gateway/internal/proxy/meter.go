@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/tollgate/tollgate/gateway/internal/budget"
@@ -34,6 +35,7 @@ type meter struct {
 	charged  bool // tokens were charged to a TPM limit
 
 	month string // the budget month of the hold; "" without a hold
+	hold  []byte // the budget hold's id (see holdID); empty until one is made
 }
 
 // needsUsage reports whether settling needs the request's usage: tokens
@@ -41,7 +43,7 @@ type meter struct {
 func (m *meter) needsUsage() bool { return m.charged || m.month != "" }
 
 func (m *meter) reset() {
-	*m = meter{limits: m.limits[:0]}
+	*m = meter{limits: m.limits[:0], hold: m.hold[:0]}
 }
 
 // meterOf is the request's meter; nil outside the gateway (plugin tests).
@@ -50,6 +52,22 @@ func meterOf(r *wasm.Request) *meter {
 		return &x.meter
 	}
 	return nil
+}
+
+// holdID is the id the budget counter knows the request by: an id the
+// gateway made for it, never the client's X-Request-Id. The counter takes
+// a repeated id for the same request (one hold, one settlement), so a
+// client sending one id with many requests would otherwise have them all
+// share a single hold and pay for one.
+func holdID(r *wasm.Request) string {
+	x, ok := r.Owner.(*exchange)
+	if !ok {
+		return string(r.RequestID) // plugin tests: no gateway request
+	}
+	if len(x.meter.hold) == 0 {
+		x.meter.hold = x.s.ids.append(x.meter.hold[:0])
+	}
+	return string(x.meter.hold)
 }
 
 // fields splits b on spaces into at most len(dst) fields.
@@ -177,6 +195,7 @@ func (sv *services) rateAdmit(r *wasm.Request, req []byte) ([]byte, error) {
 	d, err := sv.acct.limiter.Admit(context.Background(), &lr)
 	if err != nil {
 		if errors.Is(err, limiter.ErrUnavailable) {
+			sv.acct.counts.rateUnavailable.Add(1)
 			return []byte("unavailable"), nil
 		}
 		if errors.Is(err, limiter.ErrInvalid) {
@@ -187,10 +206,11 @@ func (sv *services) rateAdmit(r *wasm.Request, req []byte) ([]byte, error) {
 	setRateHeaders(r, &d)
 	if !d.Allowed {
 		retry := max(d.RetryAfter, time.Millisecond)
-		kind, limit := "requests", d.LimitRequests
+		kind, limit, k := "requests", d.LimitRequests, 0
 		if d.LimitRequests <= 0 || d.RemainingRequests > 0 {
-			kind, limit = "tokens", d.LimitTokens
+			kind, limit, k = "tokens", d.LimitTokens, 1
 		}
+		sv.acct.counts.rateLimited[k].Add(1)
 		setHeader(r, "Retry-After", strconv.AppendInt(nil, int64((retry+time.Second-1)/time.Second), 10))
 		out := append(make([]byte, 0, 48), "limited "...)
 		out = append(out, kind...)
@@ -309,14 +329,14 @@ func (sv *services) budgetReserve(r *wasm.Request, req []byte) ([]byte, error) {
 		return []byte("noprice"), nil
 	}
 	month := budgetMonth(sv.now())
-	res, err := sv.acct.budget.Reserve(context.Background(), r.Tenant.ID, month, string(r.RequestID), amount, r.Tenant.BudgetMicros,
+	res, err := sv.acct.budget.Reserve(context.Background(), r.Tenant.ID, month, holdID(r), amount, r.Tenant.BudgetMicros,
 		time.Duration(leaseMs)*time.Millisecond)
 	if err == nil && res.Admitted {
 		if m := meterOf(r); m != nil {
 			m.month = month
 		}
 	}
-	return budgetResult(res, err, amount)
+	return budgetResult(res, err, amount, &sv.acct.counts.budget[budgetReserveOp])
 }
 
 // budgetExtend is budget.extend: "MORE_COMPLETION_TOKENS LEASE_MS", to grow
@@ -348,25 +368,29 @@ func (sv *services) budgetExtend(r *wasm.Request, req []byte) ([]byte, error) {
 	if m != nil && m.month != "" {
 		month = m.month
 	}
-	res, err := sv.acct.budget.Extend(context.Background(), r.Tenant.ID, month, string(r.RequestID), amount, r.Tenant.BudgetMicros,
+	res, err := sv.acct.budget.Extend(context.Background(), r.Tenant.ID, month, holdID(r), amount, r.Tenant.BudgetMicros,
 		time.Duration(leaseMs)*time.Millisecond)
 	if err == nil && res.Admitted && m != nil {
 		m.month = month
 	}
-	return budgetResult(res, err, amount)
+	return budgetResult(res, err, amount, &sv.acct.counts.budget[budgetExtendOp])
 }
 
-func budgetResult(res budget.Reservation, err error, amount int64) ([]byte, error) {
+// budgetResult renders a hold's result and counts it in counts.
+func budgetResult(res budget.Reservation, err error, amount int64, counts *[budgetResults]atomic.Int64) ([]byte, error) {
 	if err != nil {
 		if errors.Is(err, budget.ErrUnavailable) {
+			counts[budgetUnavailable].Add(1)
 			return []byte("unavailable"), nil
 		}
 		return nil, err
 	}
 	out := make([]byte, 0, 48)
 	if res.Admitted {
+		counts[budgetHeld].Add(1)
 		out = append(out, "ok "...)
 	} else {
+		counts[budgetInsufficient].Add(1)
 		out = append(out, "insufficient "...)
 	}
 	out = strconv.AppendInt(out, amount, 10)
@@ -384,7 +408,7 @@ func (sv *services) settleBudget(r *wasm.Request, m *meter, prompt, completion i
 	m.month = ""
 	c, _ := sv.cost(r, prompt, completion)
 	r.CostMicros, r.CostSettled = c, true
-	if _, err := sv.acct.budget.Settle(context.Background(), r.Tenant.ID, month, string(r.RequestID), c); err != nil {
+	if _, err := sv.acct.budget.Settle(context.Background(), r.Tenant.ID, month, holdID(r), c); err != nil {
 		// The call log still records the cost; reconcile corrects the
 		// counter, and the hold expires with its lease.
 		sv.log.Warn("budget: settle failed", "tenant", r.Tenant.ID, "err", err)

@@ -7,36 +7,91 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/gateway/internal/balance"
 	"github.com/tollgate/tollgate/gateway/internal/config"
 	"github.com/tollgate/tollgate/gateway/internal/upstream"
 )
 
-// router maps a request's model to an upstream: exact names first, then glob
+// router maps a request's model to a route: exact names first, then glob
 // patterns in policy order. It is immutable once built.
 type router struct {
-	exact    map[string]*upstream.Client
+	exact    map[string]*route
 	patterns []pattern
 	// models is the GET /v1/models body: the exact names, OpenAI list format.
 	models []byte
 }
 
 type pattern struct {
-	glob   string
-	client *upstream.Client
+	glob  string
+	route *route
 }
 
-func newRouter(p *config.Policy, clients map[string]*upstream.Client, created time.Time) *router {
-	r := &router{exact: make(map[string]*upstream.Client)}
+// route is one policy route: the upstreams that share its requests, the
+// fallback models tried when they all fail, and its retry policy. The
+// attempt loop (attempt.go) walks it.
+type route struct {
+	set     *balance.Set
+	targets []target // member i of set is targets[i]
+	// fallbacks are tried in order once the route's own upstreams failed;
+	// their own fallbacks are not followed.
+	fallbacks []fallback
+	retry     config.Retry
+	// wait bounds a request's wait for a slot when every upstream is at
+	// its max_concurrent: the longest first_byte timeout among them.
+	wait time.Duration
+}
+
+// target is one upstream of a route.
+type target struct {
+	client *upstream.Client
+	filter *headerFilter
+	name   []byte // the plugins' upstream field; shared, never written
+}
+
+type fallback struct {
+	model string
+	route *route
+}
+
+// newRouter builds the routes of p. ups holds each upstream's client and
+// health state by name.
+func newRouter(p *config.Policy, clients map[string]*upstream.Client, filters map[*upstream.Client]*headerFilter,
+	health map[string]*balance.Upstream, created time.Time) *router {
+	r := &router{exact: make(map[string]*route)}
+	timeouts := make(map[string]time.Duration, len(p.Upstreams))
+	for _, u := range p.Upstreams {
+		timeouts[u.Name] = u.Timeouts.FirstByte
+	}
+	routes := make([]*route, len(p.Routes))
 	var names []string
-	for _, rt := range p.Routes {
-		c := clients[rt.Upstream]
+	for i, rt := range p.Routes {
+		members := make([]*balance.Upstream, len(rt.Upstreams))
+		weights := make([]int, len(rt.Upstreams))
+		ro := &route{retry: rt.Retry, targets: make([]target, len(rt.Upstreams))}
+		for j, ru := range rt.Upstreams {
+			c := clients[ru.Name]
+			members[j], weights[j] = health[ru.Name], ru.Weight
+			ro.targets[j] = target{client: c, filter: filters[c], name: []byte(ru.Name)}
+			ro.wait = max(ro.wait, timeouts[ru.Name])
+		}
+		ro.set = balance.NewSet(members, weights)
+		routes[i] = ro
 		for _, m := range rt.Models {
 			if isGlob(m) {
-				r.patterns = append(r.patterns, pattern{glob: m, client: c})
+				r.patterns = append(r.patterns, pattern{glob: m, route: ro})
 				continue
 			}
-			r.exact[m] = c
+			r.exact[m] = ro
 			names = append(names, m)
+		}
+	}
+	// Fallbacks resolve once every route exists (validation made sure each
+	// model is routed).
+	for i, rt := range p.Routes {
+		for _, m := range rt.FallbackModels {
+			if fr := r.lookup([]byte(m)); fr != nil {
+				routes[i].fallbacks = append(routes[i].fallbacks, fallback{model: m, route: fr})
+			}
 		}
 	}
 	sort.Strings(names)
@@ -46,10 +101,10 @@ func newRouter(p *config.Policy, clients map[string]*upstream.Client, created ti
 
 func isGlob(s string) bool { return strings.ContainsAny(s, `*?[\`) }
 
-// lookup returns the upstream for model, or nil when no route matches.
-func (r *router) lookup(model []byte) *upstream.Client {
-	if c, ok := r.exact[string(model)]; ok {
-		return c
+// lookup returns the route for model, or nil when none matches.
+func (r *router) lookup(model []byte) *route {
+	if ro, ok := r.exact[string(model)]; ok {
+		return ro
 	}
 	if len(r.patterns) == 0 {
 		return nil
@@ -57,7 +112,7 @@ func (r *router) lookup(model []byte) *upstream.Client {
 	m := string(model)
 	for _, p := range r.patterns {
 		if ok, _ := path.Match(p.glob, m); ok {
-			return p.client
+			return p.route
 		}
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/tollgate/gateway/internal/balance"
 	"github.com/tollgate/tollgate/gateway/internal/config"
 	"github.com/tollgate/tollgate/gateway/internal/upstream"
 	"github.com/tollgate/tollgate/gateway/wasm"
@@ -20,10 +21,13 @@ import (
 // reload never changes the rules under a request in flight, and the old
 // state's plugins and connections are closed when its last request ends.
 type state struct {
-	policy   *config.Policy
-	routes   *router
-	clients  map[string]*upstream.Client
-	filters  map[*upstream.Client]*headerFilter
+	policy  *config.Policy
+	routes  *router
+	clients map[string]*upstream.Client
+	filters map[*upstream.Client]*headerFilter
+	// health is each upstream's breaker, in-flight count and attempt
+	// counters, in policy order (metrics read it).
+	health   []*balance.Upstream
 	pipeline *wasm.Pipeline
 	services *services
 	admin    http.Handler // nil without the Postgres store
@@ -77,13 +81,22 @@ func (s *Server) newState(p *config.Policy) (_ *state, err error) {
 		}
 		st.pipeline = pipe
 	}
+	health := make(map[string]*balance.Upstream, len(p.Upstreams))
 	for i := range p.Upstreams {
 		u := &p.Upstreams[i]
 		c := upstream.New(u)
 		st.clients[u.Name] = c
-		st.filters[c] = newHeaderFilter(u.ForwardHeaders)
+		f := newHeaderFilter(u.ForwardHeaders)
+		if s.tracing != nil {
+			f.withhold("traceparent", "tracestate") // the gateway sends its own
+		}
+		st.filters[c] = f
+		h := balance.NewUpstream(u.Name, healthConfig(u))
+		health[u.Name] = h
+		st.health = append(st.health, h)
 	}
-	st.routes = newRouter(p, st.clients, time.Now())
+	st.routes = newRouter(p, st.clients, st.filters, health, time.Now())
+	s.obs.attach(st)
 	return st, nil
 }
 
@@ -139,6 +152,9 @@ func (s *Server) Reload(p *config.Policy) error {
 	s.acct.checkReload(p)
 	if old.policy.Server != p.Server {
 		s.log.Warn("reload: the server section changed; it applies at the next restart")
+	}
+	if !old.policy.Tracing.Same(p.Tracing) {
+		s.log.Warn("reload: the tracing section changed; it applies at the next restart")
 	}
 	old.release()
 	s.reloads.Add(1)

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
 
+	"github.com/tollgate/tollgate/gateway/internal/anthropic"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
 	"github.com/tollgate/tollgate/gateway/internal/sse"
 	"github.com/tollgate/tollgate/gateway/internal/upstream"
@@ -54,6 +56,14 @@ type sseStream struct {
 
 	// usage is the last usage the upstream reported.
 	usage openai.Usage
+
+	// An Anthropic upstream's stream: translated into OpenAI chunks for a
+	// chat request (anth, kept across uses), or passed through on the
+	// native endpoint (native; see stream_native.go).
+	anth    *anthropic.StreamReader
+	native  bool
+	nat     nativeState
+	scratch []byte // events the gateway writes itself, before they are placed
 }
 
 var streamPool = sync.Pool{New: func() any { return &sseStream{rd: sse.NewReader(nil, maxEventBytes)} }}
@@ -69,7 +79,21 @@ func acquireStream(x *exchange, ex *upstream.Exchange, watch *clientWatch, ctx c
 		x.wr.ClientHeader = nil
 		x.wr.Status = ex.StatusCode()
 	}
-	st.rd.Reset(ex)
+	var src io.Reader = ex
+	switch {
+	case x.ep == endpointMessages:
+		st.native = true
+		st.nat.reset()
+	case x.client.Anthropic():
+		if st.anth == nil {
+			st.anth = anthropic.NewStreamReader(maxEventBytes)
+		}
+		// Usage is always asked for, as from an OpenAI upstream (see
+		// stripUsage); "" keeps the upstream's message id and model.
+		st.anth.Reset(ex, "", "", time.Now().Unix(), true)
+		src = st.anth
+	}
+	st.rd.Reset(src)
 	return st
 }
 
@@ -97,6 +121,9 @@ func (st *sseStream) fill() {
 			return
 		}
 		st.process(raw)
+		if x := st.x; x.ttft < 0 && x.upEvents > 0 {
+			x.ttft = time.Since(x.start) // the first event with text
+		}
 		if st.finished || !st.rd.Buffered() {
 			return
 		}
@@ -105,6 +132,10 @@ func (st *sseStream) fill() {
 
 // process decides what one upstream event becomes.
 func (st *sseStream) process(raw []byte) {
+	if st.native {
+		st.processNative(raw)
+		return
+	}
 	var ok bool
 	st.data, ok = sse.AppendData(st.data[:0], raw)
 	if !ok {
@@ -278,6 +309,9 @@ var defaultTemplate = []byte(`{"object":"chat.completion.chunk","choices":[{"ind
 func (st *sseStream) finish(err error) {
 	if errors.Is(err, io.EOF) {
 		st.flushHeld()
+		if st.native {
+			st.flushDeferred()
+		}
 		st.finished = true
 		st.endFlags |= wasm.EndCompleted
 		return
@@ -314,9 +348,13 @@ func (st *sseStream) finish(err error) {
 // endWithError ends the stream with a final error event. Text held back by
 // a plugin is dropped, never flushed unchecked.
 func (st *sseStream) endWithError(e *openai.Error) {
-	st.out = append(st.out, "data: "...)
-	st.out = e.AppendJSON(st.out)
-	st.out = append(st.out, "\n\n"...)
+	if st.native {
+		st.out = anthropic.AppendErrorEvent(st.out, e)
+	} else {
+		st.out = append(st.out, "data: "...)
+		st.out = e.AppendJSON(st.out)
+		st.out = append(st.out, "\n\n"...)
+	}
 	st.finished = true
 	st.endFlags |= wasm.EndUpstreamError
 }
@@ -341,6 +379,10 @@ func (st *sseStream) Close() error {
 	x.s.inflight.Add(-1)
 	x.release()
 	st.rd.Reset(nil)
+	if st.anth != nil {
+		st.anth.Reset(nil, "", "", 0, false)
+	}
+	st.native = false
 	st.x, st.ex, st.watch, st.ctx, st.cancel, st.pipe = nil, nil, nil, nil, nil, nil
 	st.out, st.sent, st.held, st.heldText, st.template = st.out[:0], 0, st.held[:0], 0, st.template[:0]
 	st.sawDone, st.stopped, st.finished, st.stripUsage, st.endFlags = false, false, false, false, 0

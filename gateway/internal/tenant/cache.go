@@ -103,6 +103,9 @@ type CacheStats struct {
 	LoadErrors   uint64 // store reads that failed (ErrNotFound is not a failure)
 	NegativeHits uint64 // calls answered ErrNotFound from a negative entry
 	Evictions    uint64 // eviction requests applied (Evict* calls, notifications)
+	// CapacityEvictions are entries ristretto dropped to make room
+	// (MaxEntries), not counting those dropped when the cache closes.
+	CapacityEvictions uint64
 }
 
 // Cache is the read-through cache in front of a Store. Warm lookups are
@@ -139,6 +142,22 @@ type Cache struct {
 
 	stats struct {
 		hits, misses, staleServed, loads, loadErrors, negativeHits, evictions atomic.Uint64
+	}
+	// capacity counts ristretto's evictions for room (its OnEvict).
+	capacity *capacityEvictions
+}
+
+// capacityEvictions counts the entries ristretto evicts for room. Closing
+// the cache evicts every entry through the same callback: those are not
+// counted.
+type capacityEvictions struct {
+	n       atomic.Uint64
+	closing atomic.Bool
+}
+
+func (c *capacityEvictions) evicted(*ristretto.Item[*entry]) {
+	if !c.closing.Load() {
+		c.n.Add(1)
 	}
 }
 
@@ -185,7 +204,9 @@ func NewCache(store Store, opts CacheOptions) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
+	capacity := &capacityEvictions{}
 	rc, err := ristretto.NewCache(&ristretto.Config[uint64, *entry]{
+		OnEvict:            capacity.evicted,
 		NumCounters:        10 * o.MaxEntries,
 		MaxCost:            o.MaxEntries,
 		BufferItems:        64,
@@ -201,6 +222,7 @@ func NewCache(store Store, opts CacheOptions) (*Cache, error) {
 		store:    store,
 		opts:     o,
 		rc:       rc,
+		capacity: capacity,
 		seed:     maphash.MakeSeed(),
 		inflight: make(map[string][]*ticket),
 		owners:   make(map[KeyHash]owner),
@@ -687,6 +709,8 @@ func (c *Cache) Stats() CacheStats {
 		LoadErrors:   s.loadErrors.Load(),
 		NegativeHits: s.negativeHits.Load(),
 		Evictions:    s.evictions.Load(),
+
+		CapacityEvictions: c.capacity.n.Load(),
 	}
 }
 
@@ -706,6 +730,7 @@ func (c *Cache) Close() {
 	}
 	c.mu.Unlock()
 	c.busy.Wait()
+	c.capacity.closing.Store(true)
 	c.rc.Close()
 	if c.stopClock != nil {
 		close(c.stopClock)

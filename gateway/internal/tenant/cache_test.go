@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -820,5 +821,31 @@ func TestCacheConcurrent(t *testing.T) {
 	wg.Wait()
 	if s := c.Stats(); s.Hits == 0 || s.Loads == 0 {
 		t.Errorf("stats = %+v: the mix did not exercise hits and loads", s)
+	}
+}
+
+// Entries dropped for room are counted as capacity evictions; closing the
+// cache, which drops every entry, adds none.
+func TestCacheCapacityEvictions(t *testing.T) {
+	st := newFakeStore()
+	const keys = 200
+	for i := range keys {
+		st.putKey(snapshot(fmt.Sprint("tg_", i), "acme", "basic", "v1"))
+	}
+	c, err := tenant.NewCache(st, tenant.CacheOptions{MaxEntries: 10, Now: newFakeClock().Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each key twice, so the admission policy has seen it before.
+	for round := 0; round < 2; round++ {
+		for i := range keys {
+			mustKey(t, c, fmt.Sprint("tg_", i))
+		}
+	}
+	eventually(t, "capacity evictions", func() bool { return c.Stats().CapacityEvictions > 0 })
+	before := c.Stats().CapacityEvictions
+	c.Close()
+	if got := c.Stats(); got.CapacityEvictions != before || got.Evictions != 0 {
+		t.Errorf("after Close: capacity evictions %d (was %d), evictions %d", got.CapacityEvictions, before, got.Evictions)
 	}
 }

@@ -56,6 +56,10 @@ type Client struct {
 	// Authorization and configured headers, each ending in CRLF.
 	static   []byte
 	basePath string
+	provider string
+	// anthropicVersion is the anthropic-version an anthropic upstream is
+	// sent by default (the caller writes it, since a client may choose).
+	anthropicVersion string
 
 	dialer net.Dialer
 	idle   chan *conn    // pooled idle connections
@@ -90,7 +94,13 @@ func New(u *config.Upstream) *Client {
 		slots:    make(chan struct{}, u.MaxConnections),
 	}
 	c.static = appendHeader(c.static, "Host", hostHeader(u.URL))
-	if u.APIKey != "" {
+	c.provider, c.anthropicVersion = u.Provider, u.AnthropicVersion
+	switch {
+	case u.APIKey == "":
+	case u.Provider == config.ProviderAnthropic:
+		// Anthropic reads x-api-key, not Authorization.
+		c.static = appendHeader(c.static, "x-api-key", u.APIKey)
+	default:
 		c.static = appendHeader(c.static, "Authorization", "Bearer "+u.APIKey)
 	}
 	for k, v := range u.Headers {
@@ -115,6 +125,18 @@ func appendHeader(dst []byte, k, v string) []byte {
 
 // Name is the upstream's name from the policy.
 func (c *Client) Name() string { return c.name }
+
+// Provider is the API the upstream speaks (config.ProviderOpenAI or
+// config.ProviderAnthropic).
+func (c *Client) Provider() string { return c.provider }
+
+// Anthropic reports whether the upstream speaks Anthropic's Messages API.
+func (c *Client) Anthropic() bool { return c.provider == config.ProviderAnthropic }
+
+// AnthropicVersion is the anthropic-version to send an anthropic upstream
+// when the client did not choose one ("" for other providers). Do does not
+// send it: the caller writes it into Request.Header.
+func (c *Client) AnthropicVersion() string { return c.anthropicVersion }
 
 // Request is what Do sends. Path is appended to the upstream's base path
 // ("/chat/completions"). Header holds extra header lines, each ending in

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/gateway/internal/limiter"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
 )
 
@@ -217,6 +218,10 @@ func (b *builder) limits(at string, rpm, tpm, maxTokens int64) tenant.Limits {
 		if f.v < 0 {
 			b.add(at+"."+f.name, "must not be negative, got %d", f.v)
 		}
+	}
+	if rpm > limiter.MaxRPM {
+		// The limiter would refuse it on every request.
+		b.add(at+".rpm", "at most %d (one request per microsecond), got %d", limiter.MaxRPM, rpm)
 	}
 	return tenant.Limits{RPM: rpm, TPM: tpm, MaxTokens: maxTokens}
 }

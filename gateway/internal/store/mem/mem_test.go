@@ -178,6 +178,10 @@ func TestNewRejects(t *testing.T) {
 			c.Plans[0].RPM = -1
 			c.Tenants[0].Keys[0].MaxTokens = -2
 		}, []string{"plans[0].rpm: must not be negative", "tenants[0].keys[0].max_tokens: must not be negative"}},
+		{"rpm above the limiter's maximum", func(c *Config) {
+			c.Plans[0].RPM = 60_000_001
+			c.Tenants[0].Keys[0].RPM = 100_000_000
+		}, []string{"plans[0].rpm: at most 60000000", "tenants[0].keys[0].rpm: at most 60000000"}},
 		{"bad model pattern", func(c *Config) { c.Plans[0].AllowedModels = []string{"ok", "[", ""} }, []string{
 			`plans[0].allowed_models[1]: must be a model name or a path.Match pattern, got "["`,
 			`plans[0].allowed_models[2]: must be a model name or a path.Match pattern, got ""`,

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,9 +15,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tollgate/tollgate/gateway/internal/limiter"
 	"github.com/tollgate/tollgate/gateway/internal/pgtest"
 	"github.com/tollgate/tollgate/gateway/internal/store/pg"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
+	"github.com/tollgate/tollgate/migrations"
 )
 
 // migrated is a database with the schema applied, copied for each test.
@@ -94,8 +97,8 @@ func TestMigrateUpDownUp(t *testing.T) {
 				n++
 			}
 		}
-		if len(states) != 6 {
-			t.Fatalf("MigrateStatus: %d migrations, want 6: %+v", len(states), states)
+		if len(states) != migrationFiles {
+			t.Fatalf("MigrateStatus: %d migrations, want %d: %+v", len(states), migrationFiles, states)
 		}
 		return n
 	}
@@ -116,8 +119,8 @@ func TestMigrateUpDownUp(t *testing.T) {
 		if got := tables(); !slices.Equal(got, wantTables) {
 			t.Fatalf("round %d: tables after up = %v, want %v", round, got, wantTables)
 		}
-		if n := applied(); n != 6 {
-			t.Fatalf("round %d: %d migrations applied after up, want 6", round, n)
+		if n := applied(); n != migrationFiles {
+			t.Fatalf("round %d: %d migrations applied after up, want %d", round, n, migrationFiles)
 		}
 		must(t, pg.Migrate(ctx, dsn)) // a no-op
 		begin = time.Now()
@@ -131,6 +134,31 @@ func TestMigrateUpDownUp(t *testing.T) {
 		if funcs != 0 || applied() != 0 {
 			t.Fatalf("round %d: after down, %d tollgate functions and %d migrations applied", round, funcs, applied())
 		}
+	}
+}
+
+// migrationFiles is how many migrations the binary embeds.
+var migrationFiles = func() int {
+	files, err := fs.Glob(migrations.FS, "*.sql")
+	if err != nil {
+		panic(err)
+	}
+	return len(files)
+}()
+
+// A rate limit the limiter would refuse on every request is refused when
+// written (00007).
+func TestRPMAboveLimiterMaximumRefused(t *testing.T) {
+	s, _ := open(t)
+	ctx := t.Context()
+	err := s.CreatePlan(ctx, tenant.Plan{ID: "huge", Limits: tenant.Limits{RPM: limiter.MaxRPM + 1}})
+	if !errors.Is(err, pg.ErrInvalid) {
+		t.Fatalf("plan with rpm %d: err = %v, want ErrInvalid", limiter.MaxRPM+1, err)
+	}
+	must(t, s.CreatePlan(ctx, tenant.Plan{ID: "max", Limits: tenant.Limits{RPM: limiter.MaxRPM}}))
+	must(t, s.CreateTenant(ctx, tenant.Tenant{ID: "t", PlanID: "max"}))
+	if _, _, err := s.CreateKey(ctx, "t", pg.KeyOptions{Limits: tenant.Limits{RPM: limiter.MaxRPM + 1}}); !errors.Is(err, pg.ErrInvalid) {
+		t.Fatalf("key with rpm %d: err = %v, want ErrInvalid", limiter.MaxRPM+1, err)
 	}
 }
 

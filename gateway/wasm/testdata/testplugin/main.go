@@ -20,7 +20,8 @@
 //	  "reject_status": 429, "reject_type": "", "reject_code": "", "reject_message": "...",
 //	  "finish_reason": "",                // for stop:
 //	  "fail_message": "...",              // for configure "fail"
-//	  "metric": "count"                   // the metric count writes in end
+//	  "metric": "count",                  // the metric count writes in end
+//	  "sandbox": {"file": "", "write": "", "env": "", "addr": ""}  // what sandbox tries to reach
 //	}
 //
 // Actions. The verdict is the last verdict action's (default continue);
@@ -52,6 +53,10 @@
 //	skip:<mask>                      skip_phases(mask): 2 response_headers, 4 chunk, 8 end
 //	call:<service>                   call service with {}; request, response_headers: response header
 //	                                 X-Call-Result = result or error; elsewhere log it
+//	sandbox                          try to read the sandbox file, create the write path, list / and .,
+//	                                 read the env variable and the environment, dial addr, and stat
+//	                                 descriptors 3–31; request, response_headers: response header
+//	                                 X-Sandbox = the report (see probeSandbox); elsewhere log it
 package main
 
 import (
@@ -86,19 +91,20 @@ func (a *actions) UnmarshalJSON(b []byte) error {
 }
 
 type config struct {
-	Configure       actions   `json:"configure"`
-	Request         actions   `json:"request"`
-	ResponseHeaders actions   `json:"response_headers"`
-	Chunk           actions   `json:"chunk"`
-	End             actions   `json:"end"`
-	Phases          *[]string `json:"phases"`
-	RejectStatus    int       `json:"reject_status"`
-	RejectType      string    `json:"reject_type"`
-	RejectCode      string    `json:"reject_code"`
-	RejectMessage   string    `json:"reject_message"`
-	FinishReason    string    `json:"finish_reason"`
-	FailMessage     string    `json:"fail_message"`
-	Metric          string    `json:"metric"`
+	Configure       actions      `json:"configure"`
+	Request         actions      `json:"request"`
+	ResponseHeaders actions      `json:"response_headers"`
+	Chunk           actions      `json:"chunk"`
+	End             actions      `json:"end"`
+	Phases          *[]string    `json:"phases"`
+	RejectStatus    int          `json:"reject_status"`
+	RejectType      string       `json:"reject_type"`
+	RejectCode      string       `json:"reject_code"`
+	RejectMessage   string       `json:"reject_message"`
+	FinishReason    string       `json:"finish_reason"`
+	FailMessage     string       `json:"fail_message"`
+	Metric          string       `json:"metric"`
+	Sandbox         sandboxProbe `json:"sandbox"`
 }
 
 var cfg config
@@ -285,6 +291,16 @@ func run(acts actions, e *env) sdk.Verdict {
 			check(sdk.MetricAdd(arg, 1))
 		case "log":
 			sdk.Log(sdk.LevelInfo, arg)
+		case "sandbox":
+			report := probeSandbox(cfg.Sandbox)
+			switch {
+			case e.req != nil:
+				check(e.req.SetResponseHeader("X-Sandbox", report))
+			case e.resp != nil:
+				check(e.resp.SetResponseHeader("X-Sandbox", report))
+			default:
+				sdk.Log(sdk.LevelInfo, "sandbox "+report)
+			}
 		case "call":
 			res, err := sdk.Call(arg, []byte("{}"))
 			out := string(res)

@@ -1,0 +1,81 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestAnthropicUpstream(t *testing.T) {
+	const base = `
+version: 1
+upstreams:
+  - name: claude
+    provider: anthropic
+    base_url: https://api.anthropic.com/v1
+    api_key_env: ANTHROPIC_API_KEY
+%s
+routes: [{models: ["claude-*"], upstream: claude}]
+`
+	tests := []struct {
+		name, extra string
+		env         map[string]string
+		version     string // the resolved anthropic_version; "" when an error is wanted
+		want        []string
+	}{
+		{"defaults", "", map[string]string{"ANTHROPIC_API_KEY": "sk-ant"}, DefaultAnthropicVersion, nil},
+		{"version set", "    anthropic_version: 2024-01-01", map[string]string{"ANTHROPIC_API_KEY": "sk-ant"}, "2024-01-01", nil},
+		{"beta header allowed", "    headers: {anthropic-beta: tools-2024-04-04}", map[string]string{"ANTHROPIC_API_KEY": "k"}, DefaultAnthropicVersion, nil},
+		{"bad version", "    anthropic_version: \"a\\tb\"", map[string]string{"ANTHROPIC_API_KEY": "k"}, "",
+			[]string{"upstreams[0].anthropic_version: \"a\\tb\" is not a valid header value"}},
+		{"key in headers", "    headers: {X-Api-Key: k}", map[string]string{"ANTHROPIC_API_KEY": "k"}, "",
+			[]string{"upstreams[0].headers.X-Api-Key: is set from api_key_env for provider anthropic"}},
+		{"version in headers", "    headers: {anthropic-version: x}", map[string]string{"ANTHROPIC_API_KEY": "k"}, "",
+			[]string{"upstreams[0].headers.anthropic-version: is set from anthropic_version"}},
+		{"version forwarded by a glob", "    forward_headers: [\"x-mock-*\", \"Anthropic-*\"]", map[string]string{"ANTHROPIC_API_KEY": "k"}, "",
+			[]string{"upstreams[0].forward_headers[1]: \"Anthropic-*\" matches anthropic-version, which the gateway sends itself"}},
+		{"key with a newline", "", map[string]string{"ANTHROPIC_API_KEY": "k\nx-evil: 1"}, "",
+			[]string{"upstreams[0].api_key_env: the value of ANTHROPIC_API_KEY contains CR, LF or NUL"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := Parse([]byte(strings.Replace(base, "%s", tt.extra, 1)), env(tt.env))
+			if tt.want != nil {
+				if err == nil {
+					t.Fatal("want an error")
+				}
+				for _, w := range tt.want {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q lacks %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := p.Upstreams[0]
+			if u.Provider != ProviderAnthropic || u.AnthropicVersion != tt.version || u.APIKey != tt.env["ANTHROPIC_API_KEY"] {
+				t.Errorf("upstream %+v", u)
+			}
+		})
+	}
+}
+
+func TestAnthropicVersionOnlyForAnthropic(t *testing.T) {
+	_, err := Parse([]byte(`
+version: 1
+upstreams: [{name: a, base_url: "http://x", anthropic_version: "2023-06-01"}]
+routes: [{models: [m], upstream: a}]
+`), env(nil))
+	if err == nil || !strings.Contains(err.Error(), "upstreams[0].anthropic_version: is only for provider anthropic") {
+		t.Errorf("error %v", err)
+	}
+	_, err = Parse([]byte(`
+version: 1
+upstreams: [{name: a, base_url: "http://x", provider: gemini}]
+routes: [{models: [m], upstream: a}]
+`), env(nil))
+	if err == nil || !strings.Contains(err.Error(), `unknown provider "gemini" (supported: openai, anthropic)`) {
+		t.Errorf("error %v", err)
+	}
+}

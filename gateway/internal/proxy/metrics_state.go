@@ -1,0 +1,268 @@
+package proxy
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tollgate/tollgate/gateway/internal/calllog"
+	"github.com/tollgate/tollgate/gateway/internal/tenant"
+	"github.com/tollgate/tollgate/gateway/wasm"
+)
+
+// Scrape-time metrics of the parts a policy state owns (its plugins and
+// tenant cache) and of the host services. A reload builds new plugins and
+// a new cache with counters from zero; the counters of a state that closed
+// are kept in stateTotals, so the sums exported stay monotonic across
+// reloads, as Prometheus counters must.
+
+// stateTotals are the policy states whose counters the collector reads, and
+// the counters of those already closed.
+type stateTotals struct {
+	mu      sync.Mutex // guards the fields; held for a scrape's sums, never across I/O
+	live    map[*state]struct{}
+	cache   tenant.CacheStats
+	plugins map[string]*pluginTotals
+}
+
+// pluginTotals sums wasm.Stats of one plugin name.
+type pluginTotals struct {
+	calls, traps, timeouts, waits, overdue, created, discarded int64
+	events                                                     map[string]int64
+}
+
+func (t *pluginTotals) add(s *wasm.Stats) {
+	t.calls += s.Calls.Load()
+	t.traps += s.Traps.Load()
+	t.timeouts += s.Timeouts.Load()
+	t.waits += s.PoolWaits.Load()
+	t.overdue += s.Overdue.Load()
+	t.created += s.InstancesCreated.Load()
+	t.discarded += s.InstancesDiscarded.Load()
+	s.Events.Range(func(k, v any) bool {
+		if t.events == nil {
+			t.events = map[string]int64{}
+		}
+		t.events[k.(string)] += v.(*atomic.Int64).Load()
+		return true
+	})
+}
+
+func (t *pluginTotals) clone() *pluginTotals {
+	c := *t
+	c.events = make(map[string]int64, len(t.events))
+	for k, v := range t.events {
+		c.events[k] = v
+	}
+	return &c
+}
+
+func addCacheStats(dst *tenant.CacheStats, s tenant.CacheStats) {
+	dst.Hits += s.Hits
+	dst.Misses += s.Misses
+	dst.StaleServed += s.StaleServed
+	dst.Loads += s.Loads
+	dst.LoadErrors += s.LoadErrors
+	dst.NegativeHits += s.NegativeHits
+	dst.Evictions += s.Evictions
+	dst.CapacityEvictions += s.CapacityEvictions
+}
+
+// cacheOf is st's tenant cache; nil when it has none.
+func cacheOf(st *state) *tenant.Cache {
+	if st.services == nil {
+		return nil
+	}
+	c, _ := st.services.tenants.(*tenant.Cache)
+	return c
+}
+
+// attach instruments st's plugins (per-phase histograms, rejections) and
+// counts st among the live states until it closes. Call it once st is
+// complete, before it serves.
+func (o *observer) attach(st *state) {
+	for _, p := range st.pipeline.Plugins() {
+		name, ph := p.Name(), p.Phases()
+		var in wasm.Instruments
+		if ph&wasm.PhaseRequest != 0 {
+			in.Request = o.plugins.With(name, "request")
+		}
+		if ph&wasm.PhaseResponseHeaders != 0 {
+			in.ResponseHeaders = o.plugins.With(name, "response_headers")
+		}
+		if ph&wasm.PhaseChunk != 0 {
+			in.Chunk = o.plugins.With(name, "chunk")
+		}
+		if ph&wasm.PhaseEnd != 0 {
+			in.End = o.plugins.With(name, "end")
+		}
+		if ph&(wasm.PhaseRequest|wasm.PhaseResponseHeaders) != 0 {
+			in.Rejections = o.rejections.WithLabelValues(name)
+		}
+		st.pipeline.Instrument(name, in)
+	}
+	t := &o.states
+	t.mu.Lock()
+	t.live[st] = struct{}{}
+	t.mu.Unlock()
+	st.closers = append(st.closers, func() { o.retire(st) })
+}
+
+// retire moves a closed state's counters into the totals.
+func (o *observer) retire(st *state) {
+	t := &o.states
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.live[st]; !ok {
+		return
+	}
+	delete(t.live, st)
+	if c := cacheOf(st); c != nil {
+		addCacheStats(&t.cache, c.Stats())
+	}
+	for _, p := range st.pipeline.Plugins() {
+		pt := t.plugins[p.Name()]
+		if pt == nil {
+			pt = &pluginTotals{}
+			t.plugins[p.Name()] = pt
+		}
+		pt.add(p.Stats())
+	}
+}
+
+// sums returns the totals over closed and live states.
+func (t *stateTotals) sums() (tenant.CacheStats, map[string]*pluginTotals) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cache := t.cache
+	plugins := make(map[string]*pluginTotals, len(t.plugins))
+	for k, v := range t.plugins {
+		plugins[k] = v.clone()
+	}
+	for st := range t.live {
+		if c := cacheOf(st); c != nil {
+			addCacheStats(&cache, c.Stats())
+		}
+		for _, p := range st.pipeline.Plugins() {
+			pt := plugins[p.Name()]
+			if pt == nil {
+				pt = &pluginTotals{}
+				plugins[p.Name()] = pt
+			}
+			pt.add(p.Stats())
+		}
+	}
+	return cache, plugins
+}
+
+// serviceCounts count the host services' decisions (meter.go); they live
+// in the accounting, which outlives reloads.
+type serviceCounts struct {
+	// rateLimited counts ratelimit.admit answers "limited", by the limit
+	// that was reached: requests, tokens.
+	rateLimited [2]atomic.Int64
+	// rateUnavailable counts "unavailable" (Redis down, fail_closed).
+	rateUnavailable atomic.Int64
+	// budget counts budget.reserve and budget.extend answers by result.
+	budget [2][budgetResults]atomic.Int64
+}
+
+// Budget service operations and results, as indices of serviceCounts.budget.
+const (
+	budgetReserveOp = 0
+	budgetExtendOp  = 1
+
+	budgetHeld         = 0
+	budgetInsufficient = 1
+	budgetUnavailable  = 2
+	budgetResults      = 3
+)
+
+var (
+	budgetOps         = [2]string{"reserve", "extend"}
+	budgetResultNames = [budgetResults]string{"held", "insufficient", "unavailable"}
+)
+
+var (
+	mRateRejections = desc("tollgate_ratelimit_rejections_total", "Rate-limit admissions refused, by reason: requests or tokens (the limit reached), unavailable (Redis down under fail_closed).", "reason")
+	mBudgetResults  = desc("tollgate_budget_reservations_total", "Budget holds asked for, by operation (reserve before forwarding, extend during a stream) and result: held, insufficient (the budget would be passed: a rejection or a cut stream), unavailable (the counter is down).", "op", "result")
+	mPGStatements   = desc("tollgate_postgres_statements_total", "Statements sent to Postgres by pool: tenants (key and price reads on cache misses) or ledger (call log, budget seeding, reconcile). A batch's statements count one each, a COPY one.", "pool")
+	mCacheLookups   = desc("tollgate_tenant_cache_lookups_total", "Tenant cache lookups (keys and prices) by result: hit (fresh), stale (served while one reload runs), negative_hit (a remembered unknown key), miss (waited for a store read).", "result")
+	mCacheLoads     = desc("tollgate_tenant_cache_loads_total", "Store reads made by the tenant cache (misses share one read per key; stale entries are reloaded in the background).")
+	mCacheLoadErrs  = desc("tollgate_tenant_cache_load_errors_total", "Tenant cache store reads that failed (an unknown key is not a failure).")
+	mCacheEvictions = desc("tollgate_tenant_cache_evictions_total", "Tenant cache evictions by reason: invalidation (a write, here or through LISTEN/NOTIFY) or capacity (room for new entries, store.cache.max_entries).", "reason")
+	mPluginOverdue  = desc("tollgate_plugin_overdue_total", "Callbacks of an uninterruptible plugin that ran past their deadline (logged, not stopped).", "plugin")
+	mPluginCreated  = desc("tollgate_plugin_instances_created_total", "Plugin instances created (the pool grows on demand; a trap replaces one).", "plugin")
+	mPluginDropped  = desc("tollgate_plugin_instances_discarded_total", "Plugin instances discarded (after a trap or a timeout, or when the plugin closed).", "plugin")
+	mLedgerTxRows   = desc("tollgate_calllog_transaction_rows", "Rows per committed call-log transaction (group commit).")
+	mLedgerDups     = desc("tollgate_calllog_duplicate_rows_total", "Committed rows Postgres already held (a replayed spool), skipped without adding their cost again.")
+)
+
+var stateDescs = []*prometheus.Desc{mRateRejections, mBudgetResults, mPGStatements, mCacheLookups, mCacheLoads, mCacheLoadErrs,
+	mCacheEvictions, mPluginOverdue, mPluginCreated, mPluginDropped, mLedgerTxRows, mLedgerDups}
+
+// txRowBuckets are the upper bounds of the rows-per-transaction buckets of
+// calllog.Stats.TxSizes: bucket i holds 2^i to 2^(i+1)-1 rows.
+var txRowBuckets = func() []float64 {
+	b := make([]float64, calllog.TxSizeBuckets-1)
+	for i := range b {
+		b[i] = float64(int64(2)<<i - 1)
+	}
+	return b
+}()
+
+// collectStates reports the metrics of the states' plugins and caches, the
+// host services and the Postgres pools.
+func (o *observer) collectStates(ch chan<- prometheus.Metric, s *Server) {
+	counter := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	cache, plugins := o.states.sums()
+	for name, pt := range plugins {
+		counter(mPluginCalls, pt.calls, name)
+		counter(mPluginTraps, pt.traps, name)
+		counter(mPluginTimeouts, pt.timeouts, name)
+		counter(mPluginWaits, pt.waits, name)
+		counter(mPluginOverdue, pt.overdue, name)
+		counter(mPluginCreated, pt.created, name)
+		counter(mPluginDropped, pt.discarded, name)
+		for ev, v := range pt.events {
+			counter(mPluginEvents, v, name, ev)
+		}
+	}
+	counter(mCacheLookups, int64(cache.Hits), "hit")
+	counter(mCacheLookups, int64(cache.StaleServed), "stale")
+	counter(mCacheLookups, int64(cache.NegativeHits), "negative_hit")
+	counter(mCacheLookups, int64(cache.Misses), "miss")
+	counter(mCacheLoads, int64(cache.Loads))
+	counter(mCacheLoadErrs, int64(cache.LoadErrors))
+	counter(mCacheEvictions, int64(cache.Evictions), "invalidation")
+	counter(mCacheEvictions, int64(cache.CapacityEvictions), "capacity")
+
+	c := &s.acct.counts
+	counter(mRateRejections, c.rateLimited[0].Load(), "requests")
+	counter(mRateRejections, c.rateLimited[1].Load(), "tokens")
+	counter(mRateRejections, c.rateUnavailable.Load(), "unavailable")
+	for op := range c.budget {
+		for r := range c.budget[op] {
+			counter(mBudgetResults, c.budget[op][r].Load(), budgetOps[op], budgetResultNames[r])
+		}
+	}
+	counter(mPGStatements, o.pgTenants.n.Load(), "tenants")
+	counter(mPGStatements, o.pgLedger.n.Load(), "ledger")
+
+	if s.acct.ledger != nil {
+		l := s.acct.ledger.Stats()
+		buckets := make(map[float64]uint64, len(txRowBuckets))
+		var n uint64
+		for i, c := range l.TxSizes {
+			n += uint64(c)
+			if i < len(txRowBuckets) {
+				buckets[txRowBuckets[i]] = n
+			}
+		}
+		ch <- prometheus.MustNewConstHistogram(mLedgerTxRows, n, float64(l.Rows), buckets)
+		counter(mLedgerDups, l.Duplicates)
+	}
+}

@@ -1,0 +1,145 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/tollgate/tollgate/gateway/internal/budget"
+	"github.com/tollgate/tollgate/gateway/internal/limiter"
+	"github.com/tollgate/tollgate/gateway/internal/tenant"
+	"github.com/tollgate/tollgate/gateway/wasm"
+)
+
+// fuzzKey is the one API key the fuzzed tenant store knows.
+const fuzzKey = "tg_fuzzkey"
+
+type fuzzTenants struct{}
+
+func (fuzzTenants) Key(_ context.Context, h tenant.KeyHash) (*tenant.Snapshot, error) {
+	if h != tenant.HashKey(fuzzKey) {
+		return nil, tenant.ErrNotFound
+	}
+	return &tenant.Snapshot{
+		Key:    tenant.Key{ID: "k1", TenantID: "acme", Hash: h, Status: tenant.StatusActive},
+		Tenant: tenant.Tenant{ID: "acme", PlanID: "p", Status: tenant.StatusActive},
+		Plan:   tenant.Plan{ID: "p", MonthlyBudgetMicros: 1_000_000, AllowedModels: []string{"mock-*"}, Limits: tenant.Limits{RPM: 60, TPM: 10_000}},
+	}, nil
+}
+
+type fuzzPrices struct{}
+
+func (fuzzPrices) Price(_ context.Context, model string) (*tenant.Price, error) {
+	if !strings.HasPrefix(model, "mock-") {
+		return nil, tenant.ErrNotFound
+	}
+	return &tenant.Price{Model: model, InputMicrosPerMTok: 1_000_000, OutputMicrosPerMTok: 10_000_000}, nil
+}
+
+func fuzzServices() *services {
+	return &services{
+		log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		tenants: fuzzTenants{}, prices: fuzzPrices{},
+		acct: &accounting{limiter: limiter.NewMemory(nil), budget: budget.NewMemory(nil, nil)},
+		now:  time.Now,
+	}
+}
+
+// FuzzServiceCall sends a plugin's `call` requests — service names and
+// payloads straight from guest memory — to the host services (tenant
+// resolution, rate limits, budget) on a request with or without a tenant.
+// A payload must never panic the host; an answer is a short line of text
+// or one of the errors the ABI maps to codes; the headers a service sets
+// for the client are well-formed; only the one known key resolves.
+func FuzzServiceCall(f *testing.F) {
+	f.Add("tenant.resolve", []byte(fuzzKey), false, "mock-1")
+	f.Add("tenant.resolve", []byte(fuzzKey+" "), false, "mock-1")
+	f.Add("ratelimit.admit", []byte("fail_closed 3 100\ntenant\nkey\nmodel mock-* 10 1000\nanon 5 50"), true, "mock-1")
+	f.Add("ratelimit.admit", []byte("fail_open 1 0\nanon 1 1\n\n"), false, "gpt")
+	f.Add("ratelimit.admit", []byte("fail_open 1 9223372036854775807\nmodel [ 1 1"), true, "mock-1")
+	f.Add("budget.reserve", []byte("10 100 60000"), true, "mock-1")
+	f.Add("budget.reserve", []byte("9223372036854775807 9223372036854775807 1"), true, "mock-1")
+	f.Add("budget.extend", []byte("1024 60000"), true, "mock-1")
+	f.Add("budget.extend", []byte("-1 0"), true, "other")
+	f.Add("nope", []byte{}, false, "")
+	f.Fuzz(func(t *testing.T, name string, req []byte, withTenant bool, model string) {
+		sv := fuzzServices()
+		r := wasm.AcquireRequest()
+		defer wasm.ReleaseRequest(r)
+		r.Model, r.RequestID = []byte(model), []byte("req-fuzz")
+		if withTenant && name != "tenant.resolve" {
+			r.Tenant = &wasm.Tenant{ID: "acme", KeyID: "k1", PlanRPM: 60, PlanTPM: 10_000, KeyRPM: 5, KeyTPM: -1, BudgetMicros: 1_000_000}
+		}
+		orig := bytes.Clone(req)
+		out, err := sv.Call(r, name, req)
+		if !bytes.Equal(req, orig) {
+			t.Fatal("a service changed its request")
+		}
+		if err != nil {
+			if !errors.Is(err, wasm.ErrBadServiceRequest) && !errors.Is(err, wasm.ErrNoService) && !errors.Is(err, budget.ErrInvalid) {
+				t.Fatalf("%s(%q): unexpected error %v", name, req, err)
+			}
+		} else if len(out) == 0 || len(out) > 4096 || bytes.ContainsAny(out, "\r\x00") {
+			t.Fatalf("%s(%q) = %q", name, req, out)
+		}
+		if name == "tenant.resolve" && err == nil {
+			resolved := bytes.HasPrefix(out, []byte("ok"))
+			if resolved != (string(req) == fuzzKey) || resolved != (r.Tenant != nil && r.Tenant.ID == "acme") {
+				t.Fatalf("key %q resolved %v (answer %q)", req, resolved, out)
+			}
+		}
+		for _, h := range r.SetClientHeaders {
+			if len(h.Name) == 0 || bytes.ContainsAny(h.Name, "\r\n\x00: ") || bytes.ContainsAny(h.Value, "\r\n\x00") {
+				t.Fatalf("%s set header %q: %q", name, h.Name, h.Value)
+			}
+		}
+	})
+}
+
+// FuzzCallerTenant parses the API key of the cancel API's caller from
+// Authorization and X-Api-Key as a client sends them. Exactly the known
+// key, presented as "Bearer KEY" (any case, surrounding spaces trimmed) or
+// as X-Api-Key, resolves to its tenant; everything else is a 401.
+func FuzzCallerTenant(f *testing.F) {
+	f.Add("Bearer "+fuzzKey, "")
+	f.Add("bearer  "+fuzzKey+" ", "")
+	f.Add("Basic "+fuzzKey, fuzzKey)
+	f.Add("", " "+fuzzKey)
+	f.Add("Bearer", fuzzKey)
+	f.Add("Bearer "+fuzzKey+"x", "")
+	f.Add("BEARER \t"+fuzzKey, "other")
+	sv := fuzzServices()
+	f.Fuzz(func(t *testing.T, auth, apiKey string) {
+		var h fasthttp.RequestHeader
+		if auth != "" {
+			h.Set("Authorization", auth)
+		}
+		if apiKey != "" {
+			h.Set("X-Api-Key", apiKey)
+		}
+		id, e := sv.callerTenant(&h)
+		// What the header holds after fasthttp stored it.
+		a, k := string(h.Peek("Authorization")), string(h.Peek("X-Api-Key"))
+		var want string
+		if len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
+			want = strings.TrimSpace(a[7:])
+		} else {
+			want = strings.TrimSpace(k)
+		}
+		switch {
+		case want == fuzzKey:
+			if e != nil || id != "acme" {
+				t.Fatalf("Authorization %q, X-Api-Key %q: %v %v", a, k, id, e)
+			}
+		case e == nil || id != "" || e.Status != 401:
+			t.Fatalf("Authorization %q, X-Api-Key %q resolved %q (%v)", a, k, id, e)
+		}
+	})
+}

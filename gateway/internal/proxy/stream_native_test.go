@@ -1,0 +1,265 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/gateway/internal/anthropic"
+	"github.com/tollgate/tollgate/gateway/internal/openai"
+	"github.com/tollgate/tollgate/gateway/internal/sse"
+	"github.com/tollgate/tollgate/gateway/wasm"
+)
+
+// decider plays a chunk plugin: the verdict for one event a plugin reads.
+type decider func(c *openai.Chunk, flags uint32) wasm.ChunkResult
+
+// runNativeScript sends a recorded Messages API stream through a native
+// stream whose plugin verdicts come from decide, and returns what the
+// client would receive.
+func runNativeScript(t *testing.T, rec []byte, decide decider) []byte {
+	t.Helper()
+	st := &sseStream{x: &exchange{id: []byte("req_test")}, cancel: func(error) {}}
+	st.x.req.Model = []byte("claude-x")
+	st.nat.reset()
+	rd := sse.NewReader(bytes.NewReader(rec), 0)
+	for !st.finished {
+		raw, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			st.flushHeld()
+			st.flushDeferred()
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev, flags, run := st.readNative(raw, true); run {
+			st.applyNative(raw, ev, st.chunk.Text, decide(&st.chunk, flags))
+		}
+	}
+	return st.out
+}
+
+// nativeResult is a Messages API stream checked against the event
+// grammar: message_start first; content blocks at indexes 0, 1, ... each
+// started, given deltas of its own type only, and stopped before the next;
+// one message_delta once every block is stopped; message_stop last; or an
+// error event ending it. Pings, comments and unknown events go anywhere.
+type nativeResult struct {
+	text, stopReason string
+	tools            int
+	complete, failed bool
+}
+
+func checkNativeStream(t *testing.T, out []byte) nativeResult {
+	t.Helper()
+	var r nativeResult
+	started, open, next, ended, openType := false, -1, 0, false, ""
+	bad := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("invalid stream: "+format+"\n%s", append(args, out)...)
+	}
+	for _, raw := range strings.SplitAfter(string(out), "\n\n") {
+		data, ok := sse.AppendData(nil, []byte(raw))
+		if !ok {
+			continue
+		}
+		var ev struct {
+			Type         string `json:"type"`
+			Index        int    `json:"index"`
+			ContentBlock struct {
+				Type, Text string
+			} `json:"content_block"`
+			Delta struct {
+				Type       string  `json:"type"`
+				Text       string  `json:"text"`
+				StopReason *string `json:"stop_reason"`
+			} `json:"delta"`
+		}
+		if err := json.Unmarshal(data, &ev); err != nil {
+			bad("%q: %v", data, err)
+		}
+		if name := anthropic.EventName([]byte(raw)); string(name) != ev.Type {
+			bad("event name %q for type %q", name, ev.Type)
+		}
+		if r.complete || r.failed {
+			bad("%s after the end", ev.Type)
+		}
+		switch ev.Type {
+		case "message_start":
+			if started {
+				bad("a second message_start")
+			}
+			started = true
+		case "content_block_start":
+			if !started || open >= 0 || ended || ev.Index != next {
+				bad("content_block_start %d (open %d, next %d)", ev.Index, open, next)
+			}
+			open, openType, next = ev.Index, ev.ContentBlock.Type, next+1
+			if openType == "tool_use" {
+				r.tools++
+			}
+			r.text += ev.ContentBlock.Text
+		case "content_block_delta":
+			if ev.Index != open || (ev.Delta.Type == "text_delta") != (openType == "text") {
+				bad("%s for block %d, open %d (%s)", ev.Delta.Type, ev.Index, open, openType)
+			}
+			r.text += ev.Delta.Text
+		case "content_block_stop":
+			if ev.Index != open {
+				bad("stop of block %d, open %d", ev.Index, open)
+			}
+			open = -1
+		case "message_delta":
+			if !started || open >= 0 || ended {
+				bad("message_delta (open %d, twice %v)", open, ended)
+			}
+			ended = true
+			if ev.Delta.StopReason != nil {
+				r.stopReason = *ev.Delta.StopReason
+			}
+		case "message_stop":
+			if !ended {
+				bad("message_stop without message_delta")
+			}
+			r.complete = true
+		case "error":
+			r.failed = true
+		}
+	}
+	return r
+}
+
+// recordedText is the text a recording's text blocks carry.
+func recordedText(t *testing.T, rec []byte) string {
+	t.Helper()
+	var v anthropic.ChunkView
+	v.Reset()
+	var c openai.Chunk
+	text := ""
+	rd := sse.NewReader(bytes.NewReader(rec), 0)
+	for {
+		raw, err := rd.Next()
+		if err != nil {
+			return text
+		}
+		if d, ok := sse.AppendData(nil, raw); ok {
+			if _, err := v.Parse(d, anthropic.EventName(raw), &c); err == nil {
+				text += string(c.Text)
+			}
+		}
+	}
+}
+
+// sameText compares texts as runes: re-encoded text has U+FFFD where the
+// upstream sent invalid UTF-8.
+func sameText(a, b string) bool { return string([]rune(a)) == string([]rune(b)) }
+
+func TestNativeStreamVerdicts(t *testing.T) {
+	files, _ := filepath.Glob("../anthropic/testdata/*.sse")
+	if len(files) < 6 {
+		t.Fatalf("%d recordings", len(files))
+	}
+	cont := wasm.ChunkResult{Verdict: wasm.Continue}
+	stop := func(text string) wasm.ChunkResult {
+		return wasm.ChunkResult{Verdict: wasm.Stop, Text: []byte(text), FinishReason: []byte("content_filter")}
+	}
+	for _, file := range files {
+		rec, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := strings.TrimSuffix(filepath.Base(file), ".sse")
+		failing := strings.HasPrefix(name, "error")
+		text := recordedText(t, rec)
+		hasTool := bytes.Contains(rec, []byte(`"tool_use"`))
+		t.Run(name, func(t *testing.T) {
+			t.Run("continue: the upstream's bytes", func(t *testing.T) {
+				if out := runNativeScript(t, rec, func(*openai.Chunk, uint32) wasm.ChunkResult { return cont }); !bytes.Equal(out, rec) {
+					t.Errorf("got\n%s", out)
+				}
+			})
+			t.Run("hold text, release it at boundaries", func(t *testing.T) {
+				// What the holdback guard does: every text delta is kept
+				// back and released with the next tool call, finish or end.
+				var held []byte
+				out := runNativeScript(t, rec, func(c *openai.Chunk, flags uint32) wasm.ChunkResult {
+					switch {
+					case flags&wasm.ChunkText != 0:
+						held = append(held, c.Text...)
+						return wasm.ChunkResult{Verdict: wasm.Replace, Text: []byte{}}
+					case flags&(wasm.ChunkToolCalls|wasm.ChunkFinish|wasm.ChunkDone) != 0 && len(held) > 0:
+						r := wasm.ChunkResult{Verdict: wasm.Replace, Text: held}
+						held = nil
+						return r
+					}
+					return cont
+				})
+				r := checkNativeStream(t, out)
+				if !failing && (!sameText(r.text, text) || !r.complete) {
+					t.Errorf("text %q, want %q (complete %v)\n%s", r.text, text, r.complete, out)
+				}
+			})
+			t.Run("release everything at the end", func(t *testing.T) {
+				var held []byte
+				out := runNativeScript(t, rec, func(c *openai.Chunk, flags uint32) wasm.ChunkResult {
+					held = append(held, c.Text...)
+					if flags&wasm.ChunkDone != 0 {
+						return wasm.ChunkResult{Verdict: wasm.Replace, Text: held}
+					}
+					if len(c.Text) > 0 {
+						return wasm.ChunkResult{Verdict: wasm.Replace, Text: []byte{}}
+					}
+					return cont
+				})
+				if r := checkNativeStream(t, out); !failing && (!sameText(r.text, text) || !r.complete) {
+					t.Errorf("text %q, want %q\n%s", r.text, text, out)
+				}
+			})
+			t.Run("hold everything, stop at the finish", func(t *testing.T) {
+				out := runNativeScript(t, rec, func(c *openai.Chunk, flags uint32) wasm.ChunkResult {
+					if flags&wasm.ChunkFinish != 0 {
+						return stop("[stopped]")
+					}
+					return wasm.ChunkResult{Verdict: wasm.Hold}
+				})
+				if r := checkNativeStream(t, out); !failing && (r.text != "[stopped]" || r.stopReason != "refusal" || !r.complete) {
+					t.Errorf("%+v\n%s", r, out)
+				}
+			})
+			t.Run("stop at the first event", func(t *testing.T) {
+				out := runNativeScript(t, rec, func(*openai.Chunk, uint32) wasm.ChunkResult { return stop("[no]") })
+				if r := checkNativeStream(t, out); r.text != "[no]" || r.stopReason != "refusal" || !r.complete {
+					t.Errorf("%+v\n%s", r, out)
+				}
+			})
+			for _, k := range []int{1, 2, 3} {
+				t.Run(fmt.Sprintf("stop at tool-call event %d", k), func(t *testing.T) {
+					if !hasTool {
+						return
+					}
+					seen, before := 0, ""
+					out := runNativeScript(t, rec, func(c *openai.Chunk, flags uint32) wasm.ChunkResult {
+						if flags&wasm.ChunkToolCalls != 0 {
+							if seen++; seen == k {
+								return stop("[tool stopped]")
+							}
+						}
+						before += string(c.Text)
+						return cont
+					})
+					r := checkNativeStream(t, out)
+					if seen >= k && (r.text != before+"[tool stopped]" || r.stopReason != "refusal" || !r.complete) {
+						t.Errorf("%+v\n%s", r, out)
+					}
+				})
+			}
+		})
+	}
+}
