@@ -27,21 +27,9 @@ func AppendWithModel(dst, body []byte, model string) ([]byte, error) {
 		return dst, ErrNotObject
 	}
 	copied, found := 0, false
-	for obj[i] != '}' {
-		if obj[i] != '"' {
-			return dst, ErrNotObject
-		}
-		keyEnd := skipString(obj, i)
-		if keyEnd < 0 {
-			return dst, ErrNotObject
-		}
-		colon := skipSpace(obj, keyEnd)
-		if colon >= len(obj) || obj[colon] != ':' {
-			return dst, ErrNotObject
-		}
-		vs := skipSpace(obj, colon+1)
-		ve := skipValue(obj, vs)
-		if ve < 0 {
+	for more := obj[i] != '}'; more; {
+		keyEnd, vs, ve, ok := member(obj, i)
+		if !ok {
 			return dst, ErrNotObject
 		}
 		if keyEquals(obj[i+1:keyEnd-1], "model") {
@@ -50,17 +38,7 @@ func AppendWithModel(dst, body []byte, model string) ([]byte, error) {
 			out = AppendJSONString(out, model)
 			copied = ve
 		}
-		i = skipSpace(obj, ve)
-		if i >= len(obj) {
-			return dst, ErrNotObject
-		}
-		if obj[i] == '}' {
-			break
-		}
-		if obj[i] != ',' {
-			return dst, ErrNotObject
-		}
-		if i = skipSpace(obj, i+1); i >= len(obj) || obj[i] == '}' {
+		if i, more, ok = afterMember(obj, ve); !ok {
 			return dst, ErrNotObject
 		}
 	}

@@ -64,20 +64,8 @@ func appendSet(dst, obj []byte, path []string) ([]byte, bool) {
 	}
 	copied, found := 0, false
 	for {
-		if obj[i] != '"' {
-			return dst, false
-		}
-		keyEnd := skipString(obj, i)
-		if keyEnd < 0 {
-			return dst, false
-		}
-		colon := skipSpace(obj, keyEnd)
-		if colon >= len(obj) || obj[colon] != ':' {
-			return dst, false
-		}
-		vs := skipSpace(obj, colon+1)
-		ve := skipValue(obj, vs)
-		if ve < 0 {
+		keyEnd, vs, ve, ok := member(obj, i)
+		if !ok {
 			return dst, false
 		}
 		if keyEquals(obj[i+1:keyEnd-1], path[0]) {
@@ -87,7 +75,6 @@ func appendSet(dst, obj []byte, path []string) ([]byte, bool) {
 			case len(path) == 1:
 				dst = append(dst, "true"...)
 			case obj[vs] == '{':
-				var ok bool
 				if dst, ok = appendSet(dst, obj[vs:ve], path[1:]); !ok {
 					return dst, false
 				}
@@ -96,18 +83,12 @@ func appendSet(dst, obj []byte, path []string) ([]byte, bool) {
 			}
 			copied = ve
 		}
-		i = skipSpace(obj, ve)
-		if i >= len(obj) {
+		var more bool
+		if i, more, ok = afterMember(obj, ve); !ok {
 			return dst, false
 		}
-		if obj[i] == '}' {
+		if !more {
 			break
-		}
-		if obj[i] != ',' {
-			return dst, false
-		}
-		if i = skipSpace(obj, i+1); i >= len(obj) {
-			return dst, false
 		}
 	}
 	if i != len(obj)-1 {
@@ -120,6 +101,42 @@ func appendSet(dst, obj []byte, path []string) ([]byte, bool) {
 	dst = append(dst, ',')
 	dst = appendMember(dst, path)
 	return append(dst, obj[i:]...), true
+}
+
+// member reads the object member `"key": value` starting at obj[i]: the
+// end of its key string and the bounds of its value; ok is false when obj
+// has no well-formed member there.
+func member(obj []byte, i int) (keyEnd, vs, ve int, ok bool) {
+	if obj[i] != '"' {
+		return 0, 0, 0, false
+	}
+	if keyEnd = skipString(obj, i); keyEnd < 0 {
+		return 0, 0, 0, false
+	}
+	colon := skipSpace(obj, keyEnd)
+	if colon >= len(obj) || obj[colon] != ':' {
+		return 0, 0, 0, false
+	}
+	vs = skipSpace(obj, colon+1)
+	ve = skipValue(obj, vs)
+	return keyEnd, vs, ve, ve >= 0
+}
+
+// afterMember reads what follows a member's value, which ends at ve: after
+// a comma, the index of the next member and more; at the object's closing
+// brace, its index and not more; ok is false on anything else.
+func afterMember(obj []byte, ve int) (i int, more, ok bool) {
+	i = skipSpace(obj, ve)
+	switch {
+	case i >= len(obj):
+		return i, false, false
+	case obj[i] == '}':
+		return i, false, true
+	case obj[i] != ',':
+		return i, false, false
+	}
+	i = skipSpace(obj, i+1)
+	return i, true, i < len(obj)
 }
 
 // appendMember appends "path[0]":<fresh value for path[1:]>. Path elements
