@@ -94,6 +94,27 @@ type Usage struct {
 	CacheReadInputTokens     int64
 }
 
+// merge applies a message_delta's usage to u: its counts are cumulative,
+// and input counts appear there only in newer API versions.
+func (u *Usage) merge(d Usage) {
+	if !d.Present {
+		return
+	}
+	u.Present = true
+	if d.InputTokens > 0 {
+		u.InputTokens = d.InputTokens
+	}
+	if d.CacheCreationInputTokens > 0 {
+		u.CacheCreationInputTokens = d.CacheCreationInputTokens
+	}
+	if d.CacheReadInputTokens > 0 {
+		u.CacheReadInputTokens = d.CacheReadInputTokens
+	}
+	if d.OutputTokens > 0 {
+		u.OutputTokens = d.OutputTokens
+	}
+}
+
 // PromptTokens is what OpenAI calls prompt_tokens: every input token,
 // cached or not.
 func (u Usage) PromptTokens() int64 {

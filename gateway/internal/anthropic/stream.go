@@ -138,7 +138,7 @@ func (t *StreamTranslator) Append(dst, data, name []byte) ([]byte, error) {
 			dst = t.appendArgs(dst, tb.call, []byte("{}"))
 		}
 	case EventMessageDelta:
-		t.mergeUsage(ev.Usage)
+		t.usage.merge(ev.Usage)
 		if ev.StopReason != nil && !t.finish {
 			dst = t.start(dst)
 			dst = t.appendFinish(dst, FinishReason(ev.StopReason))
@@ -164,27 +164,6 @@ func (t *StreamTranslator) Append(dst, data, name []byte) ([]byte, error) {
 		t.done = true
 	}
 	return dst, nil
-}
-
-// mergeUsage applies message_delta's usage: its counts are cumulative, and
-// input counts appear there only in newer API versions.
-func (t *StreamTranslator) mergeUsage(u Usage) {
-	if !u.Present {
-		return
-	}
-	t.usage.Present = true
-	if u.InputTokens > 0 {
-		t.usage.InputTokens = u.InputTokens
-	}
-	if u.CacheCreationInputTokens > 0 {
-		t.usage.CacheCreationInputTokens = u.CacheCreationInputTokens
-	}
-	if u.CacheReadInputTokens > 0 {
-		t.usage.CacheReadInputTokens = u.CacheReadInputTokens
-	}
-	if u.OutputTokens > 0 {
-		t.usage.OutputTokens = u.OutputTokens
-	}
 }
 
 // tool returns the tool_use block with Anthropic index block, or nil.

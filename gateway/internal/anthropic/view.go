@@ -131,7 +131,7 @@ func (v *ChunkView) Parse(data, name []byte, c *openai.Chunk) (*Event, error) {
 			c.ToolCalls = append(c.ToolCalls, openai.ToolCallDelta{Index: tb.call, Arguments: emptyArguments})
 		}
 	case EventMessageDelta:
-		v.mergeUsage(ev.Usage)
+		v.usage.merge(ev.Usage)
 		if ev.Usage.Present {
 			c.Usage = v.Usage()
 		}
@@ -156,26 +156,6 @@ func (v *ChunkView) tool(block int) *toolBlock {
 		}
 	}
 	return nil
-}
-
-// mergeUsage is StreamTranslator.mergeUsage.
-func (v *ChunkView) mergeUsage(u Usage) {
-	if !u.Present {
-		return
-	}
-	v.usage.Present = true
-	if u.InputTokens > 0 {
-		v.usage.InputTokens = u.InputTokens
-	}
-	if u.CacheCreationInputTokens > 0 {
-		v.usage.CacheCreationInputTokens = u.CacheCreationInputTokens
-	}
-	if u.CacheReadInputTokens > 0 {
-		v.usage.CacheReadInputTokens = u.CacheReadInputTokens
-	}
-	if u.OutputTokens > 0 {
-		v.usage.OutputTokens = u.OutputTokens
-	}
 }
 
 // StopReason maps an OpenAI finish_reason back to a Messages API
