@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,14 +16,7 @@ import (
 // completion with usage, a non-streamed one, and a tool call streamed and
 // not, whose result goes back in a follow-up.
 func TestOpenAINodeSDKAnthropic(t *testing.T) {
-	dir := filepath.Join(repoRoot(t), "gateway/e2e/testdata/node")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules/openai")); err != nil {
-		t.Fatalf("the openai npm package is not installed: run `make test-deps` (or npm ci in %s)", dir)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node is not installed: run `make test-deps`")
-	}
+	dir, node := nodeWith(t, "openai")
 	const text = "Héllo from Claude's mock — in small pieces, through the translation."
 	mock, anthURL := startAnthropicMock(t, mockllm.Config{Text: text, ChunkSize: 4, InterToken: time.Millisecond})
 	seen := recordRequests(mock)
@@ -102,14 +94,7 @@ func TestOpenAINodeSDKAnthropic(t *testing.T) {
 // Anthropic Node SDK (testdata/node/messages.mjs) through preflight: its
 // x-api-key is the tenant's gateway key; the upstream gets its own.
 func TestAnthropicNodeSDKMessages(t *testing.T) {
-	dir := filepath.Join(repoRoot(t), "gateway/e2e/testdata/node")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules/@anthropic-ai/sdk")); err != nil {
-		t.Fatalf("the @anthropic-ai/sdk npm package is not installed: run `make test-deps` (or npm ci in %s)", dir)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node is not installed: run `make test-deps`")
-	}
+	dir, node := nodeWith(t, "@anthropic-ai/sdk")
 	const text = "Héllo from Claude's mock — passed through as it came."
 	mock, anthURL := startAnthropicMock(t, mockllm.Config{Text: text, ChunkSize: 4, InterToken: time.Millisecond})
 	seen := recordRequests(mock)

@@ -15,14 +15,7 @@ import (
 // with the official OpenAI Node SDK (npm "openai"), installed by
 // `make test-deps`.
 func TestOpenAINodeSDKStreams(t *testing.T) {
-	dir := filepath.Join(repoRoot(t), "gateway/e2e/testdata/node")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules/openai")); err != nil {
-		t.Fatalf("the openai npm package is not installed: run `make test-deps` (or npm ci in %s)", dir)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node is not installed: run `make test-deps`")
-	}
+	dir, node := nodeWith(t, "openai")
 	const text = "Héllo from the mock — the whole text, in small pieces, through the gateway."
 	_, mockURL := startMock(t, mockllm.Config{Text: text, ChunkSize: 3, InterToken: time.Millisecond})
 	_, gw := startGateway(t, policy(mockURL, "", "mock-1", "mock-2"), nil)
@@ -56,4 +49,20 @@ func TestOpenAINodeSDKStreams(t *testing.T) {
 	if len(got.Models) != 2 || got.Models[0] != "mock-1" {
 		t.Errorf("SDK models %v", got.Models)
 	}
+}
+
+// nodeWith returns the directory of the Node end-to-end scripts and the
+// node binary, failing the test when node or the npm package pkg (both
+// installed by `make test-deps`) is missing.
+func nodeWith(t *testing.T, pkg string) (dir, node string) {
+	t.Helper()
+	dir = filepath.Join(repoRoot(t), "gateway/e2e/testdata/node")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", pkg)); err != nil {
+		t.Fatalf("the %s npm package is not installed: run `make test-deps` (or npm ci in %s)", pkg, dir)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node is not installed: run `make test-deps`")
+	}
+	return dir, node
 }
