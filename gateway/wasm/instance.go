@@ -60,7 +60,7 @@ func (p *Plugin) newInstance(ctx context.Context) (inst *instance, err error) {
 	p.mu.Lock()
 	p.count++
 	p.mu.Unlock()
-	mod, err := p.rt.InstantiateModule(inst.ctx, p.mod, cfg)
+	mod, err := p.rt.InstantiateModule(withLinearMemory(inst.ctx), p.mod, cfg)
 	if err != nil {
 		p.forget(inst)
 		return nil, fmt.Errorf("instantiating: %w%s", inst.explain(err), inst.stderrTail())

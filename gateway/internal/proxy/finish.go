@@ -1,42 +1,71 @@
 package proxy
 
 import (
-	"runtime"
+	"errors"
+	"net"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
-// The end of an exchange — the end phase and the call-log row — runs after
-// the reply is out, off the client's path: fasthttp writes a non-streamed
-// reply once the handler returns, and flushes a stream's last chunk only
-// after the body's Close. (Settling rate limits and budget is not deferred:
-// exact counters as a client sees them are worth a round trip.)
-// A fixed set of finisher goroutines takes ended exchanges from a bounded
-// queue; when the queue is full the request's own goroutine does the work
-// (back-pressure, nothing dropped).
+// The end of an exchange — the end phase, metrics, the access log and the
+// call-log row — runs after the reply is out, off the client's path, and on
+// the connection's own goroutine: fasthttp writes a non-streamed reply once
+// the handler returns and flushes a stream's last chunk only after the
+// body's Close, so release parks the ended exchange on its connection and
+// the server's ConnState hook finishes it when the connection turns idle
+// (the reply flushed, the next request not yet read) or closes. No hand-off
+// to another goroutine: at low concurrency waking one costs more than the
+// work (a futex wake and a second thread polling), and a connection's next
+// request waiting for its previous one's end work is the back-pressure a
+// bounded queue would apply. (Settling rate limits and budget is not
+// deferred at all: exact counters as a client sees them are worth a round
+// trip.)
 type finisher struct {
-	ch      chan *exchange
-	pending atomic.Int64 // queued or running
+	pending atomic.Int64 // parked on a connection or running
 	closed  atomic.Bool
 }
 
-const finishQueue = 4096
-
-func newFinisher() *finisher {
-	f := &finisher{ch: make(chan *exchange, finishQueue)}
-	// The work waits on Redis and the ledger queue more than it computes.
-	for i := 0; i < 4*runtime.GOMAXPROCS(0); i++ {
-		go func() {
-			for x := range f.ch {
-				x.finish()
-				f.pending.Add(-1)
-			}
-		}()
-	}
-	return f
+// clientConn is a client connection as the server sees it; ended is the
+// exchange whose end work waits for the reply to be flushed.
+type clientConn struct {
+	net.Conn
+	ended *exchange
 }
 
-// close waits (within timeout) until every queued exchange is finished;
+// SyscallConn exposes the socket (watchClient registers it with epoll).
+func (c *clientConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.New("connection has no file descriptor")
+	}
+	return sc.SyscallConn()
+}
+
+// finishEnded runs the end work parked on c; the ConnState hook calls it.
+func (f *finisher) finishEnded(c net.Conn) {
+	cc, ok := c.(*clientConn)
+	if !ok || cc.ended == nil {
+		return
+	}
+	x := cc.ended
+	cc.ended = nil
+	x.finish()
+	f.pending.Add(-1)
+}
+
+// connListener hands the server clientConns.
+type connListener struct{ net.Listener }
+
+func (l connListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &clientConn{Conn: c}, nil
+}
+
+// close waits (within timeout) until every parked exchange is finished;
 // exchanges that end later are finished inline.
 func (f *finisher) close(timeout time.Duration) {
 	f.closed.Store(true)
@@ -60,21 +89,19 @@ func (x *exchange) end(flags uint32, status int) {
 	x.settle(flags)
 }
 
-// release hands an ended exchange to a finisher, or frees it.
+// release parks an ended exchange on its client connection (finished once
+// the reply is flushed), or finishes it at once when there is none or the
+// server is stopping; an exchange that did not end is freed.
 func (x *exchange) release() {
 	if !x.ended {
 		x.free()
 		return
 	}
 	f := x.s.fin
-	if !f.closed.Load() {
+	if c := x.conn; c != nil && c.ended == nil && !f.closed.Load() {
 		f.pending.Add(1)
-		select {
-		case f.ch <- x:
-			return
-		default:
-			f.pending.Add(-1)
-		}
+		c.ended = x
+		return
 	}
 	x.finish()
 }

@@ -29,6 +29,7 @@ type exchange struct {
 	ep     openai.Endpoint
 	client *upstream.Client
 	wr     *wasm.Request // nil without plugins
+	conn   *clientConn   // the client's connection; nil when not served by Serve
 
 	reqBody []byte // the client's body, kept while plugins may read it
 	body    []byte // request body as sent upstream, when rewritten
@@ -46,7 +47,7 @@ type exchange struct {
 	trace     *reqTrace     // nil unless the request is traced (trace.go)
 	total     time.Duration // until the reply ended (set by end)
 	// usagePending: a non-streamed reply whose usage is read after it
-	// went out, by the finisher.
+	// went out, by the end work (finish.go).
 	usagePending bool
 	usage        openai.Usage // as the upstream reported it
 	upText       int64        // text bytes the upstream sent
@@ -79,7 +80,7 @@ func (x *exchange) free() {
 		x.st.release()
 		x.st = nil
 	}
-	x.s, x.client = nil, nil
+	x.s, x.client, x.conn = nil, nil, nil
 	x.usage, x.upText, x.upEvents, x.usagePending = openai.Usage{}, 0, 0, false
 	x.meter.reset()
 	x.prov.reset()
@@ -98,6 +99,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 	}
 	x := exchangePool.Get().(*exchange)
 	x.s, x.ep = s, ep
+	x.conn, _ = ctx.Conn().(*clientConn)
 	x.start, x.firstByte = time.Now(), -1
 	x.ttft, x.upSent = -1, 0
 	streamed := false
@@ -390,7 +392,7 @@ func (x *exchange) finishWhole(status int) ([]byte, int) {
 		return x.resp, status
 	}
 	if !pipe.Wants(x.wr, wasm.PhaseChunk) && !pipe.Wants(x.wr, wasm.PhaseEnd) && !x.meter.needsUsage() {
-		// Nothing before the reply needs its usage: the finisher reads it
+		// Nothing before the reply needs its usage: the end work reads it
 		// afterwards (metrics, access log, call log).
 		x.usagePending = true
 		return x.resp, status

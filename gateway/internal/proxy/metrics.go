@@ -14,8 +14,8 @@ import (
 
 // MetricsHandler serves Prometheus metrics (every metric is listed in
 // docs/OBSERVABILITY.md). Most are read from the components' own counters
-// at scrape time; the per-request ones are observed by the finisher, after
-// the reply is out; on the request path itself only the plugin callbacks
+// at scrape time; the per-request ones are observed once the reply is
+// flushed (finish.go); on the request path itself only the plugin callbacks
 // are timed (wasm.Instruments, a few tens of nanoseconds each).
 func (s *Server) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(s.obs.reg, promhttp.HandlerOpts{Registry: s.obs.reg})

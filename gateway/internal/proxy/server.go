@@ -90,7 +90,7 @@ func New(p *config.Policy, log *slog.Logger, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	s.cancels = newCancels(log.With("component", "cancel"), s.acct.redis, p.Server.CancelPollInterval)
-	s.fin = newFinisher()
+	s.fin = new(finisher)
 	if s.tracing, err = obs.NewTracing(context.Background(), p.Tracing, log); err != nil {
 		s.cancels.close()
 		s.acct.close(context.Background())
@@ -108,18 +108,21 @@ func New(p *config.Policy, log *slog.Logger, opts ...Option) (*Server, error) {
 	s.state.Store(st)
 	s.base, s.cancelAll = context.WithCancelCause(context.Background())
 	s.srv = &fasthttp.Server{
-		Handler:               s.handle,
-		ErrorHandler:          s.handleServerError,
-		Name:                  "tollgate",
-		MaxRequestBodySize:    int(p.Server.MaxBodyBytes),
-		ReadTimeout:           p.Server.ReadTimeout,
-		IdleTimeout:           p.Server.IdleTimeout,
-		Concurrency:           p.Server.MaxConnections,
-		NoDefaultDate:         false,
-		NoDefaultContentType:  true,
-		DisableKeepalive:      false,
-		ReadBufferSize:        8 << 10, // also the cap on request headers
-		ReduceMemoryUsage:     true,    // idle keep-alive connections hold no buffers
+		Handler:              s.handle,
+		ErrorHandler:         s.handleServerError,
+		Name:                 "tollgate",
+		MaxRequestBodySize:   int(p.Server.MaxBodyBytes),
+		ReadTimeout:          p.Server.ReadTimeout,
+		IdleTimeout:          p.Server.IdleTimeout,
+		Concurrency:          p.Server.MaxConnections,
+		NoDefaultDate:        false,
+		NoDefaultContentType: true,
+		DisableKeepalive:     false,
+		ReadBufferSize:       8 << 10, // also the cap on request headers
+		// Idle keep-alive connections hold no buffers, and every reply is
+		// flushed before the connection turns idle, which is when its end
+		// work runs (finish.go): keep it true.
+		ReduceMemoryUsage:     true,
 		CloseOnShutdown:       true,
 		NoDefaultServerHeader: false,
 		Logger:                fasthttpLogger{log},
@@ -132,7 +135,7 @@ func New(p *config.Policy, log *slog.Logger, opts ...Option) (*Server, error) {
 // called.
 func (s *Server) Serve(ln net.Listener) error {
 	s.ready.Store(true)
-	return s.srv.Serve(ln)
+	return s.srv.Serve(connListener{ln})
 }
 
 // InFlight is the number of requests being forwarded.
@@ -152,6 +155,7 @@ func (s *Server) Shutdown(delay, drain time.Duration) error {
 	err := s.srv.ShutdownWithContext(ctx)
 	cancel()
 	if err == nil {
+		s.fin.close(drain + 10*time.Second) // end work parked on closing connections
 		s.retire()
 		return s.closeAccounting(drain)
 	}
@@ -162,6 +166,7 @@ func (s *Server) Shutdown(delay, drain time.Duration) error {
 			break
 		}
 	}
+	s.fin.close(drain + 10*time.Second)
 	s.retire()
 	aerr := s.closeAccounting(drain)
 	if n := s.conns.Load(); n > 0 {
@@ -195,12 +200,14 @@ func (s *Server) connState(c net.Conn, cs fasthttp.ConnState) {
 	case fasthttp.StateNew:
 		s.conns.Add(1)
 	case fasthttp.StateIdle:
+		s.fin.finishEnded(c) // the reply is flushed: its end work runs now
 		// While draining, a connection is closed as soon as its response
 		// is out rather than kept alive for a request it could not serve.
 		if s.draining.Load() {
 			c.Close()
 		}
 	case fasthttp.StateClosed, fasthttp.StateHijacked:
+		s.fin.finishEnded(c)
 		s.conns.Add(-1)
 	}
 }

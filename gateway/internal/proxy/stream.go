@@ -360,9 +360,9 @@ func (st *sseStream) endWithError(e *openai.Error) {
 }
 
 // Close implements io.Closer; fasthttp calls it once the body is written or
-// the client is gone. It hands the exchange to a finisher (end phase,
-// settlement, call log; then the upstream exchange ends) and frees the
-// stream.
+// the client is gone. It settles the exchange and releases it (its end
+// phase and call log run once the last chunk is flushed; then the upstream
+// exchange ends) and frees the stream.
 func (st *sseStream) Close() error {
 	st.watch.stop()
 	if !st.finished || st.sent < len(st.out) {
