@@ -31,6 +31,7 @@ type finisher struct {
 type clientConn struct {
 	net.Conn
 	ended *exchange
+	watch watchState // the disconnect watch (watch_linux.go)
 }
 
 // SyscallConn exposes the socket (watchClient registers it with epoll).

@@ -208,6 +208,9 @@ func (s *Server) connState(c net.Conn, cs fasthttp.ConnState) {
 		}
 	case fasthttp.StateClosed, fasthttp.StateHijacked:
 		s.fin.finishEnded(c)
+		if cc, ok := c.(*clientConn); ok {
+			cc.forget()
+		}
 		s.conns.Add(-1)
 	}
 }

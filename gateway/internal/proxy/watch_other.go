@@ -8,6 +8,10 @@ import "net"
 // write to the client.
 type clientWatch struct{}
 
+type watchState struct{}
+
 func watchClient(net.Conn, func(error)) *clientWatch { return nil }
 
 func (*clientWatch) stop() {}
+
+func (*clientConn) forget() {}

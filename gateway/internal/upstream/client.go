@@ -292,26 +292,53 @@ func (c *Client) Close() {
 	}
 }
 
-// conn is one upstream connection. Reads go through conn.Read, which sets
-// the read deadline of the current phase before each read of the socket.
+// conn is one upstream connection. Reads go through conn.Read, which
+// keeps the read deadline of the current phase armed before each read of
+// the socket.
 type conn struct {
 	nc       net.Conn
 	br       *bufio.Reader
 	step     time.Duration // per-read deadline: first byte, then idle
 	cap      time.Time     // absolute deadline (total), zero for none
+	rdl, wdl time.Time     // the read and write deadlines set on nc
 	lastUsed time.Time
 	canceled atomic.Bool
 }
 
 func (cn *conn) Read(p []byte) (int, error) {
-	d := time.Now().Add(cn.step)
-	if !cn.cap.IsZero() && cn.cap.Before(d) {
-		d = cn.cap
-	}
-	if err := cn.nc.SetReadDeadline(d); err != nil {
+	if err := cn.arm(&cn.rdl, cn.step, cn.nc.SetReadDeadline); err != nil {
 		return 0, err
 	}
 	return cn.nc.Read(p)
+}
+
+// arm makes the deadline *set (read or write) fall between now+step and
+// now+step+step/8, or at cn.cap if that is earlier. A deadline still in
+// that window is left alone: moving a deadline is a timer update in the
+// runtime, and an update that makes it the process's earliest timer wakes
+// an idle thread (at low load, once a request); kept, it is refreshed once
+// per step/8 of use. A timeout therefore fires after its configured time,
+// at most an eighth later.
+func (cn *conn) arm(set *time.Time, step time.Duration, setDeadline func(time.Time) error) error {
+	lo := time.Now().Add(step)
+	hi := lo.Add(step / 8)
+	if !cn.cap.IsZero() {
+		if cn.cap.Before(lo) {
+			lo = cn.cap
+		}
+		if cn.cap.Before(hi) {
+			hi = cn.cap
+		}
+	}
+	if !set.Before(lo) && !set.After(hi) {
+		return nil
+	}
+	if err := setDeadline(hi); err != nil {
+		*set = time.Time{}
+		return err
+	}
+	*set = hi
+	return nil
 }
 
 func (cn *conn) close() { cn.nc.Close() }

@@ -101,11 +101,7 @@ func (ex *Exchange) writeRequest(req *Request) error {
 	w.WriteString("\r\n")
 	w.Write(req.Body)
 	if d := ex.client.timeouts.FirstByte; d > 0 {
-		wd := time.Now().Add(d)
-		if !ex.deadline.IsZero() && ex.deadline.Before(wd) {
-			wd = ex.deadline
-		}
-		ex.conn.nc.SetWriteDeadline(wd)
+		ex.conn.arm(&ex.conn.wdl, d, ex.conn.nc.SetWriteDeadline)
 	}
 	return w.Flush()
 }

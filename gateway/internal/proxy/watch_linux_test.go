@@ -1,0 +1,73 @@
+package proxy
+
+import (
+	"errors"
+	"net"
+	"testing"
+	"time"
+)
+
+// A connection is registered once; each request on it publishes its own
+// cancel, and only the request running when the client closes is told.
+func TestWatchPerConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	peer, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := &clientConn{Conn: raw}
+	defer cc.Close()
+	defer cc.forget()
+
+	first := make(chan error, 1)
+	w := watchClient(cc, func(err error) { first <- err })
+	if w == nil {
+		t.Fatal("a TCP connection could not be watched")
+	}
+	token := cc.watch.token
+	// Pipelined bytes are not a disconnect.
+	if _, err := peer.Write([]byte("GET / HTTP/1.1\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("data from the client read as a disconnect: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	w.stop()
+
+	second := make(chan error, 1)
+	if watchClient(cc, func(err error) { second <- err }) == nil || cc.watch.token != token {
+		t.Fatalf("the second request re-registered the connection (token %d, was %d)", cc.watch.token, token)
+	}
+	peer.Close()
+	select {
+	case err := <-second:
+		if !errors.Is(err, ErrClientGone) {
+			t.Fatalf("cause %v, want ErrClientGone", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the client's close was not noticed")
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("the finished first request was canceled too: %v", err)
+	default:
+	}
+	d := watcher()
+	cc.forget()
+	d.mu.Lock()
+	_, still := d.conns[token]
+	d.mu.Unlock()
+	if still {
+		t.Fatal("a closed connection stayed in the watcher's set")
+	}
+}
