@@ -50,7 +50,10 @@
 #                             stores; tollgate-noop4 / tollgate-noop4t (four
 #                             no-op plugins, interruptible / not)
 #   POLICY=policies/default.yaml      policy of the tollgate target
-#   EXTRA="name=policy.yaml ..."      more gateway targets (tollgate-NAME)
+#   EXTRA="name=policy.yaml[@binary] ..."
+#                             more gateway targets (tollgate-NAME), each with
+#                             its own tollgate binary if given (A/B of two
+#                             builds in one run: build the old one elsewhere)
 #   TOLLGATE_BIN=path         use this tollgate binary instead of building one
 #   BENCH_MODEL=mock-1        model name in request bodies
 #   BENCH_HEADER=""           an extra "Name: value" header for every target
@@ -161,7 +164,8 @@ for t in $TARGETS; do
 	has_target "$t" || ORDER+=("$t")
 done
 for extra in $EXTRA; do
-	[[ $extra == *=* ]] || die "EXTRA entries are NAME=POLICY, got '$extra'"
+	[[ $extra == *=* ]] || die "EXTRA entries are NAME=POLICY[@BINARY], got '$extra'"
+	[[ $extra != *@* || -x ${extra#*@} ]] || die "EXTRA: ${extra#*@} is not an executable"
 	ORDER+=("tollgate-${extra%%=*}")
 done
 for t in "${ORDER[@]}"; do

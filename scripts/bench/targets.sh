@@ -80,6 +80,7 @@ policy_for() {
 	fi
 	local extra
 	for extra in $EXTRA; do
+		extra=${extra%%@*}
 		[[ $t == "tollgate-${extra%%=*}" ]] && echo "${extra#*=}" && return
 	done
 	if [[ $t == tollgate-noop4 || $t == tollgate-noop4t ]]; then
@@ -203,13 +204,26 @@ start_nginx() {
 	URL[nginx:slow]=http://127.0.0.1:$sport/v1/chat/completions
 }
 
+# binary_for TARGET prints the tollgate binary of a gateway target: an
+# EXTRA entry's @BINARY, else the one built for the run.
+binary_for() {
+	local extra
+	for extra in $EXTRA; do
+		if [[ $1 == "tollgate-${extra%%=*}" && $extra == *@* ]]; then
+			echo "${extra#*@}"
+			return
+		fi
+	done
+	echo "$BIN/tollgate"
+}
+
 # start_gateway TARGET KIND MOCKPORT POLICY
 start_gateway() {
 	local port admin
 	port=$(free_port) admin=$(free_port)
 	start "$1-$2" env TOLLGATE_MOCK_URL="http://127.0.0.1:$3/v1" TOLLGATE_SPOOL_DIR="$WORK/spool-$1-$2" \
 		TOLLGATE_ADMIN_LISTEN="127.0.0.1:$admin" TOLLGATE_ADMIN_TOKEN="$ADMIN_TOKEN" \
-		"$BIN/tollgate" serve -policy "$4" -listen "127.0.0.1:$port" -watch 0
+		"$(binary_for "$1")" serve -policy "$4" -listen "127.0.0.1:$port" -watch 0
 	wait_ready "$port" /readyz "$STARTED" || die "$1 ($2 mock) did not become ready (GET /readyz); see $WORK/$1-$2.log"
 	URL[$1:$2]=http://127.0.0.1:$port/v1/chat/completions
 	# Policies without the admin listener (EXTRA, POLICY) get no in-flight wait.

@@ -136,9 +136,10 @@ type PluginLimits struct {
 	// Instances caps the instance pool (default 2 × CPUs).
 	Instances int `yaml:"instances"`
 	// Interruptible (default true) compiles termination checks so a
-	// callback spinning past its deadline is stopped. false saves about
-	// 20 µs per callback at low load, for first-party plugins you trust:
-	// an overdue callback is then only logged and counted.
+	// callback spinning past its deadline is stopped. false saves about a
+	// sixth of a callback's time (preflight, warm: 2.7 instead of 3.2 µs),
+	// for measurements: an overdue callback is then only logged and
+	// counted.
 	Interruptible *bool `yaml:"interruptible"`
 }
 
