@@ -48,7 +48,9 @@ func OnChunk(f func(c *Chunk) Verdict) { handlers.chunk = f }
 
 // OnEnd registers the handler of the end phase: the exchange is over and
 // its usage is known. It cannot change anything any more; use it for
-// accounting (state, facts, [MetricAdd], [Call]).
+// accounting (state, facts, [MetricAdd], [Call]). It runs once the reply
+// is flushed to the client and before the gateway reads the next request
+// on that client connection, so a slow handler delays that request.
 func OnEnd(f func(e *End)) { handlers.end = f }
 
 // registeredPhases is what tollgate_phases returns.
