@@ -60,8 +60,10 @@ func (x *exchange) observe(row *calllog.Row) {
 	endpoint := endpointPath(x.ep)
 	status := statusLabel(row.Status)
 	streamed := x.ex != nil // a stream keeps its upstream exchange for the end phase
-	o.requests.WithLabelValues(endpoint, row.Model, row.Upstream, status).Inc()
-	o.duration.WithLabelValues(endpoint, row.Model, row.Upstream, status).Observe(row.Total.Seconds())
+	// The model label is the policy's name or pattern for it, never the
+	// client's string (x.modelLabel).
+	o.requests.WithLabelValues(endpoint, x.modelLabel, row.Upstream, status).Inc()
+	o.duration.WithLabelValues(endpoint, x.modelLabel, row.Upstream, status).Observe(row.Total.Seconds())
 	if x.upSent > 0 {
 		o.phases.WithLabelValues("admission", row.Upstream).Observe(x.upSent.Seconds())
 	}
@@ -73,11 +75,11 @@ func (x *exchange) observe(row *calllog.Row) {
 		}
 	}
 	if x.ttft >= 0 {
-		o.ttft.WithLabelValues(endpoint, row.Model, row.Upstream).Observe(x.ttft.Seconds())
+		o.ttft.WithLabelValues(endpoint, x.modelLabel, row.Upstream).Observe(x.ttft.Seconds())
 	}
 	if row.Status < 400 && (row.PromptTokens > 0 || row.CompletionTokens > 0) {
-		o.tokenUsage.WithLabelValues(row.Model, "prompt").Observe(float64(row.PromptTokens))
-		o.tokenUsage.WithLabelValues(row.Model, "completion").Observe(float64(row.CompletionTokens))
+		o.tokenUsage.WithLabelValues(x.modelLabel, "prompt").Observe(float64(row.PromptTokens))
+		o.tokenUsage.WithLabelValues(x.modelLabel, "completion").Observe(float64(row.CompletionTokens))
 	}
 	if row.TenantID != "" {
 		if row.PromptTokens > 0 {

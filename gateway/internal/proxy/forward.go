@@ -58,7 +58,9 @@ type exchange struct {
 	prov providerState // the upstream API's request and reply (provider.go)
 	// route is the request's route; try its attempts (attempt.go).
 	route *route
-	try   attemptState
+	// modelLabel is the model in metrics: a name or pattern of the policy.
+	modelLabel string
+	try        attemptState
 
 	// Set by end; the end work runs when the exchange is released.
 	ended     bool
@@ -84,7 +86,7 @@ func (x *exchange) free() {
 	x.usage, x.upText, x.upEvents, x.usagePending = openai.Usage{}, 0, 0, false
 	x.meter.reset()
 	x.prov.reset()
-	x.route = nil
+	x.route, x.modelLabel = nil, ""
 	x.try.reset()
 	x.ended, x.endFlags, x.endStatus, x.ex, x.exCancel = false, 0, 0, nil, nil
 	exchangePool.Put(x)
@@ -123,7 +125,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 		writeError(ctx, &openai.Error{Status: 503, Type: "server_error", Code: "shutting_down", Message: "The gateway is shutting down; retry the request."})
 		return
 	}
-	if x.route = x.st.routes.lookup(r.Model); x.route != nil {
+	if x.route, x.modelLabel = x.st.routes.lookup(r.Model); x.route != nil {
 		x.client = x.choose()
 	}
 	if x.client == nil || !x.accepts(x.client) {

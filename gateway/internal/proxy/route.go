@@ -15,7 +15,7 @@ import (
 // router maps a request's model to a route: exact names first, then glob
 // patterns in policy order. It is immutable once built.
 type router struct {
-	exact    map[string]*route
+	exact    map[string]exactRoute
 	patterns []pattern
 	// models is the GET /v1/models body: the exact names, OpenAI list format.
 	models []byte
@@ -24,6 +24,13 @@ type router struct {
 type pattern struct {
 	glob  string
 	route *route
+}
+
+// exactRoute is the route of a model the policy names; name is that
+// model's name, kept as the metrics label.
+type exactRoute struct {
+	route *route
+	name  string
 }
 
 // route is one policy route: the upstreams that share its requests, the
@@ -57,7 +64,7 @@ type fallback struct {
 // health state by name.
 func newRouter(p *config.Policy, clients map[string]*upstream.Client, filters map[*upstream.Client]*headerFilter,
 	health map[string]*balance.Upstream, created time.Time) *router {
-	r := &router{exact: make(map[string]*route)}
+	r := &router{exact: make(map[string]exactRoute)}
 	timeouts := make(map[string]time.Duration, len(p.Upstreams))
 	for _, u := range p.Upstreams {
 		timeouts[u.Name] = u.Timeouts.FirstByte
@@ -81,7 +88,7 @@ func newRouter(p *config.Policy, clients map[string]*upstream.Client, filters ma
 				r.patterns = append(r.patterns, pattern{glob: m, route: ro})
 				continue
 			}
-			r.exact[m] = ro
+			r.exact[m] = exactRoute{route: ro, name: m}
 			names = append(names, m)
 		}
 	}
@@ -89,7 +96,7 @@ func newRouter(p *config.Policy, clients map[string]*upstream.Client, filters ma
 	// model is routed).
 	for i, rt := range p.Routes {
 		for _, m := range rt.FallbackModels {
-			if fr := r.lookup([]byte(m)); fr != nil {
+			if fr, _ := r.lookup([]byte(m)); fr != nil {
 				routes[i].fallbacks = append(routes[i].fallbacks, fallback{model: m, route: fr})
 			}
 		}
@@ -101,21 +108,24 @@ func newRouter(p *config.Policy, clients map[string]*upstream.Client, filters ma
 
 func isGlob(s string) bool { return strings.ContainsAny(s, `*?[\`) }
 
-// lookup returns the route for model, or nil when none matches.
-func (r *router) lookup(model []byte) *route {
-	if ro, ok := r.exact[string(model)]; ok {
-		return ro
+// lookup returns the route for model, or nil when none matches, and the
+// model's label in metrics: the model's name when the policy names it,
+// else the pattern it matched ("gpt-*"). Labels come from the policy only,
+// so clients cannot add time series by inventing model names.
+func (r *router) lookup(model []byte) (*route, string) {
+	if e, ok := r.exact[string(model)]; ok {
+		return e.route, e.name
 	}
 	if len(r.patterns) == 0 {
-		return nil
+		return nil, ""
 	}
 	m := string(model)
 	for _, p := range r.patterns {
 		if ok, _ := path.Match(p.glob, m); ok {
-			return p.route
+			return p.route, p.glob
 		}
 	}
-	return nil
+	return nil, ""
 }
 
 func appendModelList(dst []byte, names []string, created time.Time) []byte {
