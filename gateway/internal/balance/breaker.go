@@ -92,7 +92,7 @@ func (b *breaker) unclaim() {
 // breaker; outcomes of requests sent before the breaker opened are
 // ignored while it is not closed.
 func (b *breaker) record(o Outcome, probe bool) {
-	if o == Cancelled {
+	if o == Cancelled || o == PoolFull { // nothing reached the upstream
 		if probe {
 			b.unclaim()
 		}

@@ -33,11 +33,15 @@ const (
 	// Cancelled means the caller gave up (client gone, cancel API,
 	// shutdown); it says nothing about the upstream's health.
 	Cancelled
+	// PoolFull means nothing was sent: every connection the gateway may
+	// open to the upstream (max_connections) stayed busy. The gateway's
+	// own limit, not the upstream's health; another upstream may serve.
+	PoolFull
 
 	numOutcomes
 )
 
-var outcomeNames = [numOutcomes]string{"success", "client_error", "rate_limited", "server_error", "timeout", "unreachable", "cancelled"}
+var outcomeNames = [numOutcomes]string{"success", "client_error", "rate_limited", "server_error", "timeout", "unreachable", "cancelled", "pool_full"}
 
 // String is the outcome's metric label.
 func (o Outcome) String() string {
@@ -72,7 +76,7 @@ func StatusOutcome(status int) Outcome {
 // Retryable reports whether another attempt may be made after o: the
 // upstream failed or shed load before anything was sent to the client.
 func (o Outcome) Retryable() bool {
-	return o == RateLimited || o == ServerError || o == Timeout || o == Unreachable
+	return o == RateLimited || o == ServerError || o == Timeout || o == Unreachable || o == PoolFull
 }
 
 // failure reports whether o counts against the upstream's breaker: no

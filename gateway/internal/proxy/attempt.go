@@ -43,7 +43,9 @@ type attemptState struct {
 	ticket   balance.Ticket
 	attempts int
 	tried    [config.MaxAttempts]*balance.Upstream
-	timedOut [config.MaxAttempts]bool // tried[i] gave no reply in time
+	// timedOut: tried[i] gave no reply in time, or all its connections
+	// stayed busy for as long; either way, not worth another wait.
+	timedOut [config.MaxAttempts]bool
 	// prefer is the member of the route chosen before the plugins ran (so
 	// they could read its name); the first attempt goes there if it can.
 	prefer int
@@ -246,7 +248,7 @@ func (x *exchange) send(ctx *fasthttp.RequestCtx, rctx context.Context, path str
 		x.client, a.name = t.client, t.name
 		ex, err := t.client.Do(rctx, req)
 		a.tried[a.attempts] = tk.Upstream()
-		a.timedOut[a.attempts] = err != nil && errors.Is(err, upstream.ErrTimeout)
+		a.timedOut[a.attempts] = err != nil && (errors.Is(err, upstream.ErrTimeout) || errors.Is(err, upstream.ErrPoolFull))
 		a.attempts++
 		retry := a.attempts > 1
 		if err != nil {
@@ -344,6 +346,8 @@ func errOutcome(err error) balance.Outcome {
 	switch {
 	case errors.Is(err, upstream.ErrCanceled):
 		return balance.Cancelled
+	case errors.Is(err, upstream.ErrPoolFull):
+		return balance.PoolFull
 	case errors.Is(err, upstream.ErrTimeout):
 		return balance.Timeout
 	}

@@ -468,3 +468,40 @@ func TestFallbackModel(t *testing.T) {
 		t.Fatalf("went to %v, want [a]", seq)
 	}
 }
+
+// A full connection pool (max_connections) is the gateway's own limit: the
+// request waits, then gets 503 upstream_saturated, and the upstream's
+// breaker does not count it as a failure.
+func TestPoolFullIsNotAnUpstreamFailure(t *testing.T) {
+	h := &hits{}
+	a := newFakeUpstream(t, "a", h, step{})
+	g := startTestGateway(t, routingPolicy(upstreamYAML("a", a.url,
+		"max_connections: 1\nbreaker: {failures: 1, open_for: 30s}\ntimeouts: {connect: 1s, first_byte: 300ms, idle: 2s, total: 20s}"),
+		`- {models: [m], upstream: a}`))
+	// A stream keeps the only connection (its events 600 ms apart are
+	// within the idle timeout) while the next request waits.
+	a.set(step{}, step{stream: true, events: 4, eventGap: 600 * time.Millisecond})
+	held := make(chan reply)
+	go func() { held <- g.chat(t, "m", true) }()
+	for h.count("a") != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	r := g.chat(t, "m", false)
+	if r.status != 503 || !strings.Contains(r.body, "upstream_saturated") || r.header.Get("Retry-After") != "1" {
+		t.Fatalf("with the only connection busy: %d %q Retry-After %q, want 503 upstream_saturated", r.status, r.body, r.header.Get("Retry-After"))
+	}
+	if r := <-held; r.status != 200 {
+		t.Fatalf("held request: %d %s", r.status, r.body)
+	}
+	// failures: 1 would have opened the breaker on a failure.
+	if r := g.chat(t, "m", false); r.status != 200 {
+		t.Fatalf("after the pool freed: %d %s (breaker opened by the gateway's own limit?)", r.status, r.body)
+	}
+	checkMetrics(t, g.metrics(t, "tollgate_upstream_"), map[string]string{
+		`tollgate_upstream_attempts_total{outcome="pool_full",upstream="a"}`: "1",
+		`tollgate_upstream_attempts_total{outcome="timeout",upstream="a"}`:   "0",
+		`tollgate_upstream_attempts_total{outcome="success",upstream="a"}`:   "2",
+		`tollgate_upstream_breaker_state{state="closed",upstream="a"}`:       "1",
+	})
+}

@@ -10,7 +10,7 @@ import (
 // scrape time. They belong to the current policy: a reload starts them
 // (and the breakers) afresh.
 var (
-	mUpAttempts     = desc("tollgate_upstream_attempts_total", "Attempts sent to the upstream by outcome: success, client_error (4xx but 429), rate_limited (429), server_error (5xx), timeout, unreachable, cancelled.", "upstream", "outcome")
+	mUpAttempts     = desc("tollgate_upstream_attempts_total", "Attempts sent to the upstream by outcome: success, client_error (4xx but 429), rate_limited (429), server_error (5xx), timeout, unreachable, cancelled, pool_full (nothing sent: every connection busy).", "upstream", "outcome")
 	mUpRetries      = desc("tollgate_upstream_retries_total", "Attempts to the upstream that repeated a request after an earlier attempt failed.", "upstream")
 	mUpInflight     = desc("tollgate_upstream_inflight_requests", "Attempts holding one of the upstream's slots (a stream until it ends).", "upstream")
 	mUpLimit        = desc("tollgate_upstream_max_concurrent", "The upstream's max_concurrent (upstreams with a limit only).", "upstream")

@@ -40,6 +40,10 @@ var (
 	ErrUnreachable = errors.New("upstream unreachable")
 	// ErrCanceled means the exchange was canceled by its caller.
 	ErrCanceled = errors.New("upstream request canceled")
+	// ErrPoolFull means every connection the gateway may open to the
+	// upstream (max_connections) stayed busy for the whole wait: the
+	// gateway's own limit, which says nothing about the upstream's health.
+	ErrPoolFull = errors.New("every connection to the upstream is busy")
 )
 
 // maxIdleAge drops pooled connections idle longer than this; servers
@@ -180,6 +184,8 @@ func (c *Client) classify(ctx context.Context, err error) error {
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("%w: %s: %w", ErrCanceled, c.name, context.Cause(ctx))
+	case errors.Is(err, ErrPoolFull):
+		return err
 	case errors.Is(err, ErrTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, fasthttp.ErrTimeout),
 		errors.As(err, &ne) && ne.Timeout():
 		return fmt.Errorf("%w: %s: %w", ErrTimeout, c.name, err)
@@ -223,7 +229,7 @@ func (c *Client) getConn(ctx context.Context, deadline time.Time) (*conn, bool, 
 		case cn := <-c.idle:
 			return cn, true, nil
 		case <-t.C:
-			return nil, false, fmt.Errorf("%w: all %d connections to %s busy for %s", ErrTimeout, cap(c.slots), c.name, wait)
+			return nil, false, fmt.Errorf("%w: all %d connections to %s busy for %s", ErrPoolFull, cap(c.slots), c.name, wait)
 		case <-ctx.Done():
 			return nil, false, ctx.Err()
 		}
