@@ -93,6 +93,24 @@ func TestMemorySettledWindow(t *testing.T) {
 	}
 }
 
+// TestMemorySettledTTL: WithSettledTTL shortens the window.
+func TestMemorySettledTTL(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	m := budget.NewMemory(nil, clock.Now).WithSettledTTL(5 * time.Minute)
+	for i, want := range []int64{10, 10, 20} {
+		if i == 1 {
+			clock.Advance(5*time.Minute - time.Millisecond)
+		}
+		if i == 2 {
+			clock.Advance(time.Millisecond)
+		}
+		if spent, err := m.Settle(ctx, "acme", month, "r", 10); err != nil || spent != want {
+			t.Fatalf("Settle %d = %d, %v; want %d", i, spent, err, want)
+		}
+	}
+}
+
 // TestMemoryForgetsIdleMonths: a tenant-month unused for DefaultKeyTTL is
 // dropped and seeded again on its next use.
 func TestMemoryForgetsIdleMonths(t *testing.T) {

@@ -103,15 +103,16 @@ func newAccounting(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer)
 			return calllog.MonthSpend(ctx, pool, tenant, m)
 		}
 	}
+	// Settle markers guard against a double settle, which the host never
+	// retries late; five minutes keeps them to ~50 MB (of Redis, or of the
+	// process) at 1,000 requests a second.
+	const settledTTL = 5 * time.Minute
 	if a.redis != nil {
 		a.limiter = limiter.NewRedis(a.redis, limiter.RedisOptions{})
-		// Settle markers guard against a double settle, which the host
-		// never retries late; five minutes keeps them to ~50 MB of Redis
-		// at 1,000 requests a second.
-		a.budget = budget.NewRedis(a.redis, seed, budget.RedisOptions{SettledTTL: 5 * time.Minute})
+		a.budget = budget.NewRedis(a.redis, seed, budget.RedisOptions{SettledTTL: settledTTL})
 	} else {
 		a.limiter = limiter.NewMemory(nil)
-		a.budget = budget.NewMemory(seed, nil)
+		a.budget = budget.NewMemory(seed, nil).WithSettledTTL(settledTTL)
 	}
 	if a.pool != nil && *p.CallLog.ReconcileInterval > 0 {
 		counter := a.budget
