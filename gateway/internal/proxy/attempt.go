@@ -303,9 +303,14 @@ func (x *exchange) unavailable(ctx *fasthttp.RequestCtx) *openai.Error {
 		return &openai.Error{Status: fasthttp.StatusServiceUnavailable, Type: openai.TypeUpstream, Code: "upstream_unavailable",
 			Message: fmt.Sprintf("Every upstream serving `%s` is failing; the gateway stopped sending requests to them for a while (circuit breaker open).", x.req.Model)}
 	}
+	return saturated(ctx, fmt.Sprintf("Every upstream serving `%s` is at its concurrency limit; retry the request.", x.req.Model))
+}
+
+// saturated is the 503 for a request the gateway's own limits kept from
+// every upstream (max_concurrent, max_connections): retry in a second.
+func saturated(ctx *fasthttp.RequestCtx, msg string) *openai.Error {
 	ctx.Response.Header.Set("Retry-After", "1")
-	return &openai.Error{Status: fasthttp.StatusServiceUnavailable, Type: openai.TypeUpstream, Code: "upstream_saturated",
-		Message: fmt.Sprintf("Every upstream serving `%s` is at its concurrency limit; retry the request.", x.req.Model)}
+	return &openai.Error{Status: fasthttp.StatusServiceUnavailable, Type: openai.TypeUpstream, Code: "upstream_saturated", Message: msg}
 }
 
 // attemptRequest builds the request for target t: the header lines its

@@ -1,10 +1,8 @@
 package proxy
 
 import (
-	"errors"
 	"net"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -34,19 +32,10 @@ type clientConn struct {
 	watch watchState // the disconnect watch (watch_linux.go)
 }
 
-// SyscallConn exposes the socket (watchClient registers it with epoll).
-func (c *clientConn) SyscallConn() (syscall.RawConn, error) {
-	sc, ok := c.Conn.(syscall.Conn)
-	if !ok {
-		return nil, errors.New("connection has no file descriptor")
-	}
-	return sc.SyscallConn()
-}
-
-// finishEnded runs the end work parked on c; the ConnState hook calls it.
-func (f *finisher) finishEnded(c net.Conn) {
-	cc, ok := c.(*clientConn)
-	if !ok || cc.ended == nil {
+// finishEnded runs the end work parked on cc (nil: none); the ConnState
+// hook calls it.
+func (f *finisher) finishEnded(cc *clientConn) {
+	if cc == nil || cc.ended == nil {
 		return
 	}
 	x := cc.ended

@@ -542,9 +542,7 @@ func (s *Server) upstreamFailed(ctx *fasthttp.RequestCtx, c *upstream.Client, er
 		writeError(ctx, asOpenAIError(err))
 	case errors.Is(err, upstream.ErrPoolFull):
 		s.log.Warn("upstream connection pool full", "upstream", c.Name(), "err", err)
-		ctx.Response.Header.Set("Retry-After", "1")
-		writeError(ctx, &openai.Error{Status: fasthttp.StatusServiceUnavailable, Type: openai.TypeUpstream, Code: "upstream_saturated",
-			Message: fmt.Sprintf("Every connection to the upstream %q is busy (its max_connections); retry the request.", c.Name())})
+		writeError(ctx, saturated(ctx, fmt.Sprintf("Every connection to the upstream %q is busy (its max_connections); retry the request.", c.Name())))
 	case errors.Is(err, upstream.ErrTimeout):
 		s.log.Warn("upstream timeout", "upstream", c.Name(), "err", err)
 		writeError(ctx, openai.UpstreamTimeout(fmt.Sprintf("The upstream %q did not answer in time.", c.Name())))

@@ -196,21 +196,20 @@ func (s *Server) closeAccounting(drain time.Duration) error {
 }
 
 func (s *Server) connState(c net.Conn, cs fasthttp.ConnState) {
+	cc, _ := c.(*clientConn) // every connection Serve accepts
 	switch cs {
 	case fasthttp.StateNew:
 		s.conns.Add(1)
 	case fasthttp.StateIdle:
-		s.fin.finishEnded(c) // the reply is flushed: its end work runs now
+		s.fin.finishEnded(cc) // the reply is flushed: its end work runs now
 		// While draining, a connection is closed as soon as its response
 		// is out rather than kept alive for a request it could not serve.
 		if s.draining.Load() {
 			c.Close()
 		}
 	case fasthttp.StateClosed, fasthttp.StateHijacked:
-		s.fin.finishEnded(c)
-		if cc, ok := c.(*clientConn); ok {
-			cc.forget()
-		}
+		s.fin.finishEnded(cc)
+		cc.forget()
 		s.conns.Add(-1)
 	}
 }

@@ -109,8 +109,11 @@ func (cc *clientConn) stop() {
 	}
 }
 
-// forget drops a closed connection from the watcher.
+// forget drops a closed connection from the watcher. Safe on nil.
 func (cc *clientConn) forget() {
+	if cc == nil {
+		return
+	}
 	if t := cc.watch.token; t != 0 && t != unwatchable {
 		d := watcher()
 		d.mu.Lock()
