@@ -91,10 +91,10 @@
 // rather than let a guard act on text it could not read.
 //
 // A panic in a handler traps the instance: the host discards it and applies
-// the plugin's on_error (fail_closed or fail_open). The SDK first writes
-// the panic's message to the host's log ("panic in on_chunk: ..."), because
-// the host discards what Go prints on stderr. Go's fatal errors (out of
-// memory, deadlock) cannot be caught and reach the host only as a trap.
+// the plugin's on_error (fail_closed or fail_open). The first line Go
+// prints on stderr, "panic: MESSAGE", is part of the callback's error in
+// the gateway's log. Go's fatal errors (out of memory, deadlock) trap the
+// same way.
 //
 // # Building and testing on the host
 //

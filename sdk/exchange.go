@@ -115,6 +115,16 @@ type Tenant struct {
 // needed.
 func (x *Exchange) TenantMaxTokens() int64 { return hostTenantInt(tenantMaxTokens) }
 
+// HasTenant reports whether the request's tenant is resolved. One host
+// call, no allocation.
+func (x *Exchange) HasTenant() bool {
+	n := hostTenantField(tenantID, nil)
+	if n < 0 && n != int32(ErrAbsent) {
+		broken("tenant_field(ID)", n)
+	}
+	return n >= 0
+}
+
 // Tenant returns the request's tenant; false when none is resolved (yet).
 // It makes twelve host calls: call it once per callback.
 func (x *Exchange) Tenant() (Tenant, bool) {
@@ -190,6 +200,30 @@ type Request struct {
 // case-insensitive); false when absent.
 func (r *Request) Header(name string) (string, bool) {
 	return readString("request_header", func(b []byte) int32 { return hostRequestHeader(name, b) })
+}
+
+// AppendHeader appends the value of a header of the client's request to
+// dst; false (and dst unchanged) when absent. It does not allocate once
+// dst has room for the value, and it keeps no copy: the way to read a
+// secret such as an API key.
+func (r *Request) AppendHeader(dst []byte, name string) ([]byte, bool) {
+	for try := 0; try < 3; try++ {
+		free := dst[len(dst):cap(dst)]
+		n := hostRequestHeader(name, free)
+		switch {
+		case n == int32(ErrAbsent):
+			return dst, false
+		case n < 0:
+			broken("request_header", n)
+		case int(n) <= len(free):
+			return dst[:len(dst)+int(n)], true
+		}
+		grown := make([]byte, len(dst), len(dst)+int(n))
+		copy(grown, dst)
+		dst = grown
+	}
+	broken("request_header", int32(errUnstable))
+	return dst, false
 }
 
 // SetHeader sets a header on the request sent upstream; an empty value

@@ -80,30 +80,13 @@ var (
 	curEnd      End
 )
 
-// reportPanic, deferred by every dispatch, writes a handler's panic to the
-// host's log before letting it go on and trap the instance: the host
-// discards the guest's stderr, where Go prints it, so without this line an
-// operator would see only "unreachable".
-func reportPanic(export string) {
-	if e := recover(); e != nil {
-		var msg string
-		switch v := e.(type) {
-		case string:
-			msg = v
-		case error:
-			msg = v.Error()
-		case interface{ String() string }:
-			msg = v.String()
-		default:
-			msg = "(a value that is not a string or an error)"
-		}
-		hostLog(int32(LevelError), "panic in "+export+": "+msg)
-		panic(e)
-	}
-}
+// A handler's panic is not recovered: it traps the instance, and the host
+// puts the first line Go prints on stderr ("panic: ...") in the failed
+// callback's error. A deferred recover in every dispatch would run the
+// runtime's defer and recover code on every callback, about 1 µs when it is
+// not in the CPU's caches.
 
 func dispatchConfigure(configLen int32) int32 {
-	defer reportPanic("on_configure")
 	f := handlers.configure
 	if f == nil {
 		return 0
@@ -136,7 +119,6 @@ func dispatchRequest(ctx uint32) Verdict {
 	if f == nil {
 		return Continue
 	}
-	defer reportPanic("on_request")
 	calls++
 	curRequest = Request{Exchange: Exchange{ctx: ctx, call: calls}}
 	return f(&curRequest)
@@ -147,7 +129,6 @@ func dispatchResponseHeaders(ctx uint32, status int32) Verdict {
 	if f == nil {
 		return Continue
 	}
-	defer reportPanic("on_response_headers")
 	calls++
 	curResponse = Response{Exchange: Exchange{ctx: ctx, call: calls}, status: int(status)}
 	return f(&curResponse)
@@ -158,7 +139,6 @@ func dispatchChunk(ctx uint32, textLen int32, flags uint32) Verdict {
 	if f == nil {
 		return Continue
 	}
-	defer reportPanic("on_chunk")
 	calls++
 	curChunk = Chunk{Exchange: Exchange{ctx: ctx, call: calls}, n: int(textLen), flags: ChunkFlags(flags)}
 	return f(&curChunk)
@@ -169,7 +149,6 @@ func dispatchEnd(ctx uint32, flags uint32) {
 	if f == nil {
 		return
 	}
-	defer reportPanic("on_end")
 	calls++
 	curEnd = End{Exchange: Exchange{ctx: ctx, call: calls}, flags: EndFlags(flags)}
 	f(&curEnd)

@@ -31,25 +31,38 @@ func MetricAdd(name string, v int64) error { return status(hostMetricAdd(name, v
 // that name or the service is down. The result belongs to the caller.
 // Services are documented with the built-in plugins that use them.
 func Call(service string, req []byte) ([]byte, error) {
-	b := callBuf.b[:cap(callBuf.b)]
-	if b == nil {
-		callBuf.b = make([]byte, 4<<10)
-		b = callBuf.b
+	return AppendCall(nil, service, req)
+}
+
+// AppendCall is [Call] appending the result to dst, for a hot path that
+// reuses one buffer: once dst's capacity holds the longest result, a call
+// allocates nothing. The host writes the result straight into dst's spare
+// capacity.
+func AppendCall(dst []byte, service string, req []byte) ([]byte, error) {
+	free := dst[len(dst):cap(dst)]
+	if len(free) < firstBuffer {
+		// Room for the usual result, so the host answers in one call.
+		grown := make([]byte, len(dst), len(dst)+4<<10)
+		copy(grown, dst)
+		dst, free = grown, grown[len(dst):cap(grown)]
 	}
-	n := hostCall(service, req, b)
+	n := hostCall(service, req, free)
 	if n < 0 {
-		return nil, status(n)
+		return dst, status(n)
 	}
-	if int(n) <= len(b) {
-		return append([]byte(nil), b[:n]...), nil
+	if int(n) > len(free) {
+		// The result did not fit: fetch it without repeating the call.
+		grown := make([]byte, len(dst), len(dst)+int(n))
+		copy(grown, dst)
+		dst, free = grown, grown[len(dst):cap(grown)]
+		if n = hostCallResult(free); n < 0 {
+			return dst, status(n)
+		}
+		if int(n) > len(free) {
+			return dst, errUnstable
+		}
 	}
-	// The result did not fit: fetch it without repeating the call.
-	callBuf.b = make([]byte, n)
-	r, n := callBuf.read(0, hostCallResult)
-	if n < 0 {
-		return nil, status(n)
-	}
-	return append([]byte(nil), r...), nil
+	return dst[:len(dst)+int(n)], nil
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -268,7 +268,8 @@ func TestFailures(t *testing.T) {
 		want    string
 		maxTook time.Duration
 	}{
-		{"trap", `{"request":"trap"}`, nil, "trapped", 3 * time.Second},
+		// The host's error carries the first line of the guest's stderr.
+		{"trap", `{"request":"trap"}`, nil, "trapped: wasm error: unreachable (guest: panic: testplugin: trap", 3 * time.Second},
 		// Stopped at the deadline (+ a tick) when it gets the CPU, at 10× when starved.
 		{"runaway loop", `{"request":"loop"}`, func(s *Spec) { s.Deadline = 50 * time.Millisecond }, "deadline", 3 * time.Second},
 		// Allocating 32 MiB in 1 MiB steps is slow under the race detector.

@@ -32,6 +32,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -122,8 +123,9 @@ func decode(b []byte) (hold, bool) {
 	return hold{v[0], v[1], v[2]}, i == 2
 }
 
-// scratch is reused within a callback (an instance serves one at a time).
-var scratch []byte
+// scratch and res are reused within a callback (an instance serves one at
+// a time).
+var scratch, res []byte
 
 // cutSlack is how many completion tokens before the end of the hold a
 // growing stream extends it (or is cut): more than one event's worth.
@@ -134,7 +136,7 @@ const cutSlack = 16
 func (h *hold) used() int64 { return max(h.events, (h.bytes+3)/4) }
 
 func onRequest(r *sdk.Request) sdk.Verdict {
-	if _, ok := r.Tenant(); !ok {
+	if !r.HasTenant() {
 		r.SkipPhases(sdk.PhaseChunk)
 		return sdk.Continue // no tenant, no budget (preflight decides who may pass)
 	}
@@ -147,12 +149,15 @@ func onRequest(r *sdk.Request) sdk.Verdict {
 	scratch = strconv.AppendInt(scratch, completion, 10)
 	scratch = append(scratch, ' ')
 	scratch = strconv.AppendInt(scratch, cfg.leaseMs, 10)
-	res, err := sdk.Call("budget.reserve", scratch)
+	var err error
+	res, err = sdk.AppendCall(res[:0], "budget.reserve", scratch)
 	if err != nil {
 		r.SkipPhases(sdk.PhaseChunk)
 		return unavailable(r, "the budget service is not available: "+err.Error())
 	}
-	status, rest, _ := strings.Cut(string(res), " ")
+	st, rest, _ := bytes.Cut(res, []byte(" "))
+	status := word(st)
+
 	grows := !has && r.Stream()
 	if status != "ok" || !grows {
 		// No hold, or max_tokens bounds it: no per-event counting.
@@ -163,7 +168,7 @@ func onRequest(r *sdk.Request) sdk.Verdict {
 	case "insufficient":
 		sdk.MetricAdd("rejected", 1)
 		return r.Reject(429, "insufficient_quota", "insufficient_quota",
-			"You exceeded your current quota: this request could cost more than what is left of the monthly budget"+remaining(rest)+".")
+			"You exceeded your current quota: this request could cost more than what is left of the monthly budget"+remaining(string(rest))+".")
 	case "unlimited", "notenant":
 		return sdk.Continue
 	case "noprice":
@@ -185,6 +190,17 @@ func onRequest(r *sdk.Request) sdk.Verdict {
 		}
 	}
 	return sdk.Continue
+}
+
+// word returns a service answer's status word, as a constant for the
+// known ones: reading an answer allocates nothing.
+func word(b []byte) string {
+	for _, w := range [...]string{"ok", "insufficient", "unlimited", "notenant", "noprice", "unavailable"} {
+		if string(b) == w {
+			return w
+		}
+	}
+	return string(b)
 }
 
 // remaining renders " (1.234567 USD left)" from "AMOUNT REMAINING".

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path"
 	"strings"
 	"testing"
 
@@ -65,6 +66,31 @@ func FuzzAPIKey(f *testing.F) {
 		}
 		if want != "" && len(want) > 3 && strings.Contains(p.Logs(), want) {
 			t.Fatalf("the key %q is in the log", want)
+		}
+	})
+}
+
+// FuzzModelAllowed checks modelAllowed, which matches the common pattern
+// shapes itself, against path.Match on every pattern.
+func FuzzModelAllowed(f *testing.F) {
+	for _, c := range [][2]string{
+		{"mock-*", "mock-1"}, {"mock-*", "mock-"}, {"mock-*", "moc"}, {"mock-*", "mock-a/b"},
+		{"gpt-4o\nmock-*", "gpt-4o"}, {"gpt-4o", "gpt-4o-mini"}, {"*", "a/b"}, {"*", ""},
+		{"m?ck", "mock"}, {"[a-z]*", "x"}, {"a\\*", "a*"}, {"", "x"}, {"\n", ""}, {"org/*", "org/m"},
+		{"[", "["}, {"mock-*\n", "mock-1"},
+	} {
+		f.Add(c[0], c[1])
+	}
+	f.Fuzz(func(t *testing.T, allowed, model string) {
+		// One pattern per line; a final newline ends the last one.
+		want := allowed == ""
+		for _, p := range strings.Split(strings.TrimSuffix(allowed, "\n"), "\n") {
+			if ok, _ := path.Match(p, model); ok && allowed != "" {
+				want = true
+			}
+		}
+		if got := modelAllowed(model, []byte(allowed)); got != want {
+			t.Fatalf("modelAllowed(%q, %q) = %v, path.Match says %v", model, allowed, got, want)
 		}
 	})
 }

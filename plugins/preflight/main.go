@@ -18,6 +18,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"path"
@@ -54,20 +55,27 @@ func configure(b []byte) error {
 	return nil
 }
 
+// key and res are reused by every callback (an instance serves one at a
+// time): the request path makes no allocation, and the API key is never
+// copied into a string.
+var key, res []byte
+
 func onRequest(r *sdk.Request) sdk.Verdict {
-	key, ok := apiKey(r)
-	if !ok {
+	var ok bool
+	if key, ok = apiKey(r, key[:0]); !ok {
 		return r.Reject(401, "invalid_request_error", "missing_api_key",
 			"You didn't provide an API key. Send it as 'Authorization: Bearer YOUR_KEY'.")
 	}
-	res, err := sdk.Call("tenant.resolve", []byte(key))
+	var err error
+	res, err = sdk.AppendCall(res[:0], "tenant.resolve", key)
+	clear(key)
 	if err != nil {
 		sdk.Log(sdk.LevelError, "preflight: tenant service unavailable: "+err.Error())
 		return r.Reject(503, "server_error", "tenant_service_unavailable",
 			"The gateway cannot check API keys right now; retry shortly.")
 	}
-	status, allowed, _ := strings.Cut(string(res), "\n")
-	switch status {
+	status, allowed, _ := bytes.Cut(res, []byte("\n"))
+	switch string(status) {
 	case "ok":
 	case "suspended":
 		return r.Reject(403, "permission_error", "account_suspended", "This account is suspended.")
@@ -100,35 +108,52 @@ func onRequest(r *sdk.Request) sdk.Verdict {
 	return sdk.Continue
 }
 
-// apiKey reads "Authorization: Bearer KEY" or "X-Api-Key: KEY".
-func apiKey(r *sdk.Request) (string, bool) {
-	if v, ok := r.Header("Authorization"); ok {
-		if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
-			k := strings.TrimSpace(v[7:])
-			return k, k != ""
+// apiKey appends the key of "Authorization: Bearer KEY" or "X-Api-Key: KEY"
+// to dst.
+func apiKey(r *sdk.Request, dst []byte) ([]byte, bool) {
+	if b, ok := r.AppendHeader(dst, "Authorization"); ok {
+		v := b[len(dst):]
+		if len(v) > 7 && bytes.EqualFold(v[:7], []byte("bearer ")) {
+			n := copy(v, bytes.TrimSpace(v[7:])) // the key to the front of the value
+			clear(v[n:])
+			return b[:len(dst)+n], n > 0
 		}
-		return "", false
+		clear(v)
+		return dst, false
 	}
-	if v, ok := r.Header("X-Api-Key"); ok && strings.TrimSpace(v) != "" {
-		return strings.TrimSpace(v), true
+	if b, ok := r.AppendHeader(dst, "X-Api-Key"); ok {
+		v := b[len(dst):]
+		n := copy(v, bytes.TrimSpace(v))
+		clear(v[n:])
+		return b[:len(dst)+n], n > 0
 	}
-	return "", false
+	return dst, false
 }
 
 // modelAllowed matches model against the tenant service's allowed
-// patterns, one per line (none: every model).
-func modelAllowed(model, allowed string) bool {
-	if allowed == "" {
+// patterns, one per line (none: every model). Patterns are path.Match's;
+// the common shapes, a plain name and "prefix*", are matched without it.
+func modelAllowed(model string, allowed []byte) bool {
+	if len(allowed) == 0 {
 		return true
 	}
-	for allowed != "" {
-		var p string
-		p, allowed, _ = strings.Cut(allowed, "\n")
-		if p == model {
-			return true
-		}
-		if ok, _ := path.Match(p, model); ok {
-			return true
+	for len(allowed) > 0 {
+		var p []byte
+		p, allowed, _ = bytes.Cut(allowed, []byte("\n"))
+		switch i := bytes.IndexAny(p, `*?[\`); {
+		case i < 0:
+			if string(p) == model {
+				return true
+			}
+		case i == len(p)-1 && p[i] == '*':
+			// "prefix*": * matches any run of characters but '/'.
+			if len(model) >= i && string(p[:i]) == model[:i] && !strings.Contains(model[i:], "/") {
+				return true
+			}
+		default:
+			if ok, _ := path.Match(string(p), model); ok {
+				return true
+			}
 		}
 	}
 	return false

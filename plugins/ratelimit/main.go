@@ -36,6 +36,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"path"
@@ -115,8 +116,8 @@ func configure(b []byte) error {
 var tail []byte
 
 // req is the admission request, rebuilt in place per callback (an instance
-// serves one callback at a time).
-var req []byte
+// serves one callback at a time), and res its answer.
+var req, res []byte
 
 func buildTail(c config) []byte {
 	b := []byte("tenant\nkey\n")
@@ -153,20 +154,23 @@ func onRequest(r *sdk.Request) sdk.Verdict {
 	req = strconv.AppendInt(req, estimate, 10)
 	req = append(req, '\n')
 	req = append(req, tail...)
-	res, err := sdk.Call("ratelimit.admit", req)
+	var err error
+	res, err = sdk.AppendCall(res[:0], "ratelimit.admit", req)
 	if err != nil {
 		return unavailable(r, "the rate-limit service is not available: "+err.Error())
 	}
-	switch s := string(res); {
-	case s == "allowed", s == "unlimited":
+	// Compared as string(res) without a copy: an admission allocates
+	// nothing.
+	switch {
+	case string(res) == "allowed", string(res) == "unlimited":
 		return sdk.Continue
-	case s == "unavailable":
+	case string(res) == "unavailable":
 		return unavailable(r, "the rate limiter's store is unreachable")
-	case strings.HasPrefix(s, "limited "):
+	case bytes.HasPrefix(res, []byte("limited ")):
 		sdk.MetricAdd("rejected", 1)
-		return reject(r, s[len("limited "):])
+		return reject(r, string(res[len("limited "):]))
 	default:
-		sdk.Log(sdk.LevelError, "ratelimit: unexpected answer from ratelimit.admit: "+s)
+		sdk.Log(sdk.LevelError, "ratelimit: unexpected answer from ratelimit.admit: "+string(res))
 		return unavailable(r, "unexpected answer from the limiter")
 	}
 }
