@@ -324,8 +324,11 @@ func instrumentCode(sec []byte, check []byte) ([]byte, error) {
 			fr.valType()
 		}
 		marks = marks[:0]
-		if fr.off >= len(fn) || fn[fr.off] != 0x03 {
-			// The entry check; a body that opens with a loop has it there.
+		if !reachesLoop(fn[fr.off:]) {
+			// The entry check. A body that surely enters a loop first has
+			// it there: Go's wasm functions with calls open with their
+			// resume loop (seven in ten functions of the built-in
+			// plugins), which then take one check per call, not two.
 			marks = append(marks, fr.off)
 		}
 		if err := scanLoops(&fr, &marks); err != nil {
@@ -348,6 +351,37 @@ func instrumentCode(sec []byte, check []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: code section: %d trailing bytes", errInstrument, len(sec)-r.off)
 	}
 	return out, nil
+}
+
+// reachesLoop reports whether code, a function body after its locals,
+// surely enters a loop before it can call, branch or return: it opens with
+// blocks and straight-line instructions (at most a few dozen), then a loop.
+// Anything else, or anything it cannot decode, is a no.
+func reachesLoop(code []byte) bool {
+	r := reader{b: code}
+	for range 64 {
+		switch op := r.byte(); {
+		case r.err != nil:
+			return false
+		case op == 0x03: // loop
+			return true
+		case op == 0x02: // block
+			r.blockType()
+		case op == 0x01, op == 0x1a: // nop, drop
+		case op >= 0x20 && op <= 0x24: // local.get/set/tee, global.get/set
+			r.u32()
+		case op >= 0x28 && op <= 0x3e: // loads and stores (they may trap: that ends the call too)
+			r.memArg()
+		case op == 0x41: // i32.const
+			r.sleb(5)
+		case op == 0x42: // i64.const
+			r.sleb(10)
+		case op >= 0x45 && op <= 0xc4: // numeric
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // scanLoops reads the instructions of a function body to its end and adds

@@ -265,3 +265,75 @@ func FuzzInstrument(f *testing.F) {
 		after.Close(ctx)
 	})
 }
+
+func TestReachesLoop(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		code []byte
+		want bool
+	}{
+		{"loop first", []byte{0x03, 0x40, 0x0b, 0x0b}, true},
+		// Go's shape: global.get 0; local.set 0; block; loop
+		{"straight line, a block, then the loop", []byte{0x23, 0x00, 0x21, 0x00, 0x02, 0x40, 0x03, 0x40, 0x0b, 0x0b, 0x0b}, true},
+		{"a call first", []byte{0x10, 0x00, 0x03, 0x40, 0x0b, 0x0b}, false},
+		{"a branch first", []byte{0x02, 0x40, 0x0c, 0x00, 0x03, 0x40, 0x0b, 0x0b, 0x0b}, false},
+		{"a return first", []byte{0x0f, 0x03, 0x40, 0x0b, 0x0b}, false},
+		{"an if first", []byte{0x41, 0x01, 0x04, 0x40, 0x0b, 0x03, 0x40, 0x0b, 0x0b}, false},
+		{"no loop", []byte{0x41, 0x01, 0x1a, 0x0b}, false},
+		{"truncated", []byte{0x41}, false},
+		{"empty", nil, false},
+	} {
+		if got := reachesLoop(c.code); got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// A function in Go's shape (it opens with its loop) that recurses from
+// inside the loop, never repeating it: its only check is the loop's, and
+// the recursion still stops.
+func TestInstrumentStopsRecursionThroughALoop(t *testing.T) {
+	types := sec(1, vec([]byte{0x60, 0x00, 0x00}))
+	funcs := sec(3, vec([]byte{0x00}))
+	exports := sec(7, vec(cat(str("f"), []byte{0x00, 0x00})))
+	globals := sec(6, vec([]byte{0x7f, 0x01, 0x41, 0x00, 0x0b}))
+	// block; loop; (the recursion of TestInstrumentStopsRecursion); end; end; end
+	code := sec(10, vec(body(
+		0x02, 0x40, 0x03, 0x40,
+		0x23, 0x00, 0x41, 40, 0x48, 0x04, 0x40,
+		0x23, 0x00, 0x41, 0x01, 0x6a, 0x24, 0x00,
+		0x10, 0x00, 0x10, 0x00,
+		0x23, 0x00, 0x41, 0x01, 0x6b, 0x24, 0x00,
+		0x0b, 0x0b, 0x0b, 0x0b)))
+	src := cat(wasmHeader, types, funcs, memory, globals, exports, code)
+	out, err := instrument(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := len(src) + len(appendCheck(nil, 1, 2, 3)); len(out) < want || len(out) > want+64 {
+		t.Fatalf("instrumented module is %d bytes, want one check (%d + globals and exports)", len(out), want)
+	}
+	ctx := context.Background()
+	rt := wazero.NewRuntime(ctx)
+	defer rt.Close(ctx)
+	mod, err := rt.Instantiate(ctx, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := mod.ExportedGlobal(stopExport).(api.MutableGlobal)
+	done := make(chan error, 1)
+	go func() {
+		_, err := mod.ExportedFunction("f").Call(ctx)
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	stop.Set(1)
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("2^40 calls finished: the recursion was not stopped")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("recursion did not stop within 5s of the stop global being set")
+	}
+}
