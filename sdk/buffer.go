@@ -77,6 +77,10 @@ func readString(what string, get func([]byte) int32) (string, bool) {
 // caches, as between one request and the next.
 var recent internTable
 
+// maxIntern is the longest value interned: the table keeps at most 16 × 256
+// bytes alive.
+const maxIntern = 256
+
 type internTable struct {
 	s    [16]string
 	next int
@@ -85,6 +89,9 @@ type internTable struct {
 func (t *internTable) intern(b []byte) string {
 	if len(b) == 0 {
 		return ""
+	}
+	if len(b) > maxIntern {
+		return string(b) // long values seldom repeat, and would be kept alive
 	}
 	for _, s := range &t.s {
 		if len(s) == len(b) && s == string(b) { // compared without a copy

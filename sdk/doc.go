@@ -75,7 +75,7 @@
 // The host never allocates in the guest: values are copied into buffers the
 // SDK owns and grows to the largest value seen, retrying when the host
 // reports a longer value. Methods returning string copy the value, unless
-// it equals one of the last 16 strings read, which is returned instead (no
+// it equals one of the last 16 short strings read, which is returned instead (no
 // allocation: models, tenant fields and a client's headers repeat from
 // request to request). Methods returning []byte ([Exchange.Body],
 // [Exchange.State], [Chunk.Bytes]) return the SDK's buffer without

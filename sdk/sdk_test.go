@@ -525,6 +525,17 @@ func TestReadStringInterns(t *testing.T) {
 		if r.Model() != "" {
 			t.Error("empty model")
 		}
+		// A long value is copied, not kept.
+		long := strings.Repeat("m", maxIntern+1)
+		h.fields[fieldModel] = long
+		if r.Model() != long {
+			t.Error("long model")
+		}
+		for _, s := range recent.s {
+			if len(s) > maxIntern {
+				t.Errorf("a %d-byte value was interned", len(s))
+			}
+		}
 		return Continue
 	})
 	dispatchRequest(1)
