@@ -27,23 +27,41 @@ const firstBuffer = 256
 // n < 0 an error.
 func (buf *buffer) read(min int, get func([]byte) int32) ([]byte, int32) {
 	if cap(buf.b) < min || buf.b == nil {
-		buf.b = make([]byte, max(min, firstBuffer))
+		buf.b = make([]byte, 0, max(min, firstBuffer))
 	}
-	b := buf.b[:cap(buf.b)]
-	for try := 0; ; try++ {
-		n := get(b)
+	b, n := appendRead(buf.b[:0], get)
+	buf.b = b[:0] // keeps what appendRead grew
+	if n < 0 {
+		return nil, n
+	}
+	return b, n
+}
+
+// appendRead calls get with dst's spare capacity and appends the value it
+// writes there, growing dst and calling again while the host reports a
+// longer value (three calls at most: then errUnstable). It returns dst
+// and the host's result code: n ≥ 0 is the value's length, n < 0 an error
+// (dst unchanged).
+func appendRead(dst []byte, get func([]byte) int32) ([]byte, int32) {
+	for range 3 {
+		n := get(dst[len(dst):cap(dst)])
 		if n < 0 {
-			return nil, n
+			return dst, n
 		}
-		if int(n) <= len(b) {
-			return b[:n], n
+		if int(n) <= cap(dst)-len(dst) {
+			return dst[:len(dst)+int(n)], n
 		}
-		if try == 2 {
-			return nil, int32(errUnstable)
-		}
-		b = make([]byte, max(int(n), 2*len(b)))
-		buf.b = b
+		dst = grow(dst, int(n))
 	}
+	return dst, int32(errUnstable)
+}
+
+// grow returns dst with room for at least n more bytes (at least twice its
+// spare capacity).
+func grow(dst []byte, n int) []byte {
+	grown := make([]byte, len(dst), len(dst)+max(n, 2*(cap(dst)-len(dst))))
+	copy(grown, dst)
+	return grown
 }
 
 // broken reports a host result the ABI rules out for the call the SDK made

@@ -207,23 +207,14 @@ func (r *Request) Header(name string) (string, bool) {
 // dst has room for the value, and it keeps no copy: the way to read a
 // secret such as an API key.
 func (r *Request) AppendHeader(dst []byte, name string) ([]byte, bool) {
-	for try := 0; try < 3; try++ {
-		free := dst[len(dst):cap(dst)]
-		n := hostRequestHeader(name, free)
-		switch {
-		case n == int32(ErrAbsent):
-			return dst, false
-		case n < 0:
-			broken("request_header", n)
-		case int(n) <= len(free):
-			return dst[:len(dst)+int(n)], true
-		}
-		grown := make([]byte, len(dst), len(dst)+int(n))
-		copy(grown, dst)
-		dst = grown
+	b, n := appendRead(dst, func(b []byte) int32 { return hostRequestHeader(name, b) })
+	if n == int32(ErrAbsent) {
+		return dst, false
 	}
-	broken("request_header", int32(errUnstable))
-	return dst, false
+	if n < 0 {
+		broken("request_header", n)
+	}
+	return b, true
 }
 
 // SetHeader sets a header on the request sent upstream; an empty value

@@ -39,30 +39,19 @@ func Call(service string, req []byte) ([]byte, error) {
 // allocates nothing. The host writes the result straight into dst's spare
 // capacity.
 func AppendCall(dst []byte, service string, req []byte) ([]byte, error) {
-	free := dst[len(dst):cap(dst)]
-	if len(free) < firstBuffer {
-		// Room for the usual result, so the host answers in one call.
-		grown := make([]byte, len(dst), len(dst)+4<<10)
-		copy(grown, dst)
-		dst, free = grown, grown[len(dst):cap(grown)]
+	if cap(dst)-len(dst) < firstBuffer {
+		dst = grow(dst, 4<<10) // room for the usual result: one host call
 	}
-	n := hostCall(service, req, free)
+	n := hostCall(service, req, dst[len(dst):cap(dst)])
 	if n < 0 {
 		return dst, status(n)
 	}
-	if int(n) > len(free) {
-		// The result did not fit: fetch it without repeating the call.
-		grown := make([]byte, len(dst), len(dst)+int(n))
-		copy(grown, dst)
-		dst, free = grown, grown[len(dst):cap(grown)]
-		if n = hostCallResult(free); n < 0 {
-			return dst, status(n)
-		}
-		if int(n) > len(free) {
-			return dst, errUnstable
-		}
+	if int(n) <= cap(dst)-len(dst) {
+		return dst[:len(dst)+int(n)], nil
 	}
-	return dst[:len(dst)+int(n)], nil
+	// The result did not fit: fetch it without repeating the call.
+	dst, n = appendRead(grow(dst, int(n)), hostCallResult)
+	return dst, status(n)
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
