@@ -1,8 +1,6 @@
 package wasm
 
 import (
-	"github.com/tollgate/tollgate/gateway/wasm/wasmbuild"
-
 	"context"
 	"testing"
 )
@@ -19,17 +17,7 @@ import (
 //
 //	go test -run '^$' -bench BuiltinPlugins -count 5 ./gateway/wasm
 func BenchmarkBuiltinPlugins(b *testing.B) {
-	load := func(name string) []byte {
-		path, err := wasmbuild.Cached("../../plugins/" + name)
-		if err != nil {
-			b.Fatal(err)
-		}
-		m, err := readFile(path)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return m
-	}
+	load := func(name string) []byte { return builtModule(b, "../../plugins/"+name) }
 	specs := []Spec{
 		{Name: "preflight", Module: load("preflight")},
 		{Name: "ratelimit", Module: load("ratelimit"), Config: []byte(`{"default_max_tokens":64}`)},

@@ -153,26 +153,38 @@ func TestInstrumentStopsALoop(t *testing.T) {
 func TestInstrumentStopsRecursion(t *testing.T) {
 	// f calls itself twice: no loop anywhere, exponential time. The check
 	// at function entry stops it.
+	out, err := instrument(recursionModule(nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertRecursionStops(t, out)
+}
+
+// recursionModule exports f, which calls itself twice while a depth
+// counter in a global is under 40: the stack stays at 40 frames, the call
+// tree has 2^40 leaves. prefix and suffix wrap the body's code.
+func recursionModule(prefix, suffix []byte) []byte {
 	types := sec(1, vec([]byte{0x60, 0x00, 0x00}))
 	funcs := sec(3, vec([]byte{0x00}))
 	exports := sec(7, vec(cat(str("f"), []byte{0x00, 0x00})))
-	// A depth counter in a global bounds the stack at 40 frames; the
-	// call tree still has 2^40 leaves.
 	globals := sec(6, vec([]byte{0x7f, 0x01, 0x41, 0x00, 0x0b}))
 	// global.get 0; i32.const 40; i32.lt_s; if; global.get 0; i32.const 1;
 	// i32.add; global.set 0; call 0; call 0; global.get 0; i32.const 1;
-	// i32.sub; global.set 0; end; end
-	code := sec(10, vec(body(
+	// i32.sub; global.set 0; end
+	recurse := []byte{
 		0x23, 0x00, 0x41, 40, 0x48, 0x04, 0x40,
 		0x23, 0x00, 0x41, 0x01, 0x6a, 0x24, 0x00,
 		0x10, 0x00, 0x10, 0x00,
 		0x23, 0x00, 0x41, 0x01, 0x6b, 0x24, 0x00,
-		0x0b, 0x0b)))
-	src := cat(wasmHeader, types, funcs, memory, globals, exports, code)
-	out, err := instrument(src)
-	if err != nil {
-		t.Fatal(err)
-	}
+		0x0b}
+	code := sec(10, vec(body(cat(prefix, recurse, suffix, []byte{0x0b})...)))
+	return cat(wasmHeader, types, funcs, memory, globals, exports, code)
+}
+
+// assertRecursionStops calls f of the instrumented recursionModule out,
+// sets the stop global, and wants the call to trap soon after.
+func assertRecursionStops(t *testing.T, out []byte) {
+	t.Helper()
 	ctx := context.Background()
 	rt := wazero.NewRuntime(ctx)
 	defer rt.Close(ctx)
@@ -293,19 +305,8 @@ func TestReachesLoop(t *testing.T) {
 // inside the loop, never repeating it: its only check is the loop's, and
 // the recursion still stops.
 func TestInstrumentStopsRecursionThroughALoop(t *testing.T) {
-	types := sec(1, vec([]byte{0x60, 0x00, 0x00}))
-	funcs := sec(3, vec([]byte{0x00}))
-	exports := sec(7, vec(cat(str("f"), []byte{0x00, 0x00})))
-	globals := sec(6, vec([]byte{0x7f, 0x01, 0x41, 0x00, 0x0b}))
-	// block; loop; (the recursion of TestInstrumentStopsRecursion); end; end; end
-	code := sec(10, vec(body(
-		0x02, 0x40, 0x03, 0x40,
-		0x23, 0x00, 0x41, 40, 0x48, 0x04, 0x40,
-		0x23, 0x00, 0x41, 0x01, 0x6a, 0x24, 0x00,
-		0x10, 0x00, 0x10, 0x00,
-		0x23, 0x00, 0x41, 0x01, 0x6b, 0x24, 0x00,
-		0x0b, 0x0b, 0x0b, 0x0b)))
-	src := cat(wasmHeader, types, funcs, memory, globals, exports, code)
+	// block; loop; (the recursion); end; end
+	src := recursionModule([]byte{0x02, 0x40, 0x03, 0x40}, []byte{0x0b, 0x0b})
 	out, err := instrument(src)
 	if err != nil {
 		t.Fatal(err)
@@ -313,27 +314,5 @@ func TestInstrumentStopsRecursionThroughALoop(t *testing.T) {
 	if want := len(src) + len(appendCheck(nil, 1, 2, 3)); len(out) < want || len(out) > want+64 {
 		t.Fatalf("instrumented module is %d bytes, want one check (%d + globals and exports)", len(out), want)
 	}
-	ctx := context.Background()
-	rt := wazero.NewRuntime(ctx)
-	defer rt.Close(ctx)
-	mod, err := rt.Instantiate(ctx, out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := mod.ExportedGlobal(stopExport).(api.MutableGlobal)
-	done := make(chan error, 1)
-	go func() {
-		_, err := mod.ExportedFunction("f").Call(ctx)
-		done <- err
-	}()
-	time.Sleep(50 * time.Millisecond)
-	stop.Set(1)
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Fatal("2^40 calls finished: the recursion was not stopped")
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("recursion did not stop within 5s of the stop global being set")
-	}
+	assertRecursionStops(t, out)
 }

@@ -21,7 +21,14 @@ import (
 // once per source change with the standard toolchain).
 func testPlugin(t testing.TB) []byte {
 	t.Helper()
-	path, err := wasmbuild.Cached("testdata/testplugin")
+	return builtModule(t, "testdata/testplugin")
+}
+
+// builtModule returns the plugin in dir built with the standard toolchain
+// (once per source change).
+func builtModule(t testing.TB, dir string) []byte {
+	t.Helper()
+	path, err := wasmbuild.Cached(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,3 +64,11 @@ func BenchmarkMarkQueue(b *testing.B) {
 		q.pop()
 	}
 }
+
+// len is the number of markers queued.
+func (q *markQueue) len() int {
+	if len(q.blocks) == 0 {
+		return 0
+	}
+	return (len(q.blocks)-1)*markBlock + len(q.blocks[len(q.blocks)-1]) - q.head
+}

@@ -367,14 +367,6 @@ func (q *markQueue) pop() {
 	}
 }
 
-// len is the number of markers queued.
-func (q *markQueue) len() int {
-	if len(q.blocks) == 0 {
-		return 0
-	}
-	return (len(q.blocks)-1)*markBlock + len(q.blocks[len(q.blocks)-1]) - q.head
-}
-
 func settledError(requestID string) error {
 	return fmt.Errorf("%w: %q", ErrSettled, requestID)
 }
