@@ -347,8 +347,9 @@ func (c *cancels) fire(id, tenant string) {
 	r, ok := c.reqs[registryKey(tenant, id)]
 	c.mu.Unlock()
 	if ok {
-		r.cancel(ErrCancelled)
+		// Counted first: whoever sees the cancel's effect sees it counted.
 		c.remoteCancels.Add(1)
+		r.cancel(ErrCancelled)
 	}
 }
 
