@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -46,6 +47,8 @@ type instanceKey struct{}
 
 func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
 
+// newInstance instantiates and configures an instance in a slot the caller
+// has reserved (p.count); on failure the slot is released (forget).
 func (p *Plugin) newInstance(ctx context.Context) (inst *instance, err error) {
 	inst = &instance{p: p, fns: make(map[string]api.Function), stderr: &tailBuffer{max: 2048}}
 	inst.ctx = context.WithValue(context.Background(), instanceKey{}, inst)
@@ -57,9 +60,6 @@ func (p *Plugin) newInstance(ctx context.Context) (inst *instance, err error) {
 		WithSysNanotime().
 		WithRandSource(rand.Reader).
 		WithStderr(inst.stderr)
-	p.mu.Lock()
-	p.count++
-	p.mu.Unlock()
 	mod, err := p.rt.InstantiateModule(withLinearMemory(inst.ctx), p.mod, cfg)
 	if err != nil {
 		p.forget(inst)
@@ -138,6 +138,15 @@ func (inst *instance) close() {
 func (p *Plugin) forget(inst *instance) {
 	p.mu.Lock()
 	delete(p.live, inst)
+	if len(p.waiters) > 0 && !p.closed.Load() {
+		// The slot passes to the longest waiter, which creates an instance
+		// in it rather than waiting for a busy one.
+		w := p.waiters[0]
+		p.waiters = slices.Delete(p.waiters, 0, 1)
+		p.mu.Unlock()
+		w <- nil
+		return
+	}
 	p.count--
 	p.mu.Unlock()
 }
@@ -171,43 +180,79 @@ func (inst *instance) stderrTail() string {
 }
 
 // get checks an instance out of the pool, creating one while under the cap
-// and otherwise waiting up to the deadline for one to come back.
+// and otherwise waiting up to PoolWait for one to come back.
+//
+// The pool is a stack: the instance put back last is taken first. Its code
+// and memory are the likeliest to be in the CPU's caches, and under light
+// load the others sit unused instead of taking turns (a queue would hand out
+// the least recently used one, always the coldest).
 func (p *Plugin) get() (*instance, error) {
-	select {
-	case inst := <-p.pool:
-		return inst, nil
-	default:
-	}
 	p.mu.Lock()
-	grow := p.count < p.spec.Instances
-	p.mu.Unlock()
-	if grow {
+	if n := len(p.free); n > 0 {
+		inst := p.free[n-1]
+		p.free[n-1] = nil
+		p.free = p.free[:n-1]
+		p.mu.Unlock()
+		return inst, nil
+	}
+	if p.count < p.spec.Instances {
+		p.count++ // reserved here, so concurrent callers never exceed the cap
+		p.mu.Unlock()
 		return p.newInstance(context.Background())
 	}
-	// All instances busy: wait (back-pressure). A goroutine holding an
-	// instance may be descheduled by a busy host between its Go steps, so
-	// the wait is bounded by PoolWait, not by the callback deadline.
+	// All instances busy: wait (back-pressure), first come first served. A
+	// goroutine holding an instance may be descheduled by a busy host
+	// between its Go steps, so the wait is bounded by PoolWait, not by the
+	// callback deadline.
+	w := make(chan *instance, 1)
+	p.waiters = append(p.waiters, w)
+	p.mu.Unlock()
 	p.stats.PoolWaits.Add(1)
 	t := time.NewTimer(p.spec.PoolWait)
 	defer t.Stop()
 	select {
-	case inst := <-p.pool:
-		return inst, nil
+	case inst := <-w:
+		return p.handed(inst)
 	case <-t.C:
-		return nil, fmt.Errorf("%w: %s: no instance free within %s (all %d busy)", ErrPluginFailed, p.spec.Name, p.spec.PoolWait, p.spec.Instances)
 	}
+	p.mu.Lock()
+	for i, x := range p.waiters {
+		if x == w {
+			p.waiters = slices.Delete(p.waiters, i, i+1)
+			p.mu.Unlock()
+			return nil, fmt.Errorf("%w: %s: no instance free within %s (all %d busy)", ErrPluginFailed, p.spec.Name, p.spec.PoolWait, p.spec.Instances)
+		}
+	}
+	p.mu.Unlock()
+	// Handed one just as the wait ran out: the send is on its way.
+	return p.handed(<-w)
 }
 
+// handed is what a waiter was given: an instance, or nil for a slot freed
+// by a discarded instance (already reserved for the waiter), to fill.
+func (p *Plugin) handed(inst *instance) (*instance, error) {
+	if inst != nil {
+		return inst, nil
+	}
+	return p.newInstance(context.Background())
+}
+
+// put returns an instance to the pool, or to the longest waiter.
 func (p *Plugin) put(inst *instance) {
 	if p.closed.Load() {
 		inst.close()
 		return
 	}
-	select {
-	case p.pool <- inst:
-	default:
-		inst.close()
+	p.mu.Lock()
+	if len(p.waiters) > 0 {
+		w := p.waiters[0]
+		p.waiters = slices.Delete(p.waiters, 0, 1)
+		p.mu.Unlock()
+		w <- inst // buffered: never blocks
+		return
 	}
+	p.free = append(p.free, inst)
+	p.mu.Unlock()
 }
 
 // call runs export name on an instance with stack as params and results.

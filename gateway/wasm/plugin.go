@@ -112,10 +112,11 @@ type Plugin struct {
 	phases Phase
 	stats  *Stats
 
-	pool    chan *instance
-	mu      sync.Mutex // guards live and count; never held across I/O or guest calls
+	mu      sync.Mutex       // guards free, waiters, live and count; never held across I/O or guest calls
+	free    []*instance      // idle instances, a stack (see get)
+	waiters []chan *instance // callers waiting for an instance, oldest first
 	live    map[*instance]struct{}
-	count   int
+	count   int // instances alive or being created (at most spec.Instances)
 	closed  atomic.Bool
 	stopDog chan struct{}
 
@@ -206,7 +207,9 @@ func (p *Plugin) load(ctx context.Context) error {
 	if ierr != nil {
 		return ierr
 	}
-	p.pool = make(chan *instance, p.spec.Instances)
+	p.mu.Lock()
+	p.count++
+	p.mu.Unlock()
 	inst, err := p.newInstance(ctx)
 	if err != nil {
 		return err
@@ -236,7 +239,7 @@ func (p *Plugin) load(ctx context.Context) error {
 	if p.phases == 0 {
 		p.log.Warn("plugin takes part in no phase; with the Go SDK, register handlers in init(), not main()")
 	}
-	p.pool <- inst
+	p.put(inst)
 	return nil
 }
 
