@@ -112,7 +112,8 @@ func (st *sseStream) Read(p []byte) (int, error) {
 }
 
 // fill reads the next event, waiting if none is buffered, then every event
-// already buffered, and leaves what is to be sent in out.
+// that has already arrived (sse.Reader.More: also those still inside the
+// upstream's chunk framing), and leaves what is to be sent in out.
 func (st *sseStream) fill() {
 	for {
 		raw, err := st.rd.Next()
@@ -124,7 +125,7 @@ func (st *sseStream) fill() {
 		if x := st.x; x.ttft < 0 && x.upEvents > 0 {
 			x.ttft = time.Since(x.start) // the first event with text
 		}
-		if st.finished || !st.rd.Buffered() {
+		if st.finished || !st.rd.More() {
 			return
 		}
 	}

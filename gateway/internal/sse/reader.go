@@ -167,6 +167,41 @@ func (r *Reader) Buffered() bool {
 	return r.findEvent() >= 0
 }
 
+// readier is a source that can tell whether a Read would return without
+// waiting (upstream.Exchange).
+type readier interface{ Ready() bool }
+
+// maxReadyReads bounds the reads one call to More makes.
+const maxReadyReads = 64
+
+// More reports whether a complete event is buffered after reading from the
+// source as long as its Read would not wait, which only a source with a
+// Ready() bool method can say. A caller batching events into one write asks
+// More once Buffered is false: events whose bytes have arrived but are still
+// in the source (behind framing it removes) then join the batch.
+func (r *Reader) More() bool {
+	if r.err != nil {
+		return false
+	}
+	if r.findEvent() >= 0 {
+		return true
+	}
+	src, ok := r.src.(readier)
+	if !ok {
+		return false
+	}
+	for range maxReadyReads {
+		if r.eof || r.srcErr != nil || r.end-r.start > r.max || !src.Ready() {
+			return false
+		}
+		r.fill()
+		if r.findEvent() >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // findEvent returns the end offset of the complete event at r.start, or -1
 // when no complete event is buffered yet.
 func (r *Reader) findEvent() int {

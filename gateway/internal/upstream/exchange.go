@@ -20,6 +20,7 @@ type Exchange struct {
 	conn       *conn
 	resp       fasthttp.Response
 	body       io.Reader
+	chunked    chunkedBody // the body when the response is chunked
 	stop       func() bool // stops the context watch
 	start      time.Time
 	deadline   time.Time
@@ -70,6 +71,13 @@ func (ex *Exchange) attempt(ctx context.Context, req *Request) error {
 	ex.gotHeader = true
 	ex.firstByte = time.Now()
 	cn.step = ex.client.timeouts.Idle
+	if status := ex.resp.Header.StatusCode(); ex.resp.Header.ContentLength() == -1 &&
+		status != fasthttp.StatusNoContent && status != fasthttp.StatusNotModified {
+		// Chunked: decoded here, so that Ready can see past the chunk at hand.
+		ex.chunked.reset(cn.br)
+		ex.body = &ex.chunked
+		return nil
+	}
 	if err := ex.resp.ReadBody(cn.br, 0); err != nil {
 		return err
 	}
@@ -78,6 +86,14 @@ func (ex *Exchange) attempt(ctx context.Context, req *Request) error {
 		ex.body = bytes.NewReader(nil)
 	}
 	return nil
+}
+
+// Ready reports whether a Read of the body would return without waiting for
+// the network: its bytes (or its end) already arrived with earlier ones. A
+// stream uses it to forward in one write what arrived in one piece. Only a
+// chunked body, the framing of streams, can say; others report false.
+func (ex *Exchange) Ready() bool {
+	return ex.body == &ex.chunked && ex.chunked.Ready()
 }
 
 func (ex *Exchange) writeRequest(req *Request) error {
@@ -171,6 +187,7 @@ func (ex *Exchange) Release() {
 		ex.conn = nil
 	}
 	ex.resp.Reset()
+	ex.chunked.reset(nil)
 	ex.client, ex.body, ex.stop = nil, nil, nil
 	ex.start, ex.deadline, ex.firstByte = time.Time{}, time.Time{}, time.Time{}
 	ex.reusedConn, ex.bodyEOF, ex.gotHeader = false, false, false
@@ -189,5 +206,6 @@ func (ex *Exchange) dropConn() {
 		ex.conn = nil
 	}
 	ex.resp.Reset()
+	ex.chunked.reset(nil)
 	ex.gotHeader, ex.body = false, nil
 }

@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// chunk frames one HTTP/1.1 chunk.
+func chunk(s string) string { return fmt.Sprintf("%x\r\n%s\r\n", len(s), s) }
+
+// TestStreamEventsThatArriveTogetherLeaveTogether: an upstream that frames
+// every SSE event in its own HTTP chunk (as servers that flush per event
+// do) sends two events in one write, then, 100 ms later, the rest. The
+// client gets the first two in one chunk, that is one write of the
+// gateway, not one per event; the bytes are the upstream's.
+func TestStreamEventsThatArriveTogetherLeaveTogether(t *testing.T) {
+	const (
+		role  = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"mock-1\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}\n\n"
+		hello = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"mock-1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hello\"},\"finish_reason\":null}]}\n\n"
+		world = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"mock-1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" world\"},\"finish_reason\":\"stop\"}]}\n\n"
+		done  = "data: [DONE]\n\n"
+	)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				req, err := http.ReadRequest(br)
+				if err != nil {
+					return
+				}
+				io.Copy(io.Discard, req.Body)
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+				time.Sleep(20 * time.Millisecond)
+				io.WriteString(c, chunk(role)+chunk(hello)) // one write, two chunks
+				time.Sleep(100 * time.Millisecond)
+				io.WriteString(c, chunk(world)+chunk(done)+"0\r\n\r\n")
+			}()
+		}
+	}()
+	_, gw := startGateway(t, policy("http://"+ln.Addr().String(), ""), nil)
+
+	c, err := net.Dial("tcp", strings.TrimPrefix(gw, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	body := `{"model":"mock-1","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
+	fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	status, err := br.ReadString('\n')
+	if err != nil || !strings.Contains(status, " 200 ") {
+		t.Fatalf("status %q %v", status, err)
+	}
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if line == "\r\n" {
+			break
+		}
+		if strings.HasPrefix(strings.ToLower(line), "transfer-encoding:") && !strings.Contains(line, "chunked") {
+			t.Fatalf("not chunked: %q", line)
+		}
+	}
+	var chunks []string
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(line), 16, 64)
+		if err != nil {
+			t.Fatalf("chunk size %q", line)
+		}
+		data := make([]byte, n+2)
+		if _, err := io.ReadFull(br, data); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		chunks = append(chunks, string(data[:n]))
+	}
+	if got := strings.Join(chunks, ""); got != role+hello+world+done {
+		t.Fatalf("the stream the client got differs from the upstream's:\n%q", got)
+	}
+	if chunks[0] != role+hello {
+		t.Fatalf("the two events that arrived together left in separate writes: first chunk %q (%d chunks)", chunks[0], len(chunks))
+	}
+}
