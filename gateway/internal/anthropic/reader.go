@@ -82,8 +82,8 @@ func (r *StreamReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// fill translates the next upstream event and every one already buffered
-// into out, or sets err.
+// fill translates the next upstream event and every one that has already
+// arrived (sse.Reader.More) into out, or sets err.
 func (r *StreamReader) fill() {
 	if r.tr.Done() {
 		r.drain()
@@ -103,7 +103,7 @@ func (r *StreamReader) fill() {
 				return
 			}
 		}
-		if r.tr.Done() || !r.rd.Buffered() {
+		if r.tr.Done() || !r.rd.More() {
 			return
 		}
 	}

@@ -114,3 +114,48 @@ func TestStreamReaderResetNil(t *testing.T) {
 		t.Fatalf("after Reset(nil): %d, %v", n, err)
 	}
 }
+
+// arrivedEvents is an upstream body whose events have all arrived, each
+// in its own piece (an HTTP chunk): one piece per Read, and Ready says so.
+type arrivedEvents struct{ parts [][]byte }
+
+func (a *arrivedEvents) Read(p []byte) (int, error) {
+	if len(a.parts) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, a.parts[0])
+	if a.parts[0] = a.parts[0][n:]; len(a.parts[0]) == 0 {
+		a.parts = a.parts[1:]
+	}
+	return n, nil
+}
+
+func (a *arrivedEvents) Ready() bool { return len(a.parts) > 0 }
+
+// Events that arrived together are translated together: one Read hands
+// over the whole reply, though the upstream framed each event apart.
+func TestStreamReaderTakesWhatHasArrived(t *testing.T) {
+	full, err := os.ReadFile("testdata/plain_text.sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &arrivedEvents{}
+	for _, ev := range bytes.SplitAfter(full, []byte("\n\n")) {
+		if len(ev) > 0 {
+			src.parts = append(src.parts, ev)
+		}
+	}
+	if len(src.parts) < 5 {
+		t.Fatalf("%d events in the fixture", len(src.parts))
+	}
+	r := NewStreamReader(0)
+	r.Reset(src, "m", "c", 1, false)
+	buf := make([]byte, 64<<10)
+	n, err := r.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := assemble(t, buf[:n]); res.Content != "Hello! How can I help you today?" || !res.Done {
+		t.Fatalf("the first Read got content %q, done %v: not the whole reply", res.Content, res.Done)
+	}
+}
