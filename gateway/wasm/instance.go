@@ -138,14 +138,14 @@ func (inst *instance) close() {
 func (p *Plugin) forget(inst *instance) {
 	p.mu.Lock()
 	delete(p.live, inst)
-	if len(p.waiters) > 0 && !p.closed.Load() {
-		// The slot passes to the longest waiter, which creates an instance
-		// in it rather than waiting for a busy one.
-		w := p.waiters[0]
-		p.waiters = slices.Delete(p.waiters, 0, 1)
-		p.mu.Unlock()
-		w <- nil
-		return
+	if !p.closed.Load() {
+		if w := p.oldestWaiter(); w != nil {
+			// The slot passes to the longest waiter, which creates an
+			// instance in it rather than waiting for a busy one.
+			p.mu.Unlock()
+			w <- nil
+			return
+		}
 	}
 	p.count--
 	p.mu.Unlock()
@@ -244,15 +244,24 @@ func (p *Plugin) put(inst *instance) {
 		return
 	}
 	p.mu.Lock()
-	if len(p.waiters) > 0 {
-		w := p.waiters[0]
-		p.waiters = slices.Delete(p.waiters, 0, 1)
+	if w := p.oldestWaiter(); w != nil {
 		p.mu.Unlock()
 		w <- inst // buffered: never blocks
 		return
 	}
 	p.free = append(p.free, inst)
 	p.mu.Unlock()
+}
+
+// oldestWaiter takes the longest-waiting caller off the queue; nil when none
+// waits. p.mu is held.
+func (p *Plugin) oldestWaiter() chan *instance {
+	if len(p.waiters) == 0 {
+		return nil
+	}
+	w := p.waiters[0]
+	p.waiters = slices.Delete(p.waiters, 0, 1)
+	return w
 }
 
 // call runs export name on an instance with stack as params and results.
