@@ -30,6 +30,7 @@ type clientConn struct {
 	net.Conn
 	ended *exchange
 	watch watchState // the disconnect watch (watch_linux.go)
+	ahead readAhead  // read-ahead of small reads (readahead_linux.go)
 }
 
 // finishEnded runs the end work parked on cc (nil: none); the ConnState

@@ -15,3 +15,7 @@ func watchClient(net.Conn, func(error)) *clientWatch { return nil }
 func (*clientWatch) stop() {}
 
 func (*clientConn) forget() {}
+
+// readAhead is Linux-only (readahead_linux.go); elsewhere reads go to the
+// socket.
+type readAhead struct{}
