@@ -24,8 +24,8 @@ import (
 // connection still holds none. (A connection closed with bytes still in
 // its buffer leaves the buffer to the garbage collector: Close may run on
 // another goroutine than the reads.) Reads of readAheadMin bytes or more go to
-// the socket as before. Measured in docs/BENCHMARKS.md ("One read per
-// request").
+// the socket as before. Measured in docs/BENCHMARKS.md ("What else was
+// tried, and one read per request").
 
 const (
 	readAheadMin  = 512

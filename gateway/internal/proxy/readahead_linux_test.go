@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// tcpPair is a connected loopback pair: the server side wrapped as the
-// server wraps it.
+// tcpPair is a connected loopback pair: the server's side wrapped as the
+// server wraps it, and the client's. Both are closed when the test ends.
 func tcpPair(t *testing.T) (*clientConn, net.Conn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -19,18 +19,14 @@ func tcpPair(t *testing.T) (*clientConn, net.Conn) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
 	client, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	server := <-accepted
-	if server == nil {
-		t.Fatal("accept failed")
+	server, err := ln.Accept()
+	if err != nil {
+		client.Close()
+		t.Fatal(err)
 	}
 	cc := &clientConn{Conn: server}
 	t.Cleanup(func() { cc.Close(); client.Close() })

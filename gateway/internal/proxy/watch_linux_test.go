@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"errors"
-	"net"
 	"testing"
 	"time"
 )
@@ -10,21 +9,7 @@ import (
 // A connection is registered once; each request on it publishes its own
 // cancel, and only the request running when the client closes is told.
 func TestWatchPerConnection(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	peer, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc := &clientConn{Conn: raw}
-	defer cc.Close()
+	cc, peer := tcpPair(t)
 	defer cc.forget()
 
 	first := make(chan error, 1)
