@@ -4,6 +4,8 @@ import (
 	"net"
 	"sync/atomic"
 	"time"
+
+	"github.com/tollgate/tollgate/gateway/internal/sockio"
 )
 
 // The end of an exchange — the end phase, metrics, the access log and the
@@ -53,7 +55,7 @@ func (l connListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &clientConn{Conn: c}, nil
+	return &clientConn{Conn: sockio.New(c)}, nil
 }
 
 // close waits (within timeout) until every parked exchange is finished;

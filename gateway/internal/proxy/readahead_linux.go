@@ -6,6 +6,8 @@ import (
 	"os"
 	"sync"
 	"syscall"
+
+	"github.com/tollgate/tollgate/gateway/internal/sockio"
 )
 
 // Read-ahead on client connections.
@@ -73,15 +75,10 @@ func (cc *clientConn) Read(p []byte) (int, error) {
 		return cc.Conn.Read(p)
 	}
 	var n int
-	var errno error
+	var errno syscall.Errno
 	err := ra.raw.Read(func(fd uintptr) bool {
 		b := readAheadPool.Get().(*[readAheadSize]byte)
-		for {
-			n, errno = syscall.Read(int(fd), b[:])
-			if errno != syscall.EINTR {
-				break
-			}
-		}
+		n, errno = sockio.Read(fd, b[:])
 		if errno == syscall.EAGAIN {
 			readAheadPool.Put(b)
 			return false // wait until the socket is readable
@@ -93,7 +90,7 @@ func (cc *clientConn) Read(p []byte) (int, error) {
 	case err != nil: // deadline, closed: the net package's error
 		ra.release()
 		return 0, err
-	case errno != nil:
+	case errno != 0:
 		ra.release()
 		return 0, &net.OpError{Op: "read", Net: cc.LocalAddr().Network(), Source: cc.LocalAddr(),
 			Addr: cc.RemoteAddr(), Err: os.NewSyscallError("read", errno)}

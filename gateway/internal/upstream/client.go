@@ -28,6 +28,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/tollgate/tollgate/gateway/internal/config"
+	"github.com/tollgate/tollgate/gateway/internal/sockio"
 )
 
 // Errors that classify a failed exchange. Use errors.Is.
@@ -251,6 +252,9 @@ func (c *Client) dial(ctx context.Context) (*conn, error) {
 		}
 		return nil, fmt.Errorf("%w: connecting to %s (%s): %w", ErrUnreachable, c.name, c.addr, err)
 	}
+	// Small reads and writes skip the scheduler's syscall bookkeeping
+	// (package sockio); under TLS, the socket's.
+	nc = sockio.New(nc)
 	if c.tls != nil {
 		tc := tls.Client(nc, c.tls)
 		hctx, cancel := context.WithTimeout(ctx, c.timeouts.Connect)
