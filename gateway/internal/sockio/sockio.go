@@ -7,10 +7,11 @@
 // a syscall also wakes the runtime's monitor thread (sysmon) from its deep
 // sleep with a futex, and sysmon then polls every 20 µs or more until the
 // process goes idle again, on the core the client and the upstream need.
-// On a proxy's sockets every read and write is one of those: the gateway
-// paid about 1.4 futex calls, 1.7 nanosleeps and 60 µs of CPU per request
-// for it with the four built-in plugins on (docs/BENCHMARKS.md, "Sockets
-// without the scheduler's syscall bookkeeping").
+// On a proxy's sockets every read and write is one of those: with the four
+// built-in plugins on, the gateway made 1.3 futex calls and 1.6 nanosleeps
+// per request for it, and spent 44 µs more CPU per request than without
+// (docs/BENCHMARKS.md, "Sockets without the scheduler's syscall
+// bookkeeping"; docs/adr/0006-raw-socket-syscalls.md).
 //
 // A socket in the net package is non-blocking: a read or write returns at
 // once, with what could be done or EAGAIN. Conn makes such calls as raw
