@@ -348,7 +348,7 @@ func (p *Plugin) hostFuncs() []hostFunc {
 			// timeout): that time is not the guest's, so its deadline
 			// clock stops meanwhile.
 			paused, pausedAt := inst.pauseClock()
-			res, err := r.Services.Call(r, string(name), append([]byte(nil), req...))
+			res, err := r.Services.Call(r, inst.serviceName(name), append([]byte(nil), req...))
 			inst.resumeClock(paused, pausedAt)
 			if err != nil {
 				p.log.Debug("service call failed", "service", string(name), "err", err)
@@ -452,8 +452,7 @@ func (p *Plugin) setHeader(phases Phase, list func(*Request) *[]Header) api.GoMo
 			s[0] = code(codeInvalid)
 			return
 		}
-		hs := list(r)
-		*hs = append(*hs, Header{Name: append([]byte(nil), name...), Value: append([]byte(nil), val...)})
+		addHeader(r, list(r), name, val)
 		s[0] = 0
 	}
 }

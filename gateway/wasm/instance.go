@@ -41,6 +41,28 @@ type instance struct {
 	overdueCall  int64
 	overdueTicks uint32
 	stderr       *tailBuffer
+
+	// services: the names of the services the guest called, so a call
+	// does not allocate its name (at most maxServiceNames).
+	services map[string]string
+}
+
+const maxServiceNames = 32
+
+// serviceName returns name as a string, the same one for each call of a
+// service. Only the instance's goroutine uses it.
+func (inst *instance) serviceName(name []byte) string {
+	if s, ok := inst.services[string(name)]; ok {
+		return s
+	}
+	s := string(name)
+	if inst.services == nil {
+		inst.services = make(map[string]string)
+	}
+	if len(inst.services) < maxServiceNames {
+		inst.services[s] = s
+	}
+	return s
 }
 
 type instanceKey struct{}

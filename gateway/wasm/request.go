@@ -78,7 +78,7 @@ type Request struct {
 
 	// Outputs of plugins.
 	SetUpstreamHeaders []Header // headers to send upstream (empty value: remove)
-	SetClientHeaders   []Header // headers for the client's response
+	SetClientHeaders   []Header // headers for the client's response (AddClientHeader)
 	RejectStatus       int
 	RejectType         []byte
 	RejectCode         []byte
@@ -102,6 +102,10 @@ type Request struct {
 	emitted      []byte
 	finishReason []byte
 	callResult   []byte
+
+	// headerBytes holds the names and values of SetUpstreamHeaders and
+	// SetClientHeaders (addHeader), reused from one request to the next.
+	headerBytes []byte
 }
 
 var (
@@ -136,8 +140,27 @@ func ReleaseRequest(r *Request) {
 		emitted:            r.emitted[:0],
 		finishReason:       r.finishReason[:0],
 		callResult:         r.callResult[:0],
+		headerBytes:        r.headerBytes[:0],
 	}
 	requestPool.Put(r)
+}
+
+// AddClientHeader adds a header to the client's response (an empty value
+// removes it), as a plugin's set_response_header does. name and value are
+// copied.
+func (r *Request) AddClientHeader(name string, value []byte) {
+	addHeader(r, &r.SetClientHeaders, name, value)
+}
+
+// addHeader appends name: value to list, copying both into r.headerBytes.
+// A header's slices stay valid as the buffer grows (growing copies the
+// bytes elsewhere and leaves the old array as it was) until r is released.
+func addHeader[S string | []byte](r *Request, list *[]Header, name S, value []byte) {
+	start := len(r.headerBytes)
+	r.headerBytes = append(append(r.headerBytes, name...), value...)
+	b := r.headerBytes
+	mid, end := start+len(name), len(b)
+	*list = append(*list, Header{Name: b[start:mid:mid], Value: b[mid:end:end]})
 }
 
 // skip records that the plugin in slot takes no further part in the

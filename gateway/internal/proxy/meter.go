@@ -211,7 +211,7 @@ func (sv *services) rateAdmit(r *wasm.Request, req []byte) ([]byte, error) {
 			kind, limit, k = "tokens", d.LimitTokens, 1
 		}
 		sv.acct.counts.rateLimited[k].Add(1)
-		setHeader(r, "Retry-After", strconv.AppendInt(nil, int64((retry+time.Second-1)/time.Second), 10))
+		r.AddClientHeader("Retry-After", strconv.AppendInt(nil, int64((retry+time.Second-1)/time.Second), 10))
 		out := append(make([]byte, 0, 48), "limited "...)
 		out = append(out, kind...)
 		out = append(out, ' ')
@@ -232,25 +232,22 @@ func (sv *services) rateAdmit(r *wasm.Request, req []byte) ([]byte, error) {
 // setRateHeaders sets OpenAI's rate-limit headers for the most restrictive
 // limit of each kind.
 func setRateHeaders(r *wasm.Request, d *limiter.Decision) {
+	var b [32]byte
 	if d.LimitRequests > 0 {
-		setHeader(r, "x-ratelimit-limit-requests", strconv.AppendInt(nil, d.LimitRequests, 10))
-		setHeader(r, "x-ratelimit-remaining-requests", strconv.AppendInt(nil, d.RemainingRequests, 10))
-		setHeader(r, "x-ratelimit-reset-requests", appendReset(nil, d.ResetRequests))
+		r.AddClientHeader("x-ratelimit-limit-requests", strconv.AppendInt(b[:0], d.LimitRequests, 10))
+		r.AddClientHeader("x-ratelimit-remaining-requests", strconv.AppendInt(b[:0], d.RemainingRequests, 10))
+		r.AddClientHeader("x-ratelimit-reset-requests", appendReset(b[:0], d.ResetRequests))
 	}
 	if d.LimitTokens > 0 {
-		setHeader(r, "x-ratelimit-limit-tokens", strconv.AppendInt(nil, d.LimitTokens, 10))
-		setHeader(r, "x-ratelimit-remaining-tokens", strconv.AppendInt(nil, d.RemainingTokens, 10))
-		setHeader(r, "x-ratelimit-reset-tokens", appendReset(nil, d.ResetTokens))
+		r.AddClientHeader("x-ratelimit-limit-tokens", strconv.AppendInt(b[:0], d.LimitTokens, 10))
+		r.AddClientHeader("x-ratelimit-remaining-tokens", strconv.AppendInt(b[:0], d.RemainingTokens, 10))
+		r.AddClientHeader("x-ratelimit-reset-tokens", appendReset(b[:0], d.ResetTokens))
 	}
 }
 
 // appendReset formats a reset time as OpenAI does: "20ms", "1.5s", "6m0s".
 func appendReset(dst []byte, d time.Duration) []byte {
 	return append(dst, max(d, 0).Round(time.Millisecond).String()...)
-}
-
-func setHeader(r *wasm.Request, name string, value []byte) {
-	r.SetClientHeaders = append(r.SetClientHeaders, wasm.Header{Name: []byte(name), Value: value})
 }
 
 func ms(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }

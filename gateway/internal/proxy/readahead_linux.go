@@ -41,6 +41,11 @@ type readAhead struct {
 	raw      syscall.RawConn // nil until the first small read; noRaw: unavailable
 	buf      *[readAheadSize]byte
 	off, end int
+	// The raw read's results, and the raw read itself, bound once so a
+	// read allocates nothing.
+	n     int
+	errno syscall.Errno
+	fill  func(fd uintptr) bool
 }
 
 // noRaw marks a connection without a file descriptor (not a TCP or Unix
@@ -74,18 +79,11 @@ func (cc *clientConn) Read(p []byte) (int, error) {
 	if ra.raw == noRaw {
 		return cc.Conn.Read(p)
 	}
-	var n int
-	var errno syscall.Errno
-	err := ra.raw.Read(func(fd uintptr) bool {
-		b := readAheadPool.Get().(*[readAheadSize]byte)
-		n, errno = sockio.Read(fd, b[:])
-		if errno == syscall.EAGAIN {
-			readAheadPool.Put(b)
-			return false // wait until the socket is readable
-		}
-		ra.buf = b
-		return true
-	})
+	if ra.fill == nil {
+		ra.fill = ra.read
+	}
+	err := ra.raw.Read(ra.fill)
+	n, errno := ra.n, ra.errno
 	switch {
 	case err != nil: // deadline, closed: the net package's error
 		ra.release()
@@ -100,6 +98,19 @@ func (cc *clientConn) Read(p []byte) (int, error) {
 	}
 	ra.off, ra.end = 0, n
 	return cc.Read(p)
+}
+
+// read is the raw read, inside RawConn.Read: it takes a buffer only once
+// the socket has data (false: not yet, wait until it is readable).
+func (ra *readAhead) read(fd uintptr) bool {
+	b := readAheadPool.Get().(*[readAheadSize]byte)
+	ra.n, ra.errno = sockio.Read(fd, b[:])
+	if ra.errno == syscall.EAGAIN {
+		readAheadPool.Put(b)
+		return false
+	}
+	ra.buf = b
+	return true
 }
 
 func (ra *readAhead) release() {
