@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"io"
-	"net"
 	"os"
 	"sync"
 	"syscall"
@@ -85,13 +84,12 @@ func (cc *clientConn) Read(p []byte) (int, error) {
 	err := ra.raw.Read(ra.fill)
 	n, errno := ra.n, ra.errno
 	switch {
-	case err != nil: // deadline, closed: the net package's error
+	case err != nil: // deadline, closed
 		ra.release()
-		return 0, err
+		return 0, sockio.OpError(cc, "read", err)
 	case errno != 0:
 		ra.release()
-		return 0, &net.OpError{Op: "read", Net: cc.LocalAddr().Network(), Source: cc.LocalAddr(),
-			Addr: cc.RemoteAddr(), Err: os.NewSyscallError("read", errno)}
+		return 0, sockio.OpError(cc, "read", os.NewSyscallError("read", errno))
 	case n <= 0:
 		ra.release()
 		return 0, io.EOF

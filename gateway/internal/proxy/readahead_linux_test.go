@@ -103,6 +103,9 @@ func TestReadAheadWaitsWithoutABuffer(t *testing.T) {
 	if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
 		t.Fatalf("%v is not a net.Error timeout", err)
 	}
+	if oe, ok := err.(*net.OpError); !ok || oe.Op != "read" {
+		t.Fatalf("%#v is not a *net.OpError \"read\", as a socket read's is", err)
+	}
 	if cc.ahead.buf != nil {
 		t.Fatal("a buffer is held while waiting")
 	}

@@ -24,7 +24,24 @@
 // Conn is in progress.
 package sockio
 
+import (
+	"errors"
+	"net"
+)
+
 // MaxRaw is the largest read or write made as a raw syscall. A larger Read
 // reads at most MaxRaw bytes (a short read, as a socket's can be); a larger
 // Write goes through the wrapped connection.
 const MaxRaw = 64 << 10
+
+// OpError gives err, from a read or write of c (op), the form the net
+// package's Read and Write give theirs: a *net.OpError with c's addresses.
+// An error from a RawConn's Read or Write (op "raw-read", "raw-write") is
+// given the plain op.
+func OpError(c net.Conn, op string, err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		err = oe.Err
+	}
+	return &net.OpError{Op: op, Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+}

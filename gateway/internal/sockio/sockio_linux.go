@@ -1,7 +1,6 @@
 package sockio
 
 import (
-	"errors"
 	"io"
 	"net"
 	"os"
@@ -69,9 +68,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 	c.rd.busy.Store(false)
 	switch {
 	case err != nil: // deadline, closed
-		return 0, c.opError("read", err)
+		return 0, OpError(c, "read", err)
 	case errno != 0:
-		return 0, c.opError("read", os.NewSyscallError("read", errno))
+		return 0, OpError(c, "read", os.NewSyscallError("read", errno))
 	case n == 0:
 		return 0, io.EOF
 	}
@@ -93,21 +92,11 @@ func (c *Conn) Write(p []byte) (int, error) {
 	c.wr.busy.Store(false)
 	switch {
 	case err != nil:
-		return n, c.opError("write", err)
+		return n, OpError(c, "write", err)
 	case errno != 0:
-		return n, c.opError("write", os.NewSyscallError("write", errno))
+		return n, OpError(c, "write", os.NewSyscallError("write", errno))
 	}
 	return n, nil
-}
-
-// opError gives err the form the net package's Read and Write give theirs
-// (RawConn's say "raw-read" and "raw-write").
-func (c *Conn) opError(op string, err error) error {
-	var oe *net.OpError
-	if errors.As(err, &oe) {
-		err = oe.Err
-	}
-	return &net.OpError{Op: op, Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }
 
 // read is the raw read, run by RawConn.Read: false asks it to wait until
