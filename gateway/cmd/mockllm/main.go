@@ -21,7 +21,38 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/gateway/internal/mockllm"
+	"github.com/tollgate/tollgate/gateway/internal/sockio"
 )
+
+// rawListener hands the server its connections through sockio, as the
+// gateway's listener does: reads and writes without the runtime's syscall
+// bookkeeping. The mock stands in for a model server on another machine;
+// on a benchmark's shared cores, each wake-up of its runtime's monitor
+// thread is CPU taken from the proxy under test (docs/BENCHMARKS.md, "A
+// leaner mock").
+type rawListener struct{ net.Listener }
+
+func (l rawListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return rawConn{sockio.New(c), c}, nil
+}
+
+// rawConn keeps the TCP connection's CloseWrite, which net/http uses to
+// let a client read an error reply before the connection closes.
+type rawConn struct {
+	net.Conn
+	tcp net.Conn
+}
+
+func (c rawConn) CloseWrite() error {
+	if cw, ok := c.tcp.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
 
 func main() {
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -95,7 +126,7 @@ func run(args []string, logger *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(rawListener{ln}) }()
 	logger.Info("mockllm listening",
 		"addr", ln.Addr().String(),
 		"ttft", cfg.TTFT.String(),
