@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/gateway/internal/mockllm"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
 )
 
 // TestOpenAINodeSDKAnthropic drives an Anthropic-backed route with the

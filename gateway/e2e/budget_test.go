@@ -21,12 +21,12 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tollgate/tollgate/gateway/internal/config"
-	"github.com/tollgate/tollgate/gateway/internal/mockllm"
-	"github.com/tollgate/tollgate/gateway/internal/pgtest"
 	"github.com/tollgate/tollgate/gateway/internal/proxy"
-	"github.com/tollgate/tollgate/gateway/internal/redistest"
 	"github.com/tollgate/tollgate/gateway/internal/store/pg"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/pgtest"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
 )
 
 // Prices of the budget tests: 1 µ$ per prompt token, 10 µ$ per completion

@@ -13,8 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tollgate/tollgate/gateway/internal/mockllm"
-	"github.com/tollgate/tollgate/gateway/internal/redistest"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
 )
 
 const pollInterval = 200 * time.Millisecond

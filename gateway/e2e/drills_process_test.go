@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/gateway/internal/mockllm"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
 )
 
 // The drills that need gateway processes: signals, a crash, reloads.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/gateway/internal/mockllm"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
 )
 
 // upstreamDrill is one kind of upstream misbehaviour, injected through

@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/gateway/internal/config"
-	"github.com/tollgate/tollgate/gateway/internal/mockllm"
 	"github.com/tollgate/tollgate/gateway/internal/proxy"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
 )
 
 // binDir holds binaries built once by TestMain for the tests that need a

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/gateway/internal/config"
-	"github.com/tollgate/tollgate/gateway/internal/mockllm"
 	"github.com/tollgate/tollgate/gateway/internal/proxy"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
 	"github.com/tollgate/tollgate/gateway/wasm/wasmbuild"
 )
 

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tollgate/tollgate/gateway/internal/mockllm"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
 )
 
 // cannedEvents is an upstream stream with the shapes real servers send:

@@ -18,11 +18,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tollgate/tollgate/gateway/internal/config"
-	"github.com/tollgate/tollgate/gateway/internal/mockllm"
-	"github.com/tollgate/tollgate/gateway/internal/pgtest"
 	"github.com/tollgate/tollgate/gateway/internal/proxy"
 	"github.com/tollgate/tollgate/gateway/internal/store/pg"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/pgtest"
 	"github.com/tollgate/tollgate/gateway/wasm/wasmbuild"
 )
 

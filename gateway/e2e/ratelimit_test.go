@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/gateway/internal/mockllm"
-	"github.com/tollgate/tollgate/gateway/internal/redistest"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
 	"github.com/tollgate/tollgate/gateway/wasm/wasmbuild"
 )
 

@@ -18,11 +18,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tollgate/tollgate/gateway/internal/mockllm"
-	"github.com/tollgate/tollgate/gateway/internal/pgtest"
-	"github.com/tollgate/tollgate/gateway/internal/redistest"
 	"github.com/tollgate/tollgate/gateway/internal/store/pg"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/pgtest"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
 )
 
 // The security tests of tenancy and secrets: one tenant's key never

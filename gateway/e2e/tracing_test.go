@@ -20,8 +20,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tollgate/tollgate/gateway/internal/config"
-	"github.com/tollgate/tollgate/gateway/internal/mockllm"
 	"github.com/tollgate/tollgate/gateway/internal/proxy"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
 )
 
 // otlpReceiver is an OTLP/HTTP trace receiver: it decodes the protobuf

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/gateway/internal/mockllm"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
 )
 
 // startMock serves a mock model on a loopback port and counts the

@@ -30,7 +30,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tollgate/tollgate/gateway/internal/loadgen"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/loadgen"
 )
 
 // headerList collects repeated -H flags.

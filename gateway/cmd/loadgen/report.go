@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tollgate/tollgate/gateway/internal/loadgen"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/loadgen"
 )
 
 // exitFailures is report's exit status when the report was written but

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate/tollgate/gateway/internal/loadgen"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/loadgen"
 )
 
 func TestReportCommand(t *testing.T) {

@@ -20,8 +20,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tollgate/tollgate/gateway/internal/mockllm"
 	"github.com/tollgate/tollgate/gateway/internal/sockio"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
 )
 
 // rawListener hands the server its connections through sockio, as the

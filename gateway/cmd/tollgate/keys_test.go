@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/gateway/internal/admin"
-	"github.com/tollgate/tollgate/gateway/internal/pgtest"
 	"github.com/tollgate/tollgate/gateway/internal/store/pg"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/pgtest"
 )
 
 var keysMigrated = &pgtest.Template{Name: "migrated", Prepare: pg.Migrate}

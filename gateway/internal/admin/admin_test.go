@@ -18,9 +18,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tollgate/tollgate/gateway/internal/admin"
-	"github.com/tollgate/tollgate/gateway/internal/pgtest"
 	"github.com/tollgate/tollgate/gateway/internal/store/pg"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/pgtest"
 )
 
 var migrated = &pgtest.Template{Name: "migrated", Prepare: pg.Migrate}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/gateway/internal/budget"
-	"github.com/tollgate/tollgate/gateway/internal/redistest"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
 )
 
 // benchReserveSettle is one request's budget traffic: Reserve, then

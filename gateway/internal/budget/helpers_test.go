@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/gateway/internal/budget"
-	"github.com/tollgate/tollgate/gateway/internal/redistest"
 	"github.com/tollgate/tollgate/gateway/internal/redisx"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
 )
 
 const month = "2026-11"

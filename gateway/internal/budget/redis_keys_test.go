@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/gateway/internal/budget"
-	"github.com/tollgate/tollgate/gateway/internal/redistest"
 	"github.com/tollgate/tollgate/gateway/internal/redisx"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
 )
 
 // TestRedisKeyLayout pins the documented layout (operators and the

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/gateway/internal/redistest"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
 )
 
 // TestRedisCluster runs the limiter against a one-node Redis Cluster that

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/gateway/internal/redistest"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
 )
 
 // TestRedisKilledAndRestarted kills Redis under load: FailClosed calls fail

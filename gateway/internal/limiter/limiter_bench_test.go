@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/gateway/internal/redistest"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
 )
 
 // benchRequest is a typical admission: tenant, key and model limits.

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/gateway/internal/redistest"
 	"github.com/tollgate/tollgate/gateway/internal/redisx"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
 )
 
 // newRedisClient connects a client to srv (timeout 0: redisx's default).

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/tollgate/tollgate/gateway/internal/redistest"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
 )
 
 var incr = rueidis.NewLuaScript(`return redis.call('INCRBY', KEYS[1], ARGV[1])`)

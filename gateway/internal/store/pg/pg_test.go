@@ -16,9 +16,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
-	"github.com/tollgate/tollgate/gateway/internal/pgtest"
 	"github.com/tollgate/tollgate/gateway/internal/store/pg"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/pgtest"
 	"github.com/tollgate/tollgate/migrations"
 )
 

@@ -6,10 +6,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tollgate/tollgate/gateway/internal/pgtest"
 	"github.com/tollgate/tollgate/gateway/internal/store/pg"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
 	"github.com/tollgate/tollgate/gateway/internal/tenant/storetest"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/pgtest"
 )
 
 var migratedTemplate = &pgtest.Template{Name: "migrated", Prepare: pg.Migrate}
