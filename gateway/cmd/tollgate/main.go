@@ -2,6 +2,7 @@
 //
 //	tollgate serve [-policy FILE] [-listen ADDR]   run the gateway
 //	tollgate validate FILE...                      check policy files
+//	tollgate policy schema                         print the policy file's JSON Schema
 //	tollgate plugin build|test DIR                 build or test a plugin
 //	tollgate version                               print the version
 package main
@@ -32,6 +33,7 @@ const usage = `tollgate: an LLM edge gateway
 Usage:
   tollgate serve [-policy FILE] [-listen ADDR]   run the gateway (embedded default policy without -policy)
   tollgate validate FILE...                      check policy files; lists every problem, exits 1 if any
+  tollgate policy schema                         print the policy file's JSON Schema (for editors)
   tollgate plugin build DIR [-o FILE]            build a Go plugin (GOOS=wasip1 GOARCH=wasm -buildmode=c-shared)
   tollgate plugin test DIR [go test flags]       build it, then run its tests against the built module
   tollgate migrate [up | status | down-to N]      apply the Postgres schema ($TOLLGATE_DATABASE_URL)
@@ -55,6 +57,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(args[1:], stderr)
 	case "validate":
 		return validate(args[1:], stdout, stderr)
+	case "policy":
+		return policy(args[1:], stdout, stderr)
 	case "plugin":
 		return plugin(args[1:], stdout, stderr)
 	case "migrate":
