@@ -116,6 +116,24 @@ func TestShippedPolicies(t *testing.T) {
 	}
 }
 
+// TestDeployedPolicy checks the container image's policy. (The Helm
+// chart's values hold part of a policy, which the chart completes; its
+// rendered policy is checked by tools/deploycheck.)
+func TestDeployedPolicy(t *testing.T) {
+	s := compile(t, published(t))
+	data, err := os.ReadFile(root + "/deploy/docker/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := yamlToJSON(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Validate(v); err != nil {
+		t.Errorf("deploy/docker/policy.yaml does not validate against the schema:\n%v", err)
+	}
+}
+
 // TestDocumentedPolicies checks the policies shown in the documentation:
 // every YAML block whose keys are all top-level policy keys must validate
 // against the schema, the required keys aside (a block shows a part).
