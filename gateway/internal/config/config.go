@@ -36,6 +36,7 @@ const (
 
 // Policy is a decoded and validated policy file.
 type Policy struct {
+	// Version is the policy format: 1 (see the Version constant).
 	Version   int        `yaml:"version"`
 	Server    Server     `yaml:"server"`
 	Upstreams []Upstream `yaml:"upstreams"`
@@ -94,8 +95,9 @@ type PostgresStore struct {
 	// DSNEnv names the environment variable holding the connection string
 	// (default TOLLGATE_DATABASE_URL); the DSN itself is never written in
 	// the policy.
-	DSNEnv   string `yaml:"dsn_env"`
-	MaxConns int32  `yaml:"max_conns"`
+	DSNEnv string `yaml:"dsn_env"`
+	// MaxConns is the pool size per gateway process (default: pgx's).
+	MaxConns int32 `yaml:"max_conns"`
 
 	DSN string `yaml:"-"` // resolved from DSNEnv
 }
@@ -113,6 +115,7 @@ type TenantCache struct {
 
 // Plugin is one WebAssembly policy plugin.
 type Plugin struct {
+	// Name is unique among the plugins; logs, metrics and errors use it.
 	Name string `yaml:"name"`
 	// Path is the .wasm file, relative to the policy file's directory.
 	Path string `yaml:"path"`
@@ -186,7 +189,10 @@ type Server struct {
 
 // Upstream is one model server the gateway forwards to.
 type Upstream struct {
-	Name     string `yaml:"name"`
+	// Name is unique among the upstreams; routes refer to it.
+	Name string `yaml:"name"`
+	// Provider is the API the upstream speaks: openai (the default: OpenAI
+	// and compatible servers) or anthropic (Anthropic's Messages API).
 	Provider string `yaml:"provider"`
 	// BaseURL is the API root including its version path, e.g.
 	// https://api.openai.com/v1; the gateway appends /chat/completions etc.

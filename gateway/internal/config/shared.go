@@ -14,12 +14,14 @@ import (
 type Redis struct {
 	// Addrs are host:port seed addresses: one server, or any nodes of a
 	// cluster (detected automatically).
-	Addrs    []string `yaml:"addrs"`
-	Username string   `yaml:"username"`
+	Addrs []string `yaml:"addrs"`
+	// Username is the ACL user (none by default).
+	Username string `yaml:"username"`
 	// PasswordEnv names the environment variable holding the password
 	// (default TOLLGATE_REDIS_PASSWORD; unset means no password).
 	PasswordEnv string `yaml:"password_env"`
-	DB          int    `yaml:"db"`
+	// DB is the database number (default 0; not with a cluster).
+	DB int `yaml:"db"`
 	// Timeout bounds one command, round trip included (default 100ms).
 	// A command that fails or times out applies the calling plugin's
 	// on_redis_error.
