@@ -89,7 +89,8 @@ type schema struct {
 	Const                any         `json:"const,omitempty"`
 	Enum                 []string    `json:"enum,omitempty"`
 	Pattern              string      `json:"pattern,omitempty"`
-	Minimum              *int        `json:"minimum,omitempty"`
+	Minimum              *int64      `json:"minimum,omitempty"`
+	Maximum              *int64      `json:"maximum,omitempty"`
 	MinItems             int         `json:"minItems,omitempty"`
 	Items                *schema     `json:"items,omitempty"`
 	Properties           *properties `json:"properties,omitempty"`
@@ -212,10 +213,9 @@ func (g *generator) value(t reflect.Type, at string) (*schema, error) {
 	case reflect.Bool:
 		return &schema{Type: "boolean"}, nil
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return &schema{Type: "integer"}, nil
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		zero := 0
-		return &schema{Type: "integer", Minimum: &zero}, nil
+		return integer(t), nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return integer(t), nil
 	case reflect.Float32, reflect.Float64:
 		return &schema{Type: "number"}, nil
 	case reflect.Interface:
@@ -240,6 +240,26 @@ func (g *generator) value(t reflect.Type, at string) (*schema, error) {
 	}
 	return nil, fmt.Errorf("%s (at %s): no JSON Schema for a %s", t, orRoot(at), t.Kind())
 }
+
+// integer is the schema of an integer type: the decoder refuses a number
+// the type cannot hold. int, uint and the 64-bit types are left unbounded:
+// the schema must not depend on the platform that generates it, and JSON
+// numbers that large are not exact in most editors.
+func integer(t reflect.Type) *schema {
+	s := &schema{Type: "integer"}
+	switch k := t.Kind(); k {
+	case reflect.Int8, reflect.Int16, reflect.Int32:
+		bits := t.Bits()
+		s.Minimum, s.Maximum = ptr(-int64(1)<<(bits-1)), ptr(int64(1)<<(bits-1)-1)
+	case reflect.Uint8, reflect.Uint16, reflect.Uint32:
+		s.Minimum, s.Maximum = ptr(int64(0)), ptr(int64(1)<<t.Bits()-1)
+	case reflect.Uint, reflect.Uint64, reflect.Uintptr:
+		s.Minimum = ptr(int64(0))
+	}
+	return s
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // object is the schema of a struct: one property per yaml-tagged field, as
 // the strict decoder reads them, and no others.
@@ -383,12 +403,11 @@ var scalars = map[reflect.Type]scalarDef{
 		if err != nil {
 			return nil, err
 		}
-		zero := 0
 		s, err := g.envOr(&schema{Type: "string", Pattern: `^\s*[0-9]+\s*(B|KB|MB|GB|KiB|MiB|GiB)?\s*$`})
 		if err != nil {
 			return nil, err
 		}
-		s.AnyOf = append([]*schema{{Type: "integer", Minimum: &zero}}, s.AnyOf...)
+		s.AnyOf = append([]*schema{{Type: "integer", Minimum: ptr(int64(0))}}, s.AnyOf...)
 		s.Description = td.doc
 		if rest, ok := strings.CutPrefix(td.doc, t.Name()+" is a "); ok {
 			s.Description = "A " + rest

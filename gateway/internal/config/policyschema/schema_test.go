@@ -243,7 +243,7 @@ func TestInvalidPolicies(t *testing.T) {
 			err = s.Validate(v)
 			if err == nil {
 				t.Errorf("the schema accepts it, want a problem at %s", want)
-			} else if got := schemaProblems(err); got[want] == "" {
+			} else if got := schemaProblems(v, err); got[want] == "" {
 				t.Errorf("the schema reports no problem at %s; it reports:\n%v", want, err)
 			}
 
@@ -292,8 +292,11 @@ func TestTypeSchemas(t *testing.T) {
 		want string // JSON, or an error's text
 	}{
 		{"string", reflect.TypeFor[string](), `{"type":"string"}`},
-		{"int32", reflect.TypeFor[int32](), `{"type":"integer"}`},
+		{"int", reflect.TypeFor[int](), `{"type":"integer"}`},
+		{"int32", reflect.TypeFor[int32](), `{"type":"integer","minimum":-2147483648,"maximum":2147483647}`},
+		{"int8", reflect.TypeFor[int8](), `{"type":"integer","minimum":-128,"maximum":127}`},
 		{"uint", reflect.TypeFor[uint](), `{"type":"integer","minimum":0}`},
+		{"uint16", reflect.TypeFor[uint16](), `{"type":"integer","minimum":0,"maximum":65535}`},
 		{"float", reflect.TypeFor[float64](), `{"type":"number"}`},
 		{"pointer to bool", reflect.TypeFor[*bool](), `{"type":["boolean","null"]}`},
 		{"list", reflect.TypeFor[[]string](), `{"type":"array","items":{"type":"string"}}`},

@@ -94,14 +94,21 @@ func scalarValue(n *yaml.Node) (any, error) {
 	return n.Value, nil // !!str, !!timestamp, !!binary
 }
 
-// yamlPath writes a JSON instance location as the loader writes a YAML
-// path: upstreams[0].timeouts.connect.
-func yamlPath(loc []string) string {
+// yamlPath writes a JSON instance location in v as the loader writes a
+// YAML path: upstreams[0].timeouts.connect. A segment is an index where v
+// holds a list there, else a key (which may be "1").
+func yamlPath(v any, loc []string) string {
 	var b strings.Builder
 	for _, seg := range loc {
-		if _, err := strconv.Atoi(seg); err == nil {
+		switch x := v.(type) {
+		case []any:
 			b.WriteString("[" + seg + "]")
+			if i, err := strconv.Atoi(seg); err == nil && i >= 0 && i < len(x) {
+				v = x[i]
+			}
 			continue
+		case map[string]any:
+			v = x[seg]
 		}
 		if b.Len() > 0 {
 			b.WriteByte('.')
@@ -112,9 +119,9 @@ func yamlPath(loc []string) string {
 }
 
 // schemaProblems returns the YAML paths and messages of the innermost
-// errors of a validation. An unknown or a missing key is reported at the
+// errors of validating v. An unknown or a missing key is reported at the
 // key, as the loader reports it, not at the object holding it.
-func schemaProblems(err error) map[string]string {
+func schemaProblems(v any, err error) map[string]string {
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
 		return map[string]string{"(not a validation error)": fmt.Sprint(err)}
@@ -136,10 +143,10 @@ func schemaProblems(err error) map[string]string {
 			keys = k.Missing
 		}
 		if len(keys) == 0 {
-			out[yamlPath(e.InstanceLocation)] = e.Error()
+			out[yamlPath(v, e.InstanceLocation)] = e.Error()
 		}
 		for _, key := range keys {
-			out[yamlPath(append(e.InstanceLocation[:len(e.InstanceLocation):len(e.InstanceLocation)], key))] = e.Error()
+			out[yamlPath(v, append(e.InstanceLocation[:len(e.InstanceLocation):len(e.InstanceLocation)], key))] = e.Error()
 		}
 	}
 	walk(ve)
@@ -194,6 +201,10 @@ func TestYAMLToJSON(t *testing.T) {
 }
 
 func TestYAMLPath(t *testing.T) {
+	v := map[string]any{
+		"upstreams": []any{map[string]any{"timeouts": map[string]any{}}},
+		"headers":   map[string]any{"1": "x"},
+	}
 	tests := []struct {
 		loc  []string
 		want string
@@ -201,10 +212,11 @@ func TestYAMLPath(t *testing.T) {
 		{nil, ""},
 		{[]string{"version"}, "version"},
 		{[]string{"upstreams", "0", "timeouts", "connect"}, "upstreams[0].timeouts.connect"},
-		{[]string{"tenants", "tenants", "2", "keys", "10"}, "tenants.tenants[2].keys[10]"},
+		{[]string{"upstreams", "7"}, "upstreams[7]"},
+		{[]string{"headers", "1"}, "headers.1"},
 	}
 	for _, tt := range tests {
-		if got := yamlPath(tt.loc); got != tt.want {
+		if got := yamlPath(v, tt.loc); got != tt.want {
 			t.Errorf("yamlPath(%q) = %q, want %q", tt.loc, got, tt.want)
 		}
 	}
