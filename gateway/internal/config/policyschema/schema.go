@@ -17,6 +17,7 @@
 //
 // The published schema is policies/policy.schema.json; gateway/cmd/policyschema
 // writes it (go generate ./policies), and a test fails when it is stale.
+// docs/adr/0007-generated-policy-schema.md records why it is generated.
 package policyschema
 
 import (
