@@ -53,8 +53,9 @@ func Generate(dir string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	root.Schema, root.Title = Draft, "Tollgate policy"
-	root.Description = "The listener, the upstreams, the routes from model names to upstreams, the plugins and the stores " +
+	// No title: the YAML language server would head every hover with it.
+	root.Schema = Draft
+	root.Description = "A Tollgate policy: the listener, the upstreams, the routes from model names to upstreams, the plugins and the stores " +
 		"(docs/POLICY.md). `tollgate validate` checks more than this schema can: names that refer to each other, ranges, files."
 	if len(g.defs.names) > 0 {
 		root.Defs = g.defs
@@ -82,14 +83,16 @@ func Generate(dir string) ([]byte, error) {
 // schema is one JSON Schema object, its keywords in the order they are
 // written.
 type schema struct {
-	Schema               string      `json:"$schema,omitempty"`
-	Title                string      `json:"title,omitempty"`
-	Description          string      `json:"description,omitempty"`
-	Ref                  string      `json:"$ref,omitempty"`
-	Type                 any         `json:"type,omitempty"` // a name, or a list of names
-	Const                any         `json:"const,omitempty"`
-	Enum                 []string    `json:"enum,omitempty"`
-	Pattern              string      `json:"pattern,omitempty"`
+	Schema      string   `json:"$schema,omitempty"`
+	Description string   `json:"description,omitempty"`
+	Ref         string   `json:"$ref,omitempty"`
+	Type        any      `json:"type,omitempty"` // a name, or a list of names
+	Const       any      `json:"const,omitempty"`
+	Enum        []string `json:"enum,omitempty"`
+	Pattern     string   `json:"pattern,omitempty"`
+	// PatternErrorMessage is the YAML language server's message for a
+	// string the pattern refuses (other validators ignore it).
+	PatternErrorMessage  string      `json:"patternErrorMessage,omitempty"`
 	Minimum              *int64      `json:"minimum,omitempty"`
 	Maximum              *int64      `json:"maximum,omitempty"`
 	MinItems             int         `json:"minItems,omitempty"`
@@ -382,21 +385,30 @@ func (g *generator) ref(d scalarDef) (*schema, error) {
 // same syntax as its own pattern, written for both RE2 and ECMAScript.
 const envRef = `\$\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\}`
 
+// interpolatedDef is a string with environment references. It has no
+// description on purpose: an editor's hover shows the description of the
+// innermost schema a value matches, and the key's own says more.
 var interpolatedDef = scalarDef{name: "interpolated", build: func(*generator) (*schema, error) {
-	return &schema{
-		Description: "A value from the environment: ${VAR}, or ${VAR:-default} used when VAR is unset or empty, expanded when the policy is loaded.",
-		Type:        "string",
-		Pattern:     envRef,
-	}, nil
+	return &schema{Type: "string", Pattern: envRef}, nil
 }}
 
+// fromEnv ends the description of a value that may come from the
+// environment.
+const fromEnv = " Or ${VAR:-default}, expanded from the environment when the policy is loaded."
+
+// The scalar schemas below take an environment reference in the same
+// schema, not in an anyOf branch: a string's pattern accepts either form,
+// and a keyword applies only to the type it is for (minimum to numbers,
+// pattern to strings). An editor's hover then shows the key's description
+// and its error names what was expected, which anyOf branches confuse.
 var scalars = map[reflect.Type]scalarDef{
-	reflect.TypeFor[time.Duration](): {name: "duration", build: func(g *generator) (*schema, error) {
-		return g.envOr(&schema{
-			Description: `A duration: numbers with units (ns, us, ms, s, m, h), e.g. "250ms", "30s", "1h30m"; "0s" is zero. A bare number is not a duration.`,
-			Type:        "string",
-			Pattern:     `^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$`,
-		})
+	reflect.TypeFor[time.Duration](): {name: "duration", build: func(*generator) (*schema, error) {
+		return &schema{
+			Description:         `A duration: numbers with units (ns, us, ms, s, m, h), e.g. "250ms", "30s", "1h30m"; "0s" is zero. A bare number is not a duration.` + fromEnv,
+			Type:                "string",
+			Pattern:             `^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$|` + envRef,
+			PatternErrorMessage: `not a duration: write a number with a unit, e.g. 250ms, 30s, 1h30m`,
+		}, nil
 	}},
 	reflect.TypeFor[config.ByteSize](): {name: "byteSize", build: func(g *generator) (*schema, error) {
 		t := reflect.TypeFor[config.ByteSize]()
@@ -404,16 +416,17 @@ var scalars = map[reflect.Type]scalarDef{
 		if err != nil {
 			return nil, err
 		}
-		s, err := g.envOr(&schema{Type: "string", Pattern: `^\s*[0-9]+\s*(B|KB|MB|GB|KiB|MiB|GiB)?\s*$`})
-		if err != nil {
-			return nil, err
-		}
-		s.AnyOf = append([]*schema{{Type: "integer", Minimum: ptr(int64(0))}}, s.AnyOf...)
-		s.Description = td.doc
+		desc := td.doc
 		if rest, ok := strings.CutPrefix(td.doc, t.Name()+" is a "); ok {
-			s.Description = "A " + rest
+			desc = "A " + rest
 		}
-		return s, nil
+		return &schema{
+			Description:         desc + fromEnv,
+			Type:                []string{"integer", "string"},
+			Minimum:             ptr(int64(0)),
+			Pattern:             `^\s*[0-9]+\s*(B|KB|MB|GB|KiB|MiB|GiB)?\s*$|` + envRef,
+			PatternErrorMessage: `not a size: write bytes, or a whole number with a unit (B, KB, MB, GB, KiB, MiB, GiB), e.g. 4MiB`,
+		}, nil
 	}},
 	reflect.TypeFor[time.Time](): {name: "timestamp", build: func(*generator) (*schema, error) {
 		// The forms YAML reads as a timestamp, unquoted; a quoted string
@@ -424,18 +437,7 @@ var scalars = map[reflect.Type]scalarDef{
 			Pattern: `^[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}` +
 				`([Tt][0-9]{1,2}:[0-9]{1,2}:[0-9]{1,2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})` +
 				`| [0-9]{1,2}:[0-9]{1,2}:[0-9]{1,2}(\.[0-9]+)?)?$`,
+			PatternErrorMessage: "not a date or time: write 2024-07-18 or 2024-07-18T10:00:00Z, unquoted",
 		}, nil
 	}},
-}
-
-// envOr is s, or a string with environment references, which the loader
-// expands before it parses the value.
-func (g *generator) envOr(s *schema) (*schema, error) {
-	interpolated, err := g.ref(interpolatedDef)
-	if err != nil {
-		return nil, err
-	}
-	desc := s.Description
-	s.Description = ""
-	return &schema{Description: desc, AnyOf: []*schema{s, interpolated}}, nil
 }
