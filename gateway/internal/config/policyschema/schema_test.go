@@ -371,3 +371,45 @@ func parseComment(t *testing.T, src string) *ast.CommentGroup {
 	}
 	return f.Decls[0].(*ast.GenDecl).Doc
 }
+
+// TestEnvironmentReferences checks both ways where ${VAR:-default} may
+// stand: the loader expands it before decoding, so it works where the value
+// is decoded from a string (strings, durations, sizes, fixed sets), and not
+// where YAML must read a number or a boolean.
+func TestEnvironmentReferences(t *testing.T) {
+	const base = "version: 1\nroutes: [{models: [m], upstream: a}]\n"
+	upstream := func(extra string) string {
+		return "upstreams:\n  - name: a\n    base_url: ${BASE:-http://127.0.0.1:9/v1}\n" + extra
+	}
+	tests := []struct {
+		name, policy string
+		ok           bool
+	}{
+		{"string", upstream(""), true},
+		{"duration", upstream("    timeouts:\n      connect: ${CONNECT:-3s}\n"), true},
+		{"duration inside a string", upstream("    timeouts:\n      total: ${MINUTES:-10}m\n"), true},
+		{"size", upstream("") + "server:\n  max_body_bytes: ${MAX_BODY:-8MiB}\n", true},
+		{"enum", upstream("    provider: ${PROVIDER:-anthropic}\n"), true},
+		{"store kind", upstream("") + "store:\n  kind: ${STORE:-memory}\n", true},
+		{"integer", upstream("    max_connections: ${CONNS:-10}\n"), false},
+		{"boolean", upstream("") + "server:\n  access_log: ${ACCESS_LOG:-true}\n", false},
+		{"number", upstream("") + "tracing:\n  sample_ratio: ${RATIO:-0.5}\n", false},
+	}
+	s := compile(t, published(t))
+	unset := func(string) (string, bool) { return "", false }
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data := []byte(base + tt.policy)
+			v, err := yamlToJSON(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Validate(v); (err == nil) != tt.ok {
+				t.Errorf("schema: %v, want ok=%v", err, tt.ok)
+			}
+			if _, err := config.Parse(data, unset); (err == nil) != tt.ok {
+				t.Errorf("loader: %v, want ok=%v", err, tt.ok)
+			}
+		})
+	}
+}
