@@ -207,3 +207,31 @@ func TestCheckCatches(t *testing.T) {
 		})
 	}
 }
+
+// TestBenchmarksOpensWithTable checks the layout `make bench` relies on and
+// readers are promised: docs/BENCHMARKS.md's first section is the latest
+// report, one block between the markers that `loadgen report -into`
+// replaces (gateway/internal/testkit/loadgen, MarkerBegin and MarkerEnd),
+// and the history lives on its own page.
+func TestBenchmarksOpensWithTable(t *testing.T) {
+	const begin, end = "<!-- make-bench:begin -->", "<!-- make-bench:end -->"
+	src, err := os.ReadFile(filepath.Join(root, "docs", "BENCHMARKS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(src)
+	if n, m := strings.Count(doc, begin), strings.Count(doc, end); n != 1 || m != 1 {
+		t.Fatalf("%d begin and %d end markers, want one each", n, m)
+	}
+	i, j := strings.Index(doc, begin), strings.Index(doc, end)
+	if j < i {
+		t.Fatal("the end marker comes before the begin marker")
+	}
+	first := strings.Index(doc, "\n## ")
+	if first < 0 || !strings.HasPrefix(doc[first+1:], "## Latest `make bench`\n\n"+begin) {
+		t.Errorf("the first section is not \"## Latest `make bench`\" opening with the report block")
+	}
+	if !strings.Contains(doc, "](BENCHMARKS-HISTORY.md)") {
+		t.Error("no link to BENCHMARKS-HISTORY.md")
+	}
+}
