@@ -40,7 +40,7 @@ type Repo struct {
 	anchors map[string]map[string]bool // by target file
 }
 
-// Check runs every check and returns the problems found, in document order.
+// Check runs every check and returns the problems found, by file and line.
 // An error means a check could not run (a file unreadable, a program that
 // would not start), not that a document is wrong.
 func (r *Repo) Check() ([]Problem, error) {
@@ -57,6 +57,17 @@ func (r *Repo) Check() ([]Problem, error) {
 		}
 		problems = append(problems, r.checkLinks(doc, src)...)
 		problems = append(problems, checkMake(doc, src, targets)...)
+		skip := map[int]bool{}
+		if doc == r.Readme {
+			for _, row := range commandRows(src) {
+				skip[row.line] = true
+			}
+		}
+		ps, err := r.checkCodeCommands(doc, src, skip)
+		if err != nil {
+			return nil, err
+		}
+		problems = append(problems, ps...)
 		if doc == r.Readme {
 			ps, err := r.checkCommands(doc, src)
 			if err != nil {
@@ -65,6 +76,12 @@ func (r *Repo) Check() ([]Problem, error) {
 			problems = append(problems, ps...)
 		}
 	}
+	slices.SortStableFunc(problems, func(a, b Problem) int {
+		if c := strings.Compare(a.File, b.File); c != 0 {
+			return c
+		}
+		return a.Line - b.Line
+	})
 	return problems, nil
 }
 

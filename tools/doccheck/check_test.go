@@ -162,6 +162,23 @@ func TestCheckCatches(t *testing.T) {
 			},
 		},
 		{
+			name: "commands in other code",
+			files: map[string]string{
+				"README.md": "# T\n\n" + table + "| `make run` | |\n",
+				"docs/A.md": "Run `tollgate serve -listen ADDR` or `tollgate serve -port 80`.\n\n```sh\n" +
+					"X=1 bin/loadgen -url U -c 8 -d 10s   # a -fake flag in a comment\n" +
+					"tollgate validate FILE && bin/mockllm -ttft 1s -speed 2\n" +
+					"tollgate migrate up; tollgate migrate sideways\n" +
+					"tollgate_inflight_requests and makefile and mockllmx -nope\n```\n",
+				"Makefile": makefile,
+			},
+			want: []string{
+				"docs/A.md:1: `tollgate serve -port 80`: tollgate serve's help shows no flag -port",
+				"docs/A.md:5: `mockllm -ttft 1s -speed 2`: mockllm's help shows no flag -speed",
+				`docs/A.md:6: ` + "`tollgate migrate sideways`" + `: tollgate's usage lists no subcommand "migrate sideways"`,
+			},
+		},
+		{
 			name: "no command table",
 			files: map[string]string{
 				"README.md": "# T\n\n## Usage\n\n| a | b |\n|---|---|\n| `tollgate serve` | |\n",

@@ -130,7 +130,9 @@ func FlagNames(text string) []string {
 // UsagePaths returns the subcommand paths a program's usage text lists:
 // for each line whose first word is the program (after "usage:" if any),
 // the subcommand words that follow, one path per alternative
-// ("plugin build|test DIR" lists plugin build and plugin test).
+// ("plugin build|test DIR" lists plugin build and plugin test). Optional
+// groups right after them name more: "migrate [-dsn-env VAR] [up | status]"
+// lists migrate, migrate up and migrate status.
 func UsagePaths(program, usage string) [][]string {
 	var paths [][]string
 	for _, line := range strings.Split(usage, "\n") {
@@ -141,16 +143,39 @@ func UsagePaths(program, usage string) [][]string {
 		if len(words) == 0 || words[0] != program {
 			continue
 		}
-		var path []string
-		for _, w := range words[1:] {
-			if !subcommandWord.MatchString(w) {
-				break
-			}
-			path = append(path, w)
+		n := 1
+		for n < len(words) && subcommandWord.MatchString(words[n]) {
+			n++
 		}
-		paths = append(paths, expand(path)...)
+		base := expand(words[1:n])
+		paths = append(paths, base...)
+		for _, word := range optionalWords(strings.Join(words[n:], " ")) {
+			for _, b := range base {
+				paths = append(paths, append(slices.Clone(b), word))
+			}
+		}
 	}
 	return paths
+}
+
+// optionalGroups matches the bracketed groups at the start of the rest of a
+// usage line.
+var optionalGroups = regexp.MustCompile(`^(?:\s*\[[^\[\]]*\])+`)
+
+// optionalWords returns the subcommand words that open the alternatives of
+// the optional groups rest starts with: "[-v] [up | down-to N]" gives up
+// and down-to.
+func optionalWords(rest string) []string {
+	var words []string
+	for _, group := range strings.Split(optionalGroups.FindString(rest), "]") {
+		group = strings.TrimLeft(strings.TrimSpace(group), "[")
+		for _, alt := range strings.Split(group, "|") {
+			if f := strings.Fields(alt); len(f) > 0 && subcommandWord.MatchString(f[0]) {
+				words = append(words, f[0])
+			}
+		}
+	}
+	return words
 }
 
 // expand returns every path a path with alternatives stands for:

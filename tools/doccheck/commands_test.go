@@ -84,12 +84,14 @@ func TestUsagePaths(t *testing.T) {
 Usage:
   tollgate serve [-policy FILE]     run
   tollgate plugin build|test DIR    plugins
-  tollgate migrate [up | status]    schema
+  tollgate migrate [-dsn-env VAR] [up | status | down-to N]    schema
+  tollgate plugin test DIR [go test flags]
 usage: tollgate keys create -tenant ID
 Usage of tollgate:
 `
 	got := UsagePaths("tollgate", usage)
-	want := [][]string{{"serve"}, {"plugin", "build"}, {"plugin", "test"}, {"migrate"}, {"keys", "create"}}
+	want := [][]string{{"serve"}, {"plugin", "build"}, {"plugin", "test"}, {"migrate"},
+		{"migrate", "up"}, {"migrate", "status"}, {"migrate", "down-to"}, {"plugin", "test"}, {"keys", "create"}}
 	if !slices.EqualFunc(got, want, slices.Equal) {
 		t.Fatalf("UsagePaths = %q, want %q", got, want)
 	}
@@ -101,7 +103,9 @@ Usage of tollgate:
 		{[]string{"plugin"}, true},
 		{[]string{"plugin", "test"}, true},
 		{[]string{"plugin", "run"}, false},
-		{[]string{"migrate", "up"}, false},
+		{[]string{"migrate", "up"}, true},
+		{[]string{"migrate", "down"}, false},
+		{[]string{"plugin", "test", "go"}, false},
 		{[]string{"keys", "revoke"}, false},
 		{[]string{"frob"}, false},
 	} {

@@ -8,7 +8,9 @@
 //     Makefile;
 //   - every program in the README's command table is built from
 //     gateway/cmd, every subcommand it names is one the built binary's
-//     usage lists, and every flag it shows is one the binary's help prints.
+//     usage lists, and every flag it shows is one the binary's help prints;
+//     command lines in any document's code that run one of those programs
+//     are held to the same.
 //
 // It reads the Markdown GitHub renders well enough for these checks
 // (ATX headings, fenced and inline code, inline links and reference

@@ -84,6 +84,44 @@ func (r *Repo) checkCommands(doc string, src []byte) ([]Problem, error) {
 	return problems, nil
 }
 
+// checkCodeCommands checks every command line in the document's code that
+// runs one of Programs (as NAME, bin/NAME or $BIN/NAME, after any VAR=value
+// prefixes), as the command table's are checked; lines in skip are left
+// to checkCommands.
+func (r *Repo) checkCodeCommands(doc string, src []byte, skip map[int]bool) ([]Problem, error) {
+	var problems []Problem
+	for _, c := range parse(src).code {
+		if skip[c.Line] {
+			continue
+		}
+		for i, line := range strings.Split(c.Text, "\n") {
+			line = shellComment.ReplaceAllString(line, "")
+			for _, cmd := range commandSep.Split(line, -1) {
+				words := strings.Fields(cmd)
+				for len(words) > 0 && strings.Contains(words[0], "=") {
+					words = words[1:]
+				}
+				if len(words) == 0 {
+					continue
+				}
+				words[0] = strings.TrimPrefix(strings.TrimPrefix(words[0], "bin/"), "$BIN/")
+				if _, ok := r.Programs[words[0]]; !ok {
+					continue
+				}
+				text := strings.Join(words, " ")
+				msgs, err := r.checkCommand(ParseCommand(text))
+				if err != nil {
+					return nil, err
+				}
+				for _, m := range msgs {
+					problems = append(problems, Problem{File: doc, Line: c.Line + i, Msg: fmt.Sprintf("`%s`: %s", text, m)})
+				}
+			}
+		}
+	}
+	return problems, nil
+}
+
 func (r *Repo) checkCommand(c Command) ([]string, error) {
 	help, ok := r.Programs[c.Program]
 	if !ok {
