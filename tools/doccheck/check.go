@@ -49,6 +49,10 @@ func (r *Repo) Check() ([]Problem, error) {
 		return nil, fmt.Errorf("reading the Makefile: %w", err)
 	}
 	targets := MakeTargets(mk)
+	tests, err := TestNames(r.Root)
+	if err != nil {
+		return nil, err
+	}
 	var problems []Problem
 	for _, doc := range r.Docs {
 		src, err := os.ReadFile(filepath.Join(r.Root, filepath.FromSlash(doc)))
@@ -57,6 +61,7 @@ func (r *Repo) Check() ([]Problem, error) {
 		}
 		problems = append(problems, r.checkLinks(doc, src)...)
 		problems = append(problems, checkMake(doc, src, targets)...)
+		problems = append(problems, checkTestNames(doc, src, tests)...)
 		skip := map[int]bool{}
 		if doc == r.Readme {
 			for _, row := range commandRows(src) {

@@ -179,6 +179,21 @@ func TestCheckCatches(t *testing.T) {
 			},
 		},
 		{
+			name: "tests that do not exist",
+			files: map[string]string{
+				"README.md": "# T\n\n" + table + "| `make run` | |\n",
+				"docs/A.md": "`TestThere` `TestTher` `BenchmarkThere/cold` `FuzzThere`\n" +
+					"`TestGone` and `BenchmarkGone/warm`, `TestThere…` is prose\n\n```go\nfunc TestExample(t *testing.T) {}\n```\n",
+				"x/a_test.go":          "package x\n\nfunc TestThere(t *testing.T) {}\nfunc BenchmarkThere(b *testing.B) {}\nfunc FuzzThere(f *testing.F) {}\n",
+				"x/testdata/b_test.go": "package x\n\nfunc TestGone(t *testing.T) {}\n",
+				"Makefile":             makefile,
+			},
+			want: []string{
+				"docs/A.md:2: `TestGone`: no _test.go declares TestGone",
+				"docs/A.md:2: `BenchmarkGone/warm`: no _test.go declares BenchmarkGone",
+			},
+		},
+		{
 			name: "no command table",
 			files: map[string]string{
 				"README.md": "# T\n\n## Usage\n\n| a | b |\n|---|---|\n| `tollgate serve` | |\n",

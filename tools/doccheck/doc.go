@@ -10,7 +10,9 @@
 //     gateway/cmd, every subcommand it names is one the built binary's
 //     usage lists, and every flag it shows is one the binary's help prints;
 //     command lines in any document's code that run one of those programs
-//     are held to the same.
+//     are held to the same;
+//   - every test, fuzz target or benchmark a document names in inline code
+//     is declared in some _test.go.
 //
 // It reads the Markdown GitHub renders well enough for these checks
 // (ATX headings, fenced and inline code, inline links and reference

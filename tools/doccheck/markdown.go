@@ -11,8 +11,9 @@ import (
 // Code is a piece of code in a document: an inline code span or the body of
 // a fenced block.
 type Code struct {
-	Text string
-	Line int // 1-based line of its first character
+	Text   string
+	Line   int  // 1-based line of its first character
+	Fenced bool // a fenced block's body, not an inline span
 }
 
 // Link is a link destination as written, before any resolving.
@@ -59,7 +60,7 @@ func parse(src []byte) *page {
 			p.blank(off, len(line))
 			if t := strings.TrimLeft(trimmed, " "); len(trimmed)-len(t) <= 3 && strings.HasPrefix(t, fence) &&
 				strings.TrimSpace(strings.TrimLeft(t, fence[:1])) == "" {
-				p.code = append(p.code, Code{Text: body.String(), Line: bodyLine})
+				p.code = append(p.code, Code{Text: body.String(), Line: bodyLine, Fenced: true})
 				fence = ""
 				break
 			}
@@ -68,7 +69,7 @@ func parse(src []byte) *page {
 		off += len(line)
 	}
 	if fence != "" { // an unclosed fence runs to the end of the document
-		p.code = append(p.code, Code{Text: body.String(), Line: bodyLine})
+		p.code = append(p.code, Code{Text: body.String(), Line: bodyLine, Fenced: true})
 	}
 	p.codeSpans()
 	return p

@@ -84,7 +84,7 @@ func TestCode(t *testing.T) {
 	var got []Code
 	got = append(got, parse([]byte(doc)).code...)
 	slices.SortFunc(got, func(a, b Code) int { return a.Line - b.Line })
-	want := []Code{{"make run", 1}, {"make bench\n", 4}, {"```\nnested\n", 8}}
+	want := []Code{{"make run", 1, false}, {"make bench\n", 4, true}, {"```\nnested\n", 8, true}}
 	if !slices.Equal(got, want) {
 		t.Errorf("code %+v, want %+v", got, want)
 	}
