@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,7 +53,7 @@ func (s *Server) newState(p *config.Policy) (_ *state, err error) {
 	for i := range p.Plugins {
 		pl := &p.Plugins[i]
 		var bin, cfg []byte
-		bin, err = os.ReadFile(pl.File)
+		bin, err = pl.Module()
 		if err != nil {
 			return nil, fmt.Errorf("plugin %q: %w", pl.Name, err)
 		}
