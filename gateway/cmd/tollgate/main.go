@@ -3,6 +3,7 @@
 //	tollgate serve [-policy FILE] [-listen ADDR]   run the gateway
 //	tollgate validate FILE...                      check policy files
 //	tollgate plugin build|test DIR                 build or test a plugin
+//	tollgate plugin warm [-policy FILE]            compile a policy's plugins into the cache
 //	tollgate version                               print the version
 package main
 
@@ -33,6 +34,7 @@ Usage:
   tollgate validate FILE...                      check policy files; lists every problem, exits 1 if any
   tollgate plugin build DIR [-o FILE]            build a Go plugin (GOOS=wasip1 GOARCH=wasm -buildmode=c-shared)
   tollgate plugin test DIR [go test flags]       build it, then run its tests against the built module
+  tollgate plugin warm [-policy FILE]            compile a policy's plugins into the compilation cache, then exit
   tollgate migrate [up | status | down-to N]      apply the Postgres schema ($TOLLGATE_DATABASE_URL)
   tollgate keys create|revoke|list               manage API keys through the admin API
   tollgate version                               print the version
