@@ -10,12 +10,15 @@
 // with `make plugins`, or:
 //
 //	go generate ./gateway/internal/builtin
+//
+// Why the modules are committed rather than built: docs/adr/0007.
 package builtin
 
 import (
 	"bytes"
 	"compress/gzip"
 	"embed"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -58,11 +61,14 @@ func Module(name string) ([]byte, error) {
 		return nil, fmt.Errorf("built-in plugin %q: %w", name, err)
 	}
 	// The uncompressed size is the gzip trailer's last four bytes (the
-	// modules are far below 4 GiB): one allocation.
-	n := int(uint32(gz[len(gz)-4]) | uint32(gz[len(gz)-3])<<8 | uint32(gz[len(gz)-2])<<16 | uint32(gz[len(gz)-1])<<24)
-	buf := bytes.NewBuffer(make([]byte, 0, n))
-	if _, err := io.Copy(buf, zr); err != nil {
+	// modules are far below 4 GiB): one allocation of the exact size.
+	n := binary.LittleEndian.Uint32(gz[len(gz)-4:])
+	mod := make([]byte, n)
+	if _, err := io.ReadFull(zr, mod); err != nil {
 		return nil, fmt.Errorf("built-in plugin %q: decompressing: %w", name, err)
 	}
-	return buf.Bytes(), nil
+	if _, err := zr.Read(make([]byte, 1)); err != io.EOF {
+		return nil, fmt.Errorf("built-in plugin %q: decompressing: longer than its trailer says (%v)", name, err)
+	}
+	return mod, nil
 }
