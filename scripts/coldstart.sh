@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # coldstart: how long `tollgate serve` takes from start to ready (GET
 # /readyz answers 200) on the embedded default policy (the four built-in
-# plugins), with an empty compilation cache and with one made by `tollgate
-# plugin warm`, RUNS times each; and the idle RSS once ready.
+# plugins), RUNS times each: with an empty compilation cache (cold); with
+# one made by `tollgate plugin warm` (warm); and with an empty one that
+# `plugin warm -seed` first fills from a finished cache, as the Helm
+# chart's init container does from the image's (seeded: init_s is that
+# step). And the RSS once ready, after a second idle.
 #
 #   make build && scripts/coldstart.sh [RUNS]      (default 5)
 set -euo pipefail
@@ -32,15 +35,24 @@ ready_after() {
 	echo "$(echo "$t1 - $t0" | bc) $rss"
 }
 
-printf '%-6s %-4s %10s %9s\n' cache run ready_s rss_mib
+printf '%-7s %-4s %7s %8s %8s\n' cache run init_s ready_s rss_mib
 for ((i = 1; i <= runs; i++)); do
 	rm -rf "$work/cache"
 	read -r s rss < <(ready_after "$work/cache")
-	printf '%-6s %-4s %10.2f %9s\n' cold "$i" "$s" "$rss"
+	printf '%-7s %-4s %7s %8.2f %8s\n' cold "$i" - "$s" "$rss"
 done
 "$bin" plugin warm -cache-dir "$work/cache/tollgate/wazero" >/dev/null
 for ((i = 1; i <= runs; i++)); do
 	read -r s rss < <(ready_after "$work/cache")
-	printf '%-6s %-4s %10.2f %9s\n' warm "$i" "$s" "$rss"
+	printf '%-7s %-4s %7s %8.2f %8s\n' warm "$i" - "$s" "$rss"
+done
+mv "$work/cache" "$work/shipped"
+for ((i = 1; i <= runs; i++)); do
+	rm -rf "$work/cache"
+	t0=$(date +%s.%N)
+	"$bin" plugin warm -seed "$work/shipped/tollgate/wazero" -cache-dir "$work/cache/tollgate/wazero" >/dev/null
+	init=$(echo "$(date +%s.%N) - $t0" | bc)
+	read -r s rss < <(ready_after "$work/cache")
+	printf '%-7s %-4s %7.2f %8.2f %8s\n' seeded "$i" "$init" "$s" "$rss"
 done
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs, $(go version | cut -d' ' -f3), $(git rev-parse --short HEAD)"
