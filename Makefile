@@ -11,9 +11,13 @@ all: build
 build:
 	$(GO) build -o $(BIN)/ ./gateway/cmd/...
 
-# plugins: every plugin under plugins/ into bin/plugins/NAME.wasm.
+# plugins: every plugin under plugins/ into bin/plugins/NAME.wasm, and the
+# built-in ones (preflight, ratelimit, budget, holdback) again into the
+# modules embedded in the binary (gateway/internal/builtin/modules: commit
+# them; a test fails when a plugin's sources and its module disagree).
 plugins: build
 	@for d in plugins/*/; do n=$$(basename $$d); bin/tollgate plugin build $$d -o $(BIN)/plugins/$$n.wasm || exit 1; done
+	$(GO) generate ./gateway/internal/builtin
 
 # run: the gateway on its embedded default policy with the mock model behind
 # it. No Postgres, no Redis. Ctrl-C stops both. `make run POLICY=FILE` runs

@@ -8,7 +8,7 @@
 #                   pipeline: gateway/cmd/baseproxy) → mockllm
 #   nginx           loadgen → nginx (worker_processes 1, upstream keepalive)
 #                   → mockllm; skipped with a note if nginx cannot be had
-#   tollgate        loadgen → tollgate serve, the embedded default policy
+#   tollgate        loadgen → tollgate serve -policy policies/passthrough.yaml
 #                   (no plugins, memory stores) → mockllm
 #   tollgate-all4   the same with the four built-in plugins enforcing on the
 #                   in-process stores (policies/bench-all4.yaml)
@@ -49,7 +49,7 @@
 #                             holdback), each with -pg for the Postgres + Redis
 #                             stores; tollgate-noop4 / tollgate-noop4t (four
 #                             no-op plugins, interruptible / not)
-#   POLICY=policies/default.yaml      policy of the tollgate target
+#   POLICY=policies/passthrough.yaml      policy of the tollgate target
 #   EXTRA="name=policy.yaml[@binary] ..."
 #                             more gateway targets (tollgate-NAME), each with
 #                             its own tollgate binary if given (A/B of two
@@ -98,7 +98,7 @@ pg) default_targets="direct fasthttp nginx tollgate tollgate-all4 tollgate-all4-
 *) die "BENCH_STORES must be memory or pg, got '$BENCH_STORES'" ;;
 esac
 TARGETS=${TARGETS:-$default_targets}
-POLICY=${POLICY:-policies/default.yaml}
+POLICY=${POLICY:-policies/passthrough.yaml}
 EXTRA=${EXTRA:-}
 BENCH_MODEL=${BENCH_MODEL:-mock-1}
 BENCH_KEY=tg_bench_key_0123456789 # policies/bench-all4.yaml holds its SHA-256
@@ -152,7 +152,7 @@ KNOBS+=" WARMUP=$WARMUP STREAM_WARMUP=$STREAM_WARMUP STREAM0_WARMUP=$STREAM0_WAR
 KNOBS+=" BENCH_STORES=$BENCH_STORES TARGETS='$TARGETS' LOADGEN_GOMAXPROCS=$LOADGEN_GOMAXPROCS"
 [[ $BENCH_QUICK == 1 ]] && KNOBS="BENCH_QUICK=1 $KNOBS"
 [[ -n ${TOLLGATE_BIN:-} ]] && KNOBS+=" TOLLGATE_BIN=$TOLLGATE_BIN"
-[[ $POLICY != policies/default.yaml ]] && KNOBS+=" POLICY=$POLICY"
+[[ $POLICY != policies/passthrough.yaml ]] && KNOBS+=" POLICY=$POLICY"
 [[ -n $EXTRA ]] && KNOBS+=" EXTRA='$EXTRA'"
 [[ $BENCH_HEADER != "Authorization: Bearer $BENCH_KEY" ]] && KNOBS+=" BENCH_HEADER='${BENCH_HEADER%%:*}: …'"
 KNOBS+=" scripts/bench.sh"

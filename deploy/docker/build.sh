@@ -8,9 +8,13 @@
 #
 #   OUT/bin/tollgate, OUT/bin/mockllm   static binaries (CGO_ENABLED=0)
 #   OUT/plugins/NAME.wasm               every plugins/NAME/ (GOOS=wasip1 GOARCH=wasm -buildmode=c-shared)
-#   OUT/state/spool, OUT/state/cache    empty: the image's writable directories (the
-#                                       call-log spool, the compiled-plugin cache), copied
-#                                       with the runtime user as owner
+#   OUT/state/spool                     empty: the call-log spool
+#   OUT/state/cache/wazero              the compiled-plugin cache: the plugins of
+#                                       deploy/docker/policy.yaml and the built-in ones,
+#                                       compiled by `tollgate plugin warm` (not in a
+#                                       cross build: see below)
+#   The state directories are the image's writable ones, copied with the
+#   runtime user as owner.
 #
 # GOOS/GOARCH in the environment choose the binaries' platform (the
 # Dockerfile passes the image's target platform); plugins are always wasm.
@@ -30,3 +34,21 @@ for dir in plugins/*/; do
   (cd "$dir" && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o "$out/plugins/$name.wasm" .)
   echo "built plugins/$name.wasm ($(($(stat -c %s "$out/plugins/$name.wasm") / 1024)) KiB)"
 done
+
+# The compiled-plugin cache the image ships (/var/cache/tollgate/wazero), so
+# a new container is ready in about a second instead of compiling its
+# plugins for seconds (docs/SCALING.md, "Cold start"). wazero keys an entry
+# on its own version, the OS and architecture, the module's SHA-256 and the
+# CPU features its compiler uses (amd64: SSE4.1, BMI1, ABM; arm64: atomics),
+# so on a node whose CPU lacks one the gateway compiles at start as before.
+# A cross build cannot run its binary here and ships an empty cache. The
+# variables only let the policy validate: nothing is connected to.
+host_os=$(go env GOHOSTOS) host_arch=$(go env GOHOSTARCH)
+if [[ ${GOOS:-$host_os} == "$host_os" && ${GOARCH:-$host_arch} == "$host_arch" ]]; then
+  TOLLGATE_PLUGIN_DIR=$out/plugins TOLLGATE_DATABASE_URL=postgres://warm@127.0.0.1/warm TOLLGATE_ADMIN_TOKEN=warm \
+    "$out/bin/tollgate" plugin warm -policy deploy/docker/policy.yaml -cache-dir "$out/state/cache/wazero"
+  "$out/bin/tollgate" plugin warm -cache-dir "$out/state/cache/wazero"
+  echo "compiled-plugin cache: $(du -sm "$out/state/cache/wazero" | cut -f1) MiB"
+else
+  echo "cross build (${GOOS:-$host_os}/${GOARCH:-$host_arch} on $host_os/$host_arch): the image ships no compiled-plugin cache"
+fi

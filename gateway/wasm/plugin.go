@@ -84,11 +84,7 @@ func NewHost(cacheDir string, log *slog.Logger) (*Host, error) {
 		log = slog.Default()
 	}
 	if cacheDir == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			base = os.TempDir()
-		}
-		cacheDir = filepath.Join(base, "tollgate", "wazero")
+		cacheDir = DefaultCacheDir()
 	}
 	if err := os.MkdirAll(cacheDir, 0o700); err != nil {
 		return nil, fmt.Errorf("plugin compilation cache: %w", err)
@@ -98,6 +94,19 @@ func NewHost(cacheDir string, log *slog.Logger) (*Host, error) {
 		return nil, fmt.Errorf("plugin compilation cache %s: %w", cacheDir, err)
 	}
 	return &Host{cache: cache, log: log}, nil
+}
+
+// DefaultCacheDir is the compilation cache's directory when a policy names
+// none: tollgate/wazero under the user cache dir ($XDG_CACHE_HOME, else
+// ~/.cache), or under the temp dir when there is none. wazero keeps one
+// subdirectory per wazero version, OS and architecture in it, and keys each
+// entry on the module's SHA-256 and the CPU features its compiler uses.
+func DefaultCacheDir() string {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	return filepath.Join(base, "tollgate", "wazero")
 }
 
 // Close releases the compilation cache's in-memory state.

@@ -195,14 +195,14 @@ describe() {
 	fasthttp) echo "fasthttp: \`gateway/cmd/baseproxy\`, a plain fasthttp reverse proxy (HostClient keep-alive pool, body streamed through), no pipeline" ;;
 	nginx) echo "nginx: nginx $NGINX_VERSION, \`worker_processes 1\`, \`proxy_pass\` with an upstream keep-alive pool, \`proxy_buffering off\`" ;;
 	tollgate)
-		if [[ $POLICY == policies/default.yaml ]]; then
-			echo "tollgate: \`tollgate serve\` on the embedded default policy (no plugins, no external services)"
+		if [[ $POLICY == policies/passthrough.yaml ]]; then
+			echo "tollgate: \`tollgate serve\` on \`policies/passthrough.yaml\` (no plugins, no external services)"
 		else
 			echo "tollgate: \`tollgate serve\` on \`$POLICY\`"
 		fi
 		;;
-	tollgate-noop4) echo "$1: the default policy plus four no-op plugins, one per phase" ;;
-	tollgate-noop4t) echo "$1: the default policy plus four no-op plugins, one per phase, \`interruptible: false\`" ;;
+	tollgate-noop4) echo "$1: \`policies/passthrough.yaml\` plus four no-op plugins, one per phase" ;;
+	tollgate-noop4t) echo "$1: \`policies/passthrough.yaml\` plus four no-op plugins, one per phase, \`interruptible: false\`" ;;
 	*)
 		v=$(variant_of "$1")
 		local plugins=${v#*:}

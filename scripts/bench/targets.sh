@@ -69,9 +69,9 @@ admin_block() { printf '\nadmin:\n  listen: ${TOLLGATE_ADMIN_LISTEN:-127.0.0.1:8
 policy_for() {
 	local t=$1 v out=$WORK/policies/$1.yaml
 	if [[ $t == tollgate ]]; then
-		if [[ $POLICY == policies/default.yaml ]]; then
-			# The embedded default, plus an admin listener for /metrics.
-			{ cat policies/default.yaml && admin_block; } >"$out"
+		if [[ $POLICY == policies/passthrough.yaml ]]; then
+			# The proxy alone, plus an admin listener for /metrics.
+			{ cat policies/passthrough.yaml && admin_block; } >"$out"
 			echo "$out"
 		else
 			echo "$POLICY"
@@ -89,7 +89,7 @@ policy_for() {
 		local ph interruptible=true
 		[[ $t == tollgate-noop4t ]] && interruptible=false
 		{
-			cat policies/default.yaml
+			cat policies/passthrough.yaml
 			admin_block
 			echo "plugins:"
 			for ph in request response_headers chunk end; do

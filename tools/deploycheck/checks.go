@@ -56,6 +56,7 @@ func CheckChart(objs []*Object) (*Gateway, error) {
 		c.ports()
 		c.env()
 		c.writablePaths()
+		c.pluginCache()
 		c.shutdown()
 	}
 	c.probes()

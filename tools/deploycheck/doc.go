@@ -16,13 +16,18 @@
 //   - Semantic checks tie the manifests to the gateway: probes on /readyz
 //     and /healthz, the grace period longer than -shutdown-delay plus the
 //     policy's drain_timeout, resources set, Secrets only by reference, the
-//     spool on the volume the policy names, HPA and PDB consistent with the
+//     spool on the volume the policy names, an init container that fills
+//     the compilation cache from the image's before the gateway starts
+//     (`tollgate plugin warm`, into the volume and directory the policy's
+//     plugin_runtime.cache_dir names), HPA and PDB consistent with the
 //     workload (CheckChart).
 //   - The rendered policy and deploy/docker/policy.yaml are validated by the
 //     tollgate binary itself (`tollgate validate`), against plugins built by
 //     deploy/docker/build.sh — the image's build steps — from a copy of the
 //     build context filtered by Dockerfile.dockerignore; the Dockerfile's
-//     final stages are checked to copy what that build produced.
+//     final stages are checked to copy what that build produced, and the
+//     compiled-plugin cache it ships to hold every plugin of the image's
+//     policy and of the embedded default.
 //   - deploy/docker/compose.yaml is loaded with compose-go (the Compose
 //     specification's loader and JSON schema, what `docker compose config`
 //     runs) and checked for its services, dependencies and health checks.

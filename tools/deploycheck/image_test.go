@@ -2,6 +2,7 @@ package deploycheck
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -175,6 +176,45 @@ func TestImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log(strings.TrimSpace(msg))
+	checkShippedCache(t, ctxDir, out)
+}
+
+// checkShippedCache: the compiled-plugin cache the image ships holds every
+// plugin of its policy and of the embedded default, as the image's binary
+// looks them up (`tollgate plugin warm` on a copy finds them all cached).
+func checkShippedCache(t *testing.T, ctxDir, out string) {
+	t.Helper()
+	shipped, cache := filepath.Join(out, "state/cache/wazero"), filepath.Join(t.TempDir(), "wazero")
+	err := filepath.WalkDir(shipped, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(shipped, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(cache, rel), 0o755)
+		}
+		return copyFile(p, filepath.Join(cache, rel))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"-policy", filepath.Join(ctxDir, "deploy/docker/policy.yaml")}, nil} {
+		cmd := exec.Command(tollgateBin(t), append([]string{"plugin", "warm", "-cache-dir", cache}, args...)...)
+		cmd.Env = append(os.Environ(), policyEnv(t)...)
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("plugin warm %v: %v\n%s", args, err, b)
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		for _, l := range lines[:len(lines)-1] {
+			if !strings.Contains(l, ": already cached in ") {
+				t.Errorf("the image's cache lacks a plugin of %v: %s", args, l)
+			}
+		}
+		if len(lines) < 4 {
+			t.Errorf("plugin warm %v warmed too little:\n%s", args, b)
+		}
+	}
 }
 
 // TestImageRejects: the Dockerfile checks catch a COPY of something the

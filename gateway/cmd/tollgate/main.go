@@ -4,6 +4,7 @@
 //	tollgate validate FILE...                      check policy files
 //	tollgate policy schema                         print the policy file's JSON Schema
 //	tollgate plugin build|test DIR                 build or test a plugin
+//	tollgate plugin warm [-policy FILE]            compile a policy's plugins into the cache
 //	tollgate version                               print the version
 package main
 
@@ -25,7 +26,6 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/config"
 	"github.com/tollgate/tollgate/gateway/internal/proxy"
-	"github.com/tollgate/tollgate/policies"
 )
 
 const usage = `tollgate: an LLM edge gateway
@@ -36,6 +36,7 @@ Usage:
   tollgate policy schema                         print the policy file's JSON Schema (for editors)
   tollgate plugin build DIR [-o FILE]            build a Go plugin (GOOS=wasip1 GOARCH=wasm -buildmode=c-shared)
   tollgate plugin test DIR [go test flags]       build it, then run its tests against the built module
+  tollgate plugin warm [-policy FILE]            compile a policy's plugins into the compilation cache, then exit
   tollgate migrate [up | status | down-to N]      apply the Postgres schema ($TOLLGATE_DATABASE_URL)
   tollgate keys create|revoke|list               manage API keys through the admin API
   tollgate version                               print the version
@@ -54,7 +55,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "serve":
-		return serve(args[1:], stderr)
+		return serve(args[1:], stdout, stderr)
 	case "validate":
 		return validate(args[1:], stdout, stderr)
 	case "policy":
@@ -120,9 +121,9 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-func loadEmbedded() (*config.Policy, error) { return config.Parse(policies.Default, nil) }
-
-func serve(args []string, stderr io.Writer) int {
+// serve runs the gateway. On the embedded default policy it prints the
+// demo keys and curl lines to stdout once it listens.
+func serve(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	policyPath := fs.String("policy", "", "policy file (default: the embedded default policy)")
@@ -143,13 +144,16 @@ func serve(args []string, stderr io.Writer) int {
 	slog.SetDefault(log)
 
 	var (
-		p   *config.Policy
-		err error
+		p    *config.Policy
+		demo demoKeys
+		err  error
 	)
 	source := *policyPath
 	if source == "" {
 		source = "(embedded default)"
-		p, err = loadEmbedded()
+		if demo, err = newDemoKeys(); err == nil {
+			p, err = loadEmbedded(demo)
+		}
 	} else {
 		p, err = config.Load(source)
 	}
@@ -181,7 +185,10 @@ func serve(args []string, stderr io.Writer) int {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("tollgate serving", "listen", ln.Addr().String(), "policy", source,
-		"upstreams", len(p.Upstreams), "routes", len(p.Routes), "version", version())
+		"upstreams", len(p.Upstreams), "routes", len(p.Routes), "plugins", len(p.Plugins), "version", version())
+	if demo != nil {
+		printDemo(stdout, ln.Addr(), demo)
+	}
 
 	if p.Admin.Listen != "" {
 		adminLn, err := net.Listen("tcp", p.Admin.Listen)
@@ -201,7 +208,7 @@ func serve(args []string, stderr io.Writer) int {
 	}
 	stopReload := make(chan struct{})
 	defer close(stopReload)
-	go (&reloader{srv: srv, log: log, path: *policyPath, every: *watch}).run(stopReload)
+	go (&reloader{srv: srv, log: log, path: *policyPath, demo: demo, every: *watch}).run(stopReload)
 
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)

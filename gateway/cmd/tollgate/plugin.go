@@ -14,10 +14,14 @@ import (
 const pluginUsage = `usage:
   tollgate plugin build DIR [-o FILE]   build the Go plugin in DIR into FILE (default DIR/<name>.wasm)
   tollgate plugin test DIR [go test flags]   build it, then run its tests against the built module
+  tollgate plugin warm [-policy FILE] [-cache-dir DIR] [-seed DIR]   compile a policy's plugins into the compilation cache
 `
 
-// plugin runs `tollgate plugin build|test`.
+// plugin runs `tollgate plugin build|test|warm`.
 func plugin(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "warm" {
+		return pluginWarm(args[1:], stdout, stderr)
+	}
 	if len(args) < 2 || (args[0] != "build" && args[0] != "test") {
 		fmt.Fprint(stderr, pluginUsage)
 		return 2

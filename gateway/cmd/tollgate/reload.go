@@ -17,7 +17,8 @@ import (
 type reloader struct {
 	srv    *proxy.Server
 	log    *slog.Logger
-	path   string // "" for the embedded default: only SIGHUP, nothing to watch
+	path   string   // "" for the embedded default: only SIGHUP, nothing to watch
+	demo   demoKeys // the embedded default's keys, the same across reloads
 	every  time.Duration
 	stamps map[string]time.Time
 }
@@ -90,7 +91,7 @@ func (r *reloader) reload(why string) {
 		err error
 	)
 	if r.path == "" {
-		p, err = loadEmbedded()
+		p, err = loadEmbedded(r.demo)
 	} else {
 		p, err = config.Load(r.path)
 	}

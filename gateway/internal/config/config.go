@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/gateway/internal/builtin"
 	"github.com/tollgate/tollgate/gateway/internal/store/mem"
 )
 
@@ -118,7 +119,11 @@ type Plugin struct {
 	// Name is unique among the plugins; logs, metrics and errors use it.
 	Name string `yaml:"name"`
 	// Path is the .wasm file, relative to the policy file's directory.
+	// Exactly one of Path and Builtin is set.
 	Path string `yaml:"path"`
+	// Builtin names a plugin built into the binary instead of a file:
+	// preflight, ratelimit, budget or holdback (gateway/internal/builtin).
+	Builtin string `yaml:"builtin"`
 	// OnError is fail_closed (default: a failed plugin fails the request
 	// with a clear error) or fail_open (the failed callback is skipped).
 	OnError string       `yaml:"on_error"`
@@ -126,8 +131,17 @@ type Plugin struct {
 	// Config is handed to the plugin's on_configure as JSON.
 	Config any `yaml:"config"`
 
-	// File is Path resolved; set by validation.
+	// File is Path resolved; set by validation ("" for a built-in).
 	File string `yaml:"-"`
+}
+
+// Module returns the plugin's WebAssembly module: the built-in one, or the
+// contents of File.
+func (pl *Plugin) Module() ([]byte, error) {
+	if pl.Builtin != "" {
+		return builtin.Module(pl.Builtin)
+	}
+	return os.ReadFile(pl.File)
 }
 
 // PluginLimits bound one plugin. Zero means default.
@@ -511,19 +525,7 @@ func (p *Policy) validatePlugins(ps *Problems) {
 		if pl.OnError != FailClosed && pl.OnError != FailOpen {
 			ps.add(at+".on_error", "must be %s or %s, got %q", FailClosed, FailOpen, pl.OnError)
 		}
-		if pl.Path == "" {
-			ps.add(at+".path", "is required (the plugin's .wasm file)")
-		} else {
-			pl.File = pl.Path
-			if !filepath.IsAbs(pl.File) && p.Dir != "" {
-				pl.File = filepath.Join(p.Dir, pl.File)
-			}
-			if st, err := os.Stat(pl.File); err != nil {
-				ps.add(at+".path", "cannot read %s: %v (build plugins with `make plugins`)", pl.File, errors.Unwrap(err))
-			} else if st.IsDir() {
-				ps.add(at+".path", "%s is a directory, not a .wasm file", pl.File)
-			}
-		}
+		p.resolveModule(pl, at, ps)
 		l := pl.Limits
 		if l.Memory < 0 || (l.Memory > 0 && l.Memory < 1<<20) || l.Memory > 4<<30 {
 			ps.add(at+".limits.memory", "must be between 1MiB and 4GiB")
@@ -536,6 +538,31 @@ func (p *Policy) validatePlugins(ps *Problems) {
 		}
 		if _, err := json.Marshal(pl.Config); err != nil {
 			ps.add(at+".config", "cannot be expressed as JSON: %v", err)
+		}
+	}
+}
+
+// resolveModule checks where plugin pl (at its YAML path at) comes from:
+// a built-in by name, or a .wasm file, which it resolves into pl.File.
+func (p *Policy) resolveModule(pl *Plugin, at string, ps *Problems) {
+	switch {
+	case pl.Path != "" && pl.Builtin != "":
+		ps.add(at+".builtin", "cannot be set with path: name a built-in plugin or a .wasm file, not both")
+	case pl.Builtin != "":
+		if !builtin.Known(pl.Builtin) {
+			ps.add(at+".builtin", "unknown built-in plugin %q (built-in: %s)", pl.Builtin, strings.Join(builtin.Names(), ", "))
+		}
+	case pl.Path == "":
+		ps.add(at+".path", "is required (the plugin's .wasm file), or builtin: one of %s", strings.Join(builtin.Names(), ", "))
+	default:
+		pl.File = pl.Path
+		if !filepath.IsAbs(pl.File) && p.Dir != "" {
+			pl.File = filepath.Join(p.Dir, pl.File)
+		}
+		if st, err := os.Stat(pl.File); err != nil {
+			ps.add(at+".path", "cannot read %s: %v (build plugins with `make plugins`)", pl.File, errors.Unwrap(err))
+		} else if st.IsDir() {
+			ps.add(at+".path", "%s is a directory, not a .wasm file", pl.File)
 		}
 	}
 }

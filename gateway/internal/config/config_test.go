@@ -42,6 +42,39 @@ func TestParseValidAppliesDefaults(t *testing.T) {
 	}
 }
 
+func TestPluginModule(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "own.wasm"), []byte("\x00asm own"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ParseIn([]byte(valid+"plugins: [{name: a, builtin: holdback}, {name: b, path: own.wasm}]\n"), dir, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		file     string
+		wantHead string
+		wantMin  int
+	}{
+		{"a", "", "\x00asm\x01\x00\x00\x00", 1 << 20}, // the embedded holdback module
+		{"b", filepath.Join(dir, "own.wasm"), "\x00asm own", 8},
+	}
+	for i, tt := range tests {
+		pl := &p.Plugins[i]
+		if pl.Name != tt.name || pl.File != tt.file {
+			t.Errorf("plugins[%d] = %q, file %q; want %q, file %q", i, pl.Name, pl.File, tt.name, tt.file)
+		}
+		mod, err := pl.Module()
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if !strings.HasPrefix(string(mod), tt.wantHead) || len(mod) < tt.wantMin {
+			t.Errorf("%s: module of %d bytes starting %q; want at least %d starting %q", tt.name, len(mod), mod[:min(8, len(mod))], tt.wantMin, tt.wantHead)
+		}
+	}
+}
+
 func TestParseProblems(t *testing.T) {
 	tests := []struct {
 		name string
@@ -114,6 +147,12 @@ version: 1
 upstreams: [{name: a, base_url: "http://x", headers: {"X-A": "v\r\nEvil: 1"}}]
 routes: [{models: [m], upstream: a}]
 `, nil, []string{"upstreams[0].headers.X-A: value must not contain CR, LF or NUL"}},
+		{"unknown built-in plugin", valid + "plugins: [{name: a, builtin: preflight}, {name: b, builtin: keywordguard}]\n", nil,
+			[]string{"plugins[1].builtin: unknown built-in plugin \"keywordguard\" (built-in: preflight, ratelimit, budget, holdback)"}},
+		{"built-in and path", valid + "plugins: [{name: a, builtin: budget, path: x.wasm}]\n", nil,
+			[]string{"plugins[0].builtin: cannot be set with path"}},
+		{"neither built-in nor path", valid + "plugins: [{name: a}]\n", nil,
+			[]string{"plugins[0].path: is required (the plugin's .wasm file), or builtin: one of preflight, ratelimit, budget, holdback"}},
 		{"empty file", "", nil, []string{"the policy is empty"}},
 		{"not yaml", "version: [1\n", nil, []string{"not valid YAML"}},
 	}
@@ -212,6 +251,7 @@ func TestExamplePoliciesLoad(t *testing.T) {
 			}
 		}
 		if _, err := ParseIn(data, filepath.Dir(f), env(map[string]string{"OPENAI_API_KEY": "x", "ANTHROPIC_API_KEY": "x", "DEMO_KEY": "tg_demo_123",
+			"TOLLGATE_DEMO_KEY": "tg_demo_1", "TOLLGATE_DEMO_LIMITED_KEY": "tg_demo_2", "TOLLGATE_DEMO_SPENT_KEY": "tg_demo_3",
 			"TOLLGATE_DATABASE_URL": "postgres://tollgate@127.0.0.1/tollgate", "TOLLGATE_ADMIN_TOKEN": "t"})); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}

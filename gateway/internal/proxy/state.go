@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,27 +49,9 @@ func (s *Server) newState(p *config.Policy) (_ *state, err error) {
 	if err := s.openTenants(st, p); err != nil {
 		return nil, err
 	}
-	specs := make([]wasm.Spec, 0, len(p.Plugins))
-	for i := range p.Plugins {
-		pl := &p.Plugins[i]
-		var bin, cfg []byte
-		bin, err = os.ReadFile(pl.File)
-		if err != nil {
-			return nil, fmt.Errorf("plugin %q: %w", pl.Name, err)
-		}
-		cfg, err = pluginConfigJSON(pl.Config)
-		if err != nil {
-			return nil, fmt.Errorf("plugin %q: config: %w", pl.Name, err)
-		}
-		spec := wasm.Spec{Name: pl.Name, Module: bin, Config: cfg, MemoryBytes: int64(pl.Limits.Memory),
-			Deadline: pl.Limits.Deadline, Instances: pl.Limits.Instances}
-		if pl.Limits.Interruptible != nil && !*pl.Limits.Interruptible {
-			spec.Uninterruptible = true
-		}
-		if pl.OnError == config.FailOpen {
-			spec.OnError = wasm.FailOpen
-		}
-		specs = append(specs, spec)
+	var specs []wasm.Spec
+	if specs, err = PluginSpecs(p); err != nil {
+		return nil, err
 	}
 	if len(specs) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

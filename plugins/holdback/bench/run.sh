@@ -25,7 +25,7 @@ mkdir -p "$OUT"
 GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o "$OUT/holdback.wasm" ./plugins/holdback
 for mode in holdback buffer; do
 	{
-		cat policies/default.yaml
+		cat policies/passthrough.yaml
 		printf 'plugins:\n  - name: holdback\n    path: %s\n    on_error: fail_closed\n' "$OUT/holdback.wasm"
 		printf '    config:\n      markers: [oaidalleapiprodscus.blob.core.windows.net, files.oaiusercontent.com]\n'
 		printf '      case_insensitive: true\n      mode: %s\n' "$mode"

@@ -171,6 +171,38 @@ spec:
   terminationGracePeriodSeconds: {{ include "tollgate.terminationGracePeriodSeconds" . }}
   securityContext:
     {{- toYaml .Values.podSecurityContext | nindent 4 }}
+  initContainers:
+    # The cache volume starts empty in a new pod: copy into it the compiled
+    # plugins the image ships (made at image build, where the volume does
+    # not hide them), and compile whatever the policy names that they lack
+    # (another CPU, another plugin), so the gateway starts without
+    # compiling (docs/SCALING.md, "Cold start").
+    - name: warm-plugins
+      image: {{ include "tollgate.image" . }}
+      imagePullPolicy: {{ .Values.image.pullPolicy }}
+      args:
+        - plugin
+        - warm
+        - -policy
+        - {{ include "tollgate.policyDir" . }}/policy.yaml
+        - -seed
+        - {{ include "tollgate.cacheDir" . }}/wazero
+        - -cache-dir
+        - /warm/wazero
+      env:
+        {{- include "tollgate.env" . | nindent 8 }}
+      resources:
+        {{- toYaml .Values.resources | nindent 8 }}
+      securityContext:
+        {{- toYaml .Values.securityContext | nindent 8 }}
+      volumeMounts:
+        - name: policy
+          mountPath: {{ include "tollgate.policyDir" . }}
+          readOnly: true
+        - name: cache
+          mountPath: /warm
+        - name: tmp
+          mountPath: /tmp
   containers:
     - name: tollgate
       image: {{ include "tollgate.image" . }}
@@ -230,7 +262,7 @@ spec:
       emptyDir:
         sizeLimit: {{ .Values.callLog.spool.emptyDir.sizeLimit }}
     {{- end }}
-    # Compiled plugin code (wazero's cache): rebuilt at start if empty.
+    # Compiled plugin code (wazero's cache), filled by warm-plugins.
     - name: cache
       emptyDir:
         sizeLimit: 256Mi

@@ -25,6 +25,7 @@ import (
 	"encoding"
 	"encoding/json"
 	"fmt"
+	"github.com/tollgate/tollgate/gateway/internal/builtin"
 	"reflect"
 	"slices"
 	"strings"
@@ -164,7 +165,8 @@ var rules = map[string]rule{
 	"routes[].upstreams[].name":       {required: true},
 	"store.kind":                      {enum: []string{config.StoreMemory, config.StorePostgres}},
 	"plugins[].name":                  {required: true},
-	"plugins[].path":                  {required: true},
+	"plugins[]":                       {oneOf: []string{"path", "builtin"}},
+	"plugins[].builtin":               {enum: builtin.Names()},
 	"plugins[].on_error":              {enum: []string{config.FailClosed, config.FailOpen}},
 	"tenants.plans[].id":              {required: true},
 	"tenants.tenants[].id":            {required: true},
