@@ -66,8 +66,17 @@ type exchange struct {
 	ended     bool
 	endFlags  uint32
 	endStatus int
-	ex        *upstream.Exchange // a stream's, kept for the end phase
-	exCancel  context.CancelCauseFunc
+
+	// While the request is with the upstreams (openUpstream to
+	// closeUpstream; finish.go): the final reply (a stream's is kept
+	// for the end phase's header reads), the request context's cancel,
+	// and the client's disconnect watch.
+	ex       *upstream.Exchange
+	exCancel context.CancelCauseFunc
+	watch    *clientWatch
+	// inFlight: the request is counted in Server.inflight and listed
+	// in the cancel registry.
+	inFlight bool
 }
 
 var exchangePool = sync.Pool{New: func() any { return new(exchange) }}
@@ -88,7 +97,7 @@ func (x *exchange) free() {
 	x.prov.reset()
 	x.route, x.modelLabel = nil, ""
 	x.try.reset()
-	x.ended, x.endFlags, x.endStatus, x.ex, x.exCancel = false, 0, 0, nil, nil
+	x.ended, x.endFlags, x.endStatus, x.ex, x.exCancel, x.watch, x.inFlight = false, 0, 0, nil, nil, nil, false
 	exchangePool.Put(x)
 }
 
@@ -155,22 +164,17 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 		body, stripUsage = x.body, true
 	}
 
-	s.inflight.Add(1)
-	rctx, cancel := context.WithCancelCause(s.base)
-	x.cancelKey = s.cancels.add(x.id, x.tenantID(), cancel)
-	watch := watchClient(ctx.Conn(), cancel)
+	rctx := x.openUpstream(ctx)
 	x.upSent = time.Since(x.start)
 	x.traceUpstreamStart()
 	ex, err := x.send(ctx, rctx, path, body)
+	x.ex = ex
 	x.traceUpstreamEnd(ex, err)
 	if x.wr != nil && x.try.name != nil {
 		x.wr.Upstream = x.try.name // later phases see the upstream that served
 	}
 	if err != nil {
-		watch.stop()
-		cancel(nil)
-		s.cancels.remove(x.cancelKey)
-		s.inflight.Add(-1)
+		x.closeUpstream(nil)
 		var re *requestError
 		if errors.As(err, &re) {
 			// No upstream of the route can take this request as it is.
@@ -188,12 +192,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 	if pipe.Wants(x.wr, wasm.PhaseResponseHeaders) {
 		x.wr.UpstreamHeader, x.wr.Status = ex.Header(), status
 		if err := pipe.ResponseHeaders(x.wr, status); err != nil {
-			watch.stop()
-			cancel(errPluginStopped)
-			ex.Release()
-			s.cancels.remove(x.cancelKey)
-			s.inflight.Add(-1)
-			x.wr.UpstreamHeader = nil
+			x.closeUpstream(errPluginStopped)
 			x.pluginRefused(ctx, err)
 			return
 		}
@@ -208,7 +207,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 		ctx.Response.ImmediateHeaderFlush = true
 		copyUpstreamHeaders(ctx, ex)
 		x.applyClientHeaders(ctx)
-		ctx.SetBodyStream(acquireStream(x, ex, watch, rctx, cancel, stripUsage), -1)
+		ctx.SetBodyStream(acquireStream(x, rctx, stripUsage), -1)
 		streamed = true
 		return
 	}
@@ -227,15 +226,8 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 		x.applyClientHeaders(ctx)
 		ctx.SetBody(x.replyBody(body))
 	}
-	if x.wr != nil {
-		x.wr.UpstreamHeader = nil
-	}
-	watch.stop()
-	ex.Release()
 	cause := context.Cause(rctx)
-	cancel(nil)
-	s.cancels.remove(x.cancelKey)
-	s.inflight.Add(-1)
+	x.closeUpstream(nil)
 	if err != nil {
 		s.upstreamFailed(ctx, x.client, err, cause)
 		x.end(wasm.EndUpstreamError, clientStatus(ctx))

@@ -29,7 +29,6 @@ const maxEventBytes = 1 << 20
 type sseStream struct {
 	x      *exchange
 	ex     *upstream.Exchange
-	watch  *clientWatch
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	pipe   *wasm.Pipeline // nil or without chunk plugins: pass-through
@@ -68,9 +67,10 @@ type sseStream struct {
 
 var streamPool = sync.Pool{New: func() any { return &sseStream{rd: sse.NewReader(nil, maxEventBytes)} }}
 
-func acquireStream(x *exchange, ex *upstream.Exchange, watch *clientWatch, ctx context.Context, cancel context.CancelCauseFunc, stripUsage bool) *sseStream {
+func acquireStream(x *exchange, ctx context.Context, stripUsage bool) *sseStream {
 	st := streamPool.Get().(*sseStream)
-	st.x, st.ex, st.watch, st.ctx, st.cancel, st.stripUsage = x, ex, watch, ctx, cancel, stripUsage
+	ex := x.ex
+	st.x, st.ex, st.ctx, st.cancel, st.stripUsage = x, ex, ctx, x.exCancel, stripUsage
 	if x.st.pipeline.Wants(x.wr, wasm.PhaseChunk) {
 		st.pipe = x.st.pipeline
 	}
@@ -175,8 +175,26 @@ func (st *sseStream) process(raw []byte) {
 		st.countText(int64(len(c.Text)))
 		return
 	}
-	flags := uint32(0)
-	if c.HasText && len(c.Text) > 0 {
+	flags := chunkFlags(c)
+	if len(c.ToolCalls) == 0 {
+		st.runChunk(raw, c.Text, flags)
+		return
+	}
+	st.calls = st.calls[:0]
+	for _, tc := range c.ToolCalls {
+		st.calls = wasm.AppendToolCallDelta(st.calls, tc.Index, tc.Name, tc.Arguments)
+	}
+	wr := st.x.wr
+	wr.ToolCalls = st.calls
+	st.runChunk(raw, c.Text, flags)
+	wr.ToolCalls = nil
+}
+
+// chunkFlags are the chunk phase's flags for an event parsed into c (an
+// OpenAI chunk, or an Anthropic event's view of one).
+func chunkFlags(c *openai.Chunk) uint32 {
+	var flags uint32
+	if len(c.Text) > 0 { // text is set only with HasText
 		flags |= wasm.ChunkText
 	}
 	if len(c.ToolCalls) > 0 {
@@ -191,18 +209,7 @@ func (st *sseStream) process(raw []byte) {
 	if c.Role != nil {
 		flags |= wasm.ChunkRole
 	}
-	if len(c.ToolCalls) == 0 {
-		st.runChunk(raw, c.Text, flags)
-		return
-	}
-	st.calls = st.calls[:0]
-	for _, tc := range c.ToolCalls {
-		st.calls = wasm.AppendToolCallDelta(st.calls, tc.Index, tc.Name, tc.Arguments)
-	}
-	wr := st.x.wr
-	wr.ToolCalls = st.calls
-	st.runChunk(raw, c.Text, flags)
-	wr.ToolCalls = nil
+	return flags
 }
 
 // runChunk runs the chunk phase for one event and applies its verdict. It
@@ -365,26 +372,23 @@ func (st *sseStream) endWithError(e *openai.Error) {
 // phase and call log run once the last chunk is flushed; then the upstream
 // exchange ends) and frees the stream.
 func (st *sseStream) Close() error {
-	st.watch.stop()
+	x := st.x
+	x.watch.stop()
 	if !st.finished || st.sent < len(st.out) {
 		st.endFlags |= wasm.EndClientGone
 	}
-	x := st.x
 	x.usage = st.usage
 	x.end(st.endFlags, st.ex.StatusCode())
 	// The upstream exchange is released after the end phase, which may
-	// read its headers, and its context canceled only then (a cancel
-	// before the release would close a connection fit for reuse).
-	x.ex, x.exCancel = st.ex, st.cancel
-	x.s.cancels.remove(x.cancelKey)
-	x.s.inflight.Add(-1)
+	// read its headers (finish: dropUpstream).
+	x.leave()
 	x.release()
 	st.rd.Reset(nil)
 	if st.anth != nil {
 		st.anth.Reset(nil, "", "", 0, false)
 	}
 	st.native = false
-	st.x, st.ex, st.watch, st.ctx, st.cancel, st.pipe = nil, nil, nil, nil, nil, nil
+	st.x, st.ex, st.ctx, st.cancel, st.pipe = nil, nil, nil, nil, nil
 	st.out, st.sent, st.held, st.heldText, st.template = st.out[:0], 0, st.held[:0], 0, st.template[:0]
 	st.sawDone, st.stopped, st.finished, st.stripUsage, st.endFlags = false, false, false, false, 0
 	st.usage = openai.Usage{}

@@ -156,22 +156,7 @@ func (st *sseStream) readNative(raw []byte, guarded bool) (ev *anthropic.Event, 
 	case c.Done:
 		return ev, wasm.ChunkDone, true
 	}
-	if len(c.Text) > 0 {
-		flags |= wasm.ChunkText
-	}
-	if len(c.ToolCalls) > 0 {
-		flags |= wasm.ChunkToolCalls
-	}
-	if c.FinishReason != nil {
-		flags |= wasm.ChunkFinish
-	}
-	if c.Usage.Present {
-		flags |= wasm.ChunkUsage
-	}
-	if c.Role != nil {
-		flags |= wasm.ChunkRole
-	}
-	return ev, flags, true
+	return ev, chunkFlags(c), true
 }
 
 // runNative runs the chunk phase for one event and applies its verdict.
