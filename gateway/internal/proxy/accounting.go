@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/budget"
 	"github.com/tollgate/tollgate/gateway/internal/calllog"
 	"github.com/tollgate/tollgate/gateway/internal/config"
+	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
 	"github.com/tollgate/tollgate/gateway/internal/redisx"
 )
@@ -41,7 +42,7 @@ type accounting struct {
 	reconcileRuns  atomic.Int64
 	reconcileDrift atomic.Int64 // absolute micros corrected, summed
 	// counts are the host services' decisions, for metrics.
-	counts serviceCounts
+	counts hostsvc.Counts
 
 	// states counts policy states not yet closed: the ledger is closed
 	// after the last of them, once no request can write a row.

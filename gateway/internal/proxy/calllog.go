@@ -38,7 +38,7 @@ func (x *exchange) record(flags uint32, status int, prompt, completion int64) {
 			// what was used, so spend is known either way. (Without a
 			// ledger nothing prices it: a price miss would be a store
 			// read per request.)
-			row.CostMicros, _ = x.st.services.cost(wr, prompt, completion)
+			row.CostMicros, _ = x.st.services.Cost(wr, prompt, completion)
 		}
 	}
 	x.observe(&row)

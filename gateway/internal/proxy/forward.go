@@ -11,6 +11,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
 	"github.com/tollgate/tollgate/gateway/internal/upstream"
 	"github.com/tollgate/tollgate/gateway/wasm"
@@ -52,8 +53,10 @@ type exchange struct {
 	usage        openai.Usage // as the upstream reported it
 	upText       int64        // text bytes the upstream sent
 	upEvents     int64        // events with text the upstream sent
-	meter        meter        // rate-limit and budget state, settled at the end
-	cancelKey    string       // the request's entry in the cancel registry
+	// svc is the request's host services: its plugins' `call`, and
+	// the rate-limit and budget state settled at the end.
+	svc       hostsvc.Session
+	cancelKey string // the request's entry in the cancel registry
 
 	prov providerState // the upstream API's request and reply (provider.go)
 	// route is the request's route; try its attempts (attempt.go).
@@ -93,7 +96,7 @@ func (x *exchange) free() {
 	}
 	x.s, x.client, x.conn = nil, nil, nil
 	x.usage, x.upText, x.upEvents, x.usagePending = openai.Usage{}, 0, 0, false
-	x.meter.reset()
+	x.svc.Reset()
 	x.prov.reset()
 	x.route, x.modelLabel = nil, ""
 	x.try.reset()
@@ -284,8 +287,8 @@ func (x *exchange) startPlugins(ctx *fasthttp.RequestCtx, body []byte) {
 	}
 	wr.Messages, wr.PromptTokens, wr.PromptChars = int64(r.Messages), int64(r.EstimatedPromptTokens), int64(r.PromptChars)
 	wr.ClientHeader = &ctx.Request.Header
-	wr.Services = x.st.services
-	wr.Owner = x
+	x.svc.Bind(x.st.services)
+	wr.Services = &x.svc
 	wr.Tracer = x.trace.callTracer()
 	x.wr = wr
 }
@@ -385,7 +388,7 @@ func (x *exchange) finishWhole(status int) ([]byte, int) {
 	if status >= 300 {
 		return x.resp, status
 	}
-	if !pipe.Wants(x.wr, wasm.PhaseChunk) && !pipe.Wants(x.wr, wasm.PhaseEnd) && !x.meter.needsUsage() {
+	if !pipe.Wants(x.wr, wasm.PhaseChunk) && !pipe.Wants(x.wr, wasm.PhaseEnd) && !x.svc.NeedsUsage() {
 		// Nothing before the reply needs its usage: the end work reads it
 		// afterwards (metrics, access log, call log).
 		x.usagePending = true
@@ -464,13 +467,12 @@ func (x *exchange) runEnd(flags uint32, status int) {
 // so a client's next request sees the counters already corrected.
 func (x *exchange) settle(flags uint32) {
 	wr := x.wr
-	if wr == nil || !x.meter.needsUsage() {
+	if wr == nil || !x.svc.NeedsUsage() {
 		return
 	}
 	prompt, completion, reported := x.tokens(flags)
 	wr.PromptTokensUsed, wr.CompletionTokensUsed, wr.UsageReported = prompt, completion, reported
-	x.st.services.settleRate(&x.meter, prompt+completion)
-	x.st.services.settleBudget(wr, &x.meter, prompt, completion)
+	x.svc.Settle(wr, prompt, completion)
 }
 
 // tokens is the request's usage: the upstream's when it reported one, else

@@ -11,6 +11,8 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/balance"
 	"github.com/tollgate/tollgate/gateway/internal/config"
+	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
+	"github.com/tollgate/tollgate/gateway/internal/tenant"
 	"github.com/tollgate/tollgate/gateway/internal/upstream"
 	"github.com/tollgate/tollgate/gateway/wasm"
 )
@@ -29,9 +31,10 @@ type state struct {
 	// counters, in policy order (metrics read it).
 	health   []*balance.Upstream
 	pipeline *wasm.Pipeline
-	services *services
-	admin    http.Handler // nil without the Postgres store
-	closers  []func()     // tenant store, cache, listener
+	services *hostsvc.Set
+	tenants  *tenant.Cache // the tenant store's cache
+	admin    http.Handler  // nil without the Postgres store
+	closers  []func()      // tenant store, cache, listener
 	acct     *accounting
 
 	refs      atomic.Int64 // requests in flight + 1 while current

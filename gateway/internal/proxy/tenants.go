@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/admin"
 	"github.com/tollgate/tollgate/gateway/internal/config"
+	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
 	"github.com/tollgate/tollgate/gateway/internal/store/mem"
 	"github.com/tollgate/tollgate/gateway/internal/store/pg"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
@@ -76,7 +77,9 @@ func (s *Server) openTenants(st *state, p *config.Policy) error {
 	if db, ok := store.(*pg.Store); ok {
 		st.admin = admin.NewHandler(db, cache, p.Admin.Token, s.log.With("component", "admin"), admin.WithBudget(s.acct.budget), admin.WithCanceller(s.AdminCancel))
 	}
-	st.services = &services{log: s.log, tenants: cache, prices: cache, acct: s.acct, now: time.Now}
+	st.tenants = cache
+	st.services = hostsvc.NewSet(hostsvc.Config{Log: s.log, Tenants: cache, Prices: cache,
+		Limiter: s.acct.limiter, Budget: s.acct.budget, Counts: &s.acct.counts, Now: time.Now, NewID: s.ids.append})
 	return nil
 }
 
