@@ -12,6 +12,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/tollgate/tollgate/gateway/internal/cancels"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
 )
@@ -111,5 +112,5 @@ func (s *Server) AdminCancel(ctx context.Context, id string) (bool, error) {
 	if !validRequestID([]byte(id)) {
 		return false, nil
 	}
-	return s.cancels.Cancel(ctx, id, anyTenant)
+	return s.cancels.Cancel(ctx, id, cancels.AnyTenant)
 }

@@ -120,7 +120,7 @@ func (x *exchange) openUpstream(ctx *fasthttp.RequestCtx) context.Context {
 	s.inflight.Add(1)
 	rctx, cancel := context.WithCancelCause(s.base)
 	x.exCancel, x.inFlight = cancel, true
-	x.cancelKey = s.cancels.add(x.id, x.tenantID(), cancel)
+	x.cancelKey = s.cancels.Add(x.id, x.tenantID(), cancel)
 	x.watch = watchClient(ctx.Conn(), cancel)
 	return rctx
 }
@@ -140,7 +140,7 @@ func (x *exchange) leave() {
 	x.watch = nil
 	if x.inFlight {
 		x.inFlight = false
-		x.s.cancels.remove(x.cancelKey)
+		x.s.cancels.Remove(x.cancelKey)
 		x.s.inflight.Add(-1)
 	}
 }

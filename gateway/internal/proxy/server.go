@@ -17,11 +17,22 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/tollgate/tollgate/gateway/internal/anthropic"
+	"github.com/tollgate/tollgate/gateway/internal/cancels"
 	"github.com/tollgate/tollgate/gateway/internal/config"
 	"github.com/tollgate/tollgate/gateway/internal/obs"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
 	"github.com/tollgate/tollgate/gateway/wasm"
 )
+
+// ErrCancelled is the cancel cause of a request cancelled through
+// POST /v1/requests/{id}/cancel (here or on another replica).
+var ErrCancelled = cancels.ErrCancelled
+
+// CancelStats counts the cancel poller's work.
+type CancelStats = cancels.Stats
+
+// CancelStats returns the cancel poller's counters.
+func (s *Server) CancelStats() CancelStats { return s.cancels.Stats() }
 
 // ErrShuttingDown is the cancel cause of streams still open when the drain
 // time after SIGTERM runs out.
@@ -36,7 +47,7 @@ type Server struct {
 	// ledgerTracer traces the ledger's pool.
 	ledgerTracer pgx.QueryTracer
 	acct         *accounting
-	cancels      *cancels
+	cancels      *cancels.Registry
 	fin          *finisher
 	obs          *observer
 	tracing      *obs.Tracing // nil: tracing off
@@ -89,17 +100,17 @@ func New(p *config.Policy, log *slog.Logger, opts ...Option) (*Server, error) {
 		host.Close()
 		return nil, err
 	}
-	s.cancels = newCancels(log.With("component", "cancel"), s.acct.redis, p.Server.CancelPollInterval)
+	s.cancels = cancels.New(log.With("component", "cancel"), s.acct.redis, p.Server.CancelPollInterval)
 	s.fin = new(finisher)
 	if s.tracing, err = obs.NewTracing(context.Background(), p.Tracing, log); err != nil {
-		s.cancels.close()
+		s.cancels.Close()
 		s.acct.close(context.Background())
 		host.Close()
 		return nil, err
 	}
 	st, err := s.newState(p)
 	if err != nil {
-		s.cancels.close()
+		s.cancels.Close()
 		s.acct.close(context.Background())
 		s.tracing.Shutdown(context.Background())
 		host.Close()
@@ -180,7 +191,7 @@ func (s *Server) closeAccounting(drain time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), drain+30*time.Second)
 	defer cancel()
 	s.fin.close(drain + 10*time.Second)
-	s.cancels.close()
+	s.cancels.Close()
 	err := s.acct.close(ctx)
 	// The last requests' spans are queued by now: export them, waiting
 	// at most a few seconds for a collector that does not answer.
