@@ -33,7 +33,7 @@ func (x *exchange) record(flags uint32, status int, prompt, completion int64) {
 		switch {
 		case wr.CostSettled:
 			row.CostMicros = wr.CostMicros
-		case row.TenantID != "" && x.st.acct.ledger != nil:
+		case row.TenantID != "" && x.st.acct.Ledger != nil:
 			// No budget plugin settled it: the ledger still prices
 			// what was used, so spend is known either way. (Without a
 			// ledger nothing prices it: a price miss would be a store
@@ -42,7 +42,7 @@ func (x *exchange) record(flags uint32, status int, prompt, completion int64) {
 		}
 	}
 	x.observe(&row)
-	led := x.st.acct.ledger
+	led := x.st.acct.Ledger
 	if led == nil || row.TenantID == "" {
 		// call_log rows belong to a tenant; requests no plugin resolved
 		// a tenant for (a missing or wrong key) are in the access log.

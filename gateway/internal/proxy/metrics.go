@@ -204,11 +204,11 @@ func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(mCancelFallbacks, cs.FallbackPolls)
 	counter(mCancelRemote, cs.RemoteCancels)
 
-	if rc := s.acct.redis; rc != nil {
+	if rc := s.acct.Redis; rc != nil {
 		counter(mRedisCommands, rc.Commands())
 		counter(mRedisFailures, rc.Failures())
 	}
-	if rl, ok := s.acct.limiter.(*limiter.Redis); ok {
+	if rl, ok := s.acct.Limiter.(*limiter.Redis); ok {
 		st := rl.Stats()
 		counter(mLimiter, st.Admitted, "admitted")
 		counter(mLimiter, st.Rejected, "rejected")

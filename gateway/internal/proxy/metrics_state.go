@@ -209,7 +209,7 @@ func (o *observer) collectStates(ch chan<- prometheus.Metric, s *Server) {
 	counter(mCacheEvictions, int64(cache.Evictions), "invalidation")
 	counter(mCacheEvictions, int64(cache.CapacityEvictions), "capacity")
 
-	c := &s.acct.counts
+	c := &s.svcCounts
 	counter(mRateRejections, c.RateLimited[0].Load(), "requests")
 	counter(mRateRejections, c.RateLimited[1].Load(), "tokens")
 	counter(mRateRejections, c.RateUnavailable.Load(), "unavailable")
@@ -221,8 +221,8 @@ func (o *observer) collectStates(ch chan<- prometheus.Metric, s *Server) {
 	counter(mPGStatements, o.pgTenants.n.Load(), "tenants")
 	counter(mPGStatements, o.pgLedger.n.Load(), "ledger")
 
-	if s.acct.ledger != nil {
-		l := s.acct.ledger.Stats()
+	if s.acct.Ledger != nil {
+		l := s.acct.Ledger.Stats()
 		buckets := make(map[float64]uint64, len(txRowBuckets))
 		var n uint64
 		for i, c := range l.TxSizes {

@@ -75,11 +75,11 @@ func (s *Server) openTenants(st *state, p *config.Policy) error {
 	}
 	st.closers = append(st.closers, cache.Close)
 	if db, ok := store.(*pg.Store); ok {
-		st.admin = admin.NewHandler(db, cache, p.Admin.Token, s.log.With("component", "admin"), admin.WithBudget(s.acct.budget), admin.WithCanceller(s.AdminCancel))
+		st.admin = admin.NewHandler(db, cache, p.Admin.Token, s.log.With("component", "admin"), admin.WithBudget(s.acct.Budget), admin.WithCanceller(s.AdminCancel))
 	}
 	st.tenants = cache
 	st.services = hostsvc.NewSet(hostsvc.Config{Log: s.log, Tenants: cache, Prices: cache,
-		Limiter: s.acct.limiter, Budget: s.acct.budget, Counts: &s.acct.counts, Now: time.Now, NewID: s.ids.append})
+		Limiter: s.acct.Limiter, Budget: s.acct.Budget, Counts: &s.svcCounts, Now: time.Now, NewID: s.ids.append})
 	return nil
 }
 
