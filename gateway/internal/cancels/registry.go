@@ -1,12 +1,12 @@
 // Package cancels is the registry of the requests a gateway is serving,
 // for POST /v1/requests/{id}/cancel: it cancels a request served here at
 // once, and reaches one served by another replica through Redis (a poller
-// announces this gateway's requests and takes the marks others left).
+// announces this gateway's requests and takes the marks others left). It
+// also names the causes a request's context is cancelled with.
 package cancels
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -17,10 +17,6 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/redisx"
 )
-
-// ErrCancelled is the cancel cause of a request cancelled through
-// POST /v1/requests/{id}/cancel (here or on another replica).
-var ErrCancelled = errors.New("the request was cancelled")
 
 // Cancels reach a request wherever it runs. Each gateway keeps a registry
 // of the requests it is serving; one poller per gateway, every interval,

@@ -44,7 +44,7 @@ func (s *Server) AccountingStats() AccountingStats { return s.acct.Stats() }
 
 // ErrShuttingDown is the cancel cause of streams still open when the drain
 // time after SIGTERM runs out.
-var ErrShuttingDown = errors.New("the gateway is shutting down")
+var ErrShuttingDown = cancels.ErrShuttingDown
 
 // Server serves one policy. Create it with New, run it with Serve, stop it
 // with Shutdown.
