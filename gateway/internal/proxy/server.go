@@ -1,6 +1,3 @@
-// Package proxy is Tollgate's HTTP front: the fasthttp server, the
-// OpenAI-compatible routes, forwarding to upstreams and streaming replies
-// back event by event.
 package proxy
 
 import (
