@@ -218,8 +218,8 @@ func (o *observer) collectStates(ch chan<- prometheus.Metric, s *Server) {
 			counter(mBudgetResults, c.Budget[op][r].Load(), hostsvc.BudgetOps[op], hostsvc.BudgetResultNames[r])
 		}
 	}
-	counter(mPGStatements, o.pgTenants.n.Load(), "tenants")
-	counter(mPGStatements, o.pgLedger.n.Load(), "ledger")
+	counter(mPGStatements, o.pgTenants.Count(), "tenants")
+	counter(mPGStatements, o.pgLedger.Count(), "ledger")
 
 	if s.acct.Ledger != nil {
 		l := s.acct.Ledger.Stats()
