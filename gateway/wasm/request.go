@@ -25,8 +25,9 @@ type Tenant struct {
 }
 
 // Services serves the host calls of plugins (`call`). The name selects the
-// service; req and the result are the service's bytes (see sdk/ABI.md). A nil Services, or ErrNoService,
-// makes `call` return UNAVAILABLE.
+// service; req (a copy of the guest's bytes) and the result are the
+// service's bytes (see sdk/ABI.md). A nil Services, or ErrNoService, makes
+// `call` return UNAVAILABLE; ErrBadServiceRequest makes it INVALID.
 type Services interface {
 	Call(r *Request, name string, req []byte) ([]byte, error)
 }
@@ -50,10 +51,10 @@ type Request struct {
 	ClientHeader                               *fasthttp.RequestHeader
 	UpstreamHeader                             *fasthttp.ResponseHeader // set once the upstream answered
 	Tenant                                     *Tenant
-	Services                                   Services
-	// Owner is the gateway's own per-request state, for its services
-	// (never visible to plugins).
-	Owner any
+	// Services serves the request's `call`s. It is per request so that
+	// it can carry the request's own service state as a typed value (the
+	// gateway's is a hostsvc.Session inside its exchange).
+	Services Services
 	// Tracer, when set, is told about each plugin callback (tracing);
 	// nil for requests that are not traced.
 	Tracer CallTracer

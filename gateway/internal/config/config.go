@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/gateway/internal/builtin"
-	"github.com/tollgate/tollgate/gateway/internal/store/mem"
+	"github.com/tollgate/tollgate/gateway/internal/tenantspec"
 )
 
 // Version is the policy format this build reads.
@@ -47,7 +47,7 @@ type Policy struct {
 	// Store selects where tenants, keys, plans and prices come from.
 	Store Store `yaml:"store"`
 	// Tenants is the memory store's data (store.kind: memory).
-	Tenants mem.Config `yaml:"tenants"`
+	Tenants tenantspec.Config `yaml:"tenants"`
 	// Plugins run in this order in every phase they take part in.
 	Plugins       []Plugin      `yaml:"plugins"`
 	PluginRuntime PluginRuntime `yaml:"plugin_runtime"`
@@ -571,7 +571,7 @@ func (p *Policy) validateStore(lookupEnv func(string) (string, bool), ps *Proble
 	st := &p.Store
 	switch st.Kind {
 	case StoreMemory:
-		if _, err := mem.New(p.Tenants, lookupEnv); err != nil {
+		if _, err := tenantspec.Build(p.Tenants, lookupEnv); err != nil {
 			ps.add("tenants", "%v", err)
 		}
 	case StorePostgres:

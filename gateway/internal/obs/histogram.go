@@ -1,6 +1,7 @@
 // Package obs holds the gateway's observability primitives: a histogram
-// cheap enough for every plugin callback, and the OpenTelemetry tracing
-// set-up (OTLP/HTTP export, W3C trace context).
+// cheap enough for every plugin callback, the OpenTelemetry tracing
+// set-up (OTLP/HTTP export, W3C trace context), and a pgx tracer that
+// counts a pool's statements.
 package obs
 
 import (

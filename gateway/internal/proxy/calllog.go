@@ -17,7 +17,7 @@ func (x *exchange) record(flags uint32, status int, prompt, completion int64) {
 	row := calllog.Row{
 		RequestID: string(x.id), Model: string(x.req.Model), Upstream: x.client.Name(),
 		Status: status, StartedAt: x.start.UTC(), FirstByte: x.firstByte, Total: x.total,
-		PromptTokens: prompt, CompletionTokens: completion, Attempts: x.try.attempts, ReplyBytes: x.upText,
+		PromptTokens: prompt, CompletionTokens: completion, Attempts: x.try.attempts, ReplyBytes: x.up.Text,
 	}
 	if wr := x.wr; wr != nil {
 		row.ReplyBytes = wr.TextBytesSent // after guards: what the client got
@@ -33,16 +33,16 @@ func (x *exchange) record(flags uint32, status int, prompt, completion int64) {
 		switch {
 		case wr.CostSettled:
 			row.CostMicros = wr.CostMicros
-		case row.TenantID != "" && x.st.acct.ledger != nil:
+		case row.TenantID != "" && x.st.acct.Ledger != nil:
 			// No budget plugin settled it: the ledger still prices
 			// what was used, so spend is known either way. (Without a
 			// ledger nothing prices it: a price miss would be a store
 			// read per request.)
-			row.CostMicros, _ = x.st.services.cost(wr, prompt, completion)
+			row.CostMicros, _ = x.st.services.Cost(wr, prompt, completion)
 		}
 	}
 	x.observe(&row)
-	led := x.st.acct.ledger
+	led := x.st.acct.Ledger
 	if led == nil || row.TenantID == "" {
 		// call_log rows belong to a tenant; requests no plugin resolved
 		// a tenant for (a missing or wrong key) are in the access log.
@@ -74,8 +74,8 @@ func (x *exchange) observe(row *calllog.Row) {
 			o.phases.WithLabelValues("stream", row.Upstream).Observe((row.Total - row.FirstByte).Seconds())
 		}
 	}
-	if x.ttft >= 0 {
-		o.ttft.WithLabelValues(endpoint, x.modelLabel, row.Upstream).Observe(x.ttft.Seconds())
+	if x.up.TTFT >= 0 {
+		o.ttft.WithLabelValues(endpoint, x.modelLabel, row.Upstream).Observe(x.up.TTFT.Seconds())
 	}
 	if row.Status < 400 && (row.PromptTokens > 0 || row.CompletionTokens > 0) {
 		o.tokenUsage.WithLabelValues(x.modelLabel, "prompt").Observe(float64(row.PromptTokens))
@@ -114,7 +114,7 @@ func (x *exchange) accessLog(row *calllog.Row, endpoint string, streamed bool) {
 		slog.String("tenant", row.TenantID), slog.String("key_id", row.KeyID),
 		slog.String("endpoint", endpoint), slog.String("model", row.Model), slog.String("upstream", row.Upstream),
 		slog.Int("status", row.Status), slog.Bool("stream", streamed),
-		slog.Float64("first_byte_ms", ms3(row.FirstByte)), slog.Float64("ttft_ms", ms3(x.ttft)), slog.Float64("total_ms", ms3(row.Total)),
+		slog.Float64("first_byte_ms", ms3(row.FirstByte)), slog.Float64("ttft_ms", ms3(x.up.TTFT)), slog.Float64("total_ms", ms3(row.Total)),
 		slog.Int64("prompt_tokens", row.PromptTokens), slog.Int64("completion_tokens", row.CompletionTokens),
 		slog.Int64("cost_micros", row.CostMicros), slog.Int64("reply_bytes", row.ReplyBytes), slog.String("guard_action", row.GuardAction),
 		slog.Int("attempts", row.Attempts), slog.String("fallback_model", x.try.fallback))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/tollgate/tollgate/gateway/internal/cancels"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
 )
@@ -39,7 +40,7 @@ func (s *Server) cancelRequest(ctx *fasthttp.RequestCtx, id []byte) {
 		writeError(ctx, &openai.Error{Status: 503, Type: "server_error", Code: "shutting_down", Message: "The gateway is shutting down; retry the request."})
 		return
 	}
-	tenantID, e := st.services.callerTenant(&ctx.Request.Header)
+	tenantID, e := callerTenant(st.tenants, time.Now(), &ctx.Request.Header)
 	st.release()
 	if e != nil {
 		writeError(ctx, e)
@@ -67,9 +68,15 @@ func writeCancelResult(ctx *fasthttp.RequestCtx, id string, found bool, err erro
 	}
 }
 
+// keyResolver is what the cancel API needs to check a caller's key: the
+// tenant cache.
+type keyResolver interface {
+	Key(ctx context.Context, h tenant.KeyHash) (*tenant.Snapshot, error)
+}
+
 // callerTenant resolves the tenant of the API key in Authorization (Bearer)
-// or X-Api-Key, as the preflight plugin does.
-func (sv *services) callerTenant(h *fasthttp.RequestHeader) (string, *openai.Error) {
+// or X-Api-Key, as the preflight plugin does; tenants nil: no key resolves.
+func callerTenant(tenants keyResolver, now time.Time, h *fasthttp.RequestHeader) (string, *openai.Error) {
 	bad := &openai.Error{Status: 401, Type: "invalid_request_error", Code: "invalid_api_key", Message: "Incorrect API key provided."}
 	var key []byte
 	if v := h.Peek("Authorization"); len(v) > 7 && strings.EqualFold(string(v[:7]), "bearer ") {
@@ -81,11 +88,11 @@ func (sv *services) callerTenant(h *fasthttp.RequestHeader) (string, *openai.Err
 		return "", &openai.Error{Status: 401, Type: "invalid_request_error", Code: "missing_api_key",
 			Message: "You didn't provide an API key. Send it as 'Authorization: Bearer YOUR_KEY'."}
 	}
-	if sv.tenants == nil {
+	if tenants == nil {
 		return "", bad
 	}
 	hash := tenant.KeyHash(sha256.Sum256(key))
-	snap, err := sv.tenants.Key(context.Background(), hash)
+	snap, err := tenants.Key(context.Background(), hash)
 	switch {
 	case errors.Is(err, tenant.ErrNotFound):
 		return "", bad
@@ -93,7 +100,7 @@ func (sv *services) callerTenant(h *fasthttp.RequestHeader) (string, *openai.Err
 		return "", &openai.Error{Status: 503, Type: "server_error", Code: "tenant_service_unavailable",
 			Message: "The gateway cannot check API keys right now; retry shortly."}
 	}
-	if subtle.ConstantTimeCompare(snap.Key.Hash[:], hash[:]) != 1 || !snap.Usable(sv.now()) {
+	if subtle.ConstantTimeCompare(snap.Key.Hash[:], hash[:]) != 1 || !snap.Usable(now) {
 		return "", bad
 	}
 	return snap.Tenant.ID, nil
@@ -105,5 +112,5 @@ func (s *Server) AdminCancel(ctx context.Context, id string) (bool, error) {
 	if !validRequestID([]byte(id)) {
 		return false, nil
 	}
-	return s.cancels.Cancel(ctx, id, anyTenant)
+	return s.cancels.Cancel(ctx, id, cancels.AnyTenant)
 }

@@ -1,9 +1,12 @@
 package proxy
 
 import (
+	"context"
 	"net"
 	"sync/atomic"
 	"time"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/tollgate/tollgate/gateway/internal/sockio"
 )
@@ -103,6 +106,52 @@ func (x *exchange) release() {
 // the end phase's header reads, and frees x.
 func (x *exchange) finish() {
 	x.runEnd(x.endFlags, x.endStatus)
+	x.dropUpstream(nil)
+	x.free()
+}
+
+// openUpstream starts the request's time with the upstreams: it is counted
+// in flight, listed in the cancel registry and its client watched for a
+// disconnect, all three under the returned context's cancel. Every path
+// out goes through closeUpstream (or, for a stream, leave at its Close and
+// dropUpstream once its end work ran).
+func (x *exchange) openUpstream(ctx *fasthttp.RequestCtx) context.Context {
+	s := x.s
+	s.inflight.Add(1)
+	rctx, cancel := context.WithCancelCause(s.base)
+	x.exCancel, x.inFlight = cancel, true
+	x.cancelKey = s.cancels.Add(x.id, x.tenantID(), cancel)
+	x.watch = watchClient(ctx.Conn(), cancel)
+	return rctx
+}
+
+// closeUpstream ends the request's time with the upstreams at once: leave,
+// then dropUpstream. abandon (nil: none) is the cancel cause of a reply
+// not read to its end, whose connection must not be reused.
+func (x *exchange) closeUpstream(abandon error) {
+	x.leave()
+	x.dropUpstream(abandon)
+}
+
+// leave stops the disconnect watch and takes the request out of the
+// in-flight count and the cancel registry.
+func (x *exchange) leave() {
+	x.watch.stop()
+	x.watch = nil
+	if x.inFlight {
+		x.inFlight = false
+		x.s.cancels.Remove(x.cancelKey)
+		x.s.inflight.Add(-1)
+	}
+}
+
+// dropUpstream releases the upstream exchange and cancels the request's
+// context. The release comes first (a cancel before it would close a
+// connection fit for reuse) unless abandon says the reply was abandoned.
+func (x *exchange) dropUpstream(abandon error) {
+	if abandon != nil && x.exCancel != nil {
+		x.exCancel(abandon)
+	}
 	if x.ex != nil {
 		if x.wr != nil {
 			x.wr.UpstreamHeader = nil
@@ -114,5 +163,4 @@ func (x *exchange) finish() {
 		x.exCancel(nil)
 		x.exCancel = nil
 	}
-	x.free()
 }

@@ -2,12 +2,16 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/gateway/internal/cancels"
 )
 
 // The end work (metrics, access log, call log, end phase) of a request
@@ -62,4 +66,50 @@ func TestEndWorkRunsWhileTheConnectionStaysOpen(t *testing.T) {
 	checkMetrics(t, g.metrics(t, "tollgate_requests_total"), map[string]string{
 		`tollgate_requests_total{endpoint="/v1/chat/completions",model="m",status="200",upstream="a"}`: "3",
 	})
+}
+
+// Every way out of an exchange — a whole reply, an upstream error, a
+// stream to its end or cut short, an upstream that cannot be reached —
+// goes through the one teardown: once the end work ran, the request is
+// no longer counted in flight nor known to the cancel registry.
+func TestEveryExitLeavesTheBooks(t *testing.T) {
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close() // a port nothing listens on
+	tests := []struct {
+		name       string
+		step       step
+		stream     bool
+		unreached  bool
+		wantStatus int
+	}{
+		{"whole reply", step{}, false, false, 200},
+		{"upstream error", step{status: 400}, false, false, 400},
+		{"stream", step{stream: true}, true, false, 200},
+		{"stream cut", step{stream: true, cut: true}, true, false, 200},
+		{"unreachable", step{}, false, true, 502},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			up := newFakeUpstream(t, "a", &hits{}, tt.step)
+			url := up.url
+			if tt.unreached {
+				url = dead.URL
+			}
+			g := startTestGateway(t, routingPolicy(upstreamYAML("a", url, ""), `- {models: [m], upstream: a}`))
+			r := g.chat(t, "m", tt.stream)
+			if r.status != tt.wantStatus {
+				t.Fatalf("status %d, want %d: %s", r.status, tt.wantStatus, r.body)
+			}
+			g.log.served(t, r.id) // the end work ran
+			for end := time.Now().Add(2 * time.Second); g.srv.fin.pending.Load() != 0 || g.srv.InFlight() != 0; time.Sleep(time.Millisecond) {
+				if time.Now().After(end) {
+					t.Fatalf("after the end work: %d parked, %d in flight", g.srv.fin.pending.Load(), g.srv.InFlight())
+				}
+			}
+			found, err := g.srv.cancels.Cancel(context.Background(), r.id, cancels.AnyTenant)
+			if err != nil || found {
+				t.Errorf("the ended request is still in the cancel registry (found %v, err %v)", found, err)
+			}
+		})
+	}
 }

@@ -11,7 +11,10 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/tollgate/tollgate/gateway/internal/cancels"
+	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
+	"github.com/tollgate/tollgate/gateway/internal/proxy/stream"
 	"github.com/tollgate/tollgate/gateway/internal/upstream"
 	"github.com/tollgate/tollgate/gateway/wasm"
 )
@@ -42,7 +45,6 @@ type exchange struct {
 	// For the call log and the end phase.
 	start     time.Time
 	firstByte time.Duration // until the upstream's response headers; -1: none
-	ttft      time.Duration // until a stream's first event with text; -1: none
 	upSent    time.Duration // until the first attempt went upstream
 	trace     *reqTrace     // nil unless the request is traced (trace.go)
 	total     time.Duration // until the reply ended (set by end)
@@ -50,10 +52,13 @@ type exchange struct {
 	// went out, by the end work (finish.go).
 	usagePending bool
 	usage        openai.Usage // as the upstream reported it
-	upText       int64        // text bytes the upstream sent
-	upEvents     int64        // events with text the upstream sent
-	meter        meter        // rate-limit and budget state, settled at the end
-	cancelKey    string       // the request's entry in the cancel registry
+	// up counts the upstream's text (a stream's and a whole reply's)
+	// and a stream's time to its first text.
+	up stream.Counters
+	// svc is the request's host services: its plugins' `call`, and
+	// the rate-limit and budget state settled at the end.
+	svc       hostsvc.Session
+	cancelKey string // the request's entry in the cancel registry
 
 	prov providerState // the upstream API's request and reply (provider.go)
 	// route is the request's route; try its attempts (attempt.go).
@@ -66,8 +71,17 @@ type exchange struct {
 	ended     bool
 	endFlags  uint32
 	endStatus int
-	ex        *upstream.Exchange // a stream's, kept for the end phase
-	exCancel  context.CancelCauseFunc
+
+	// While the request is with the upstreams (openUpstream to
+	// closeUpstream; finish.go): the final reply (a stream's is kept
+	// for the end phase's header reads), the request context's cancel,
+	// and the client's disconnect watch.
+	ex       *upstream.Exchange
+	exCancel context.CancelCauseFunc
+	watch    *clientWatch
+	// inFlight: the request is counted in Server.inflight and listed
+	// in the cancel registry.
+	inFlight bool
 }
 
 var exchangePool = sync.Pool{New: func() any { return new(exchange) }}
@@ -83,12 +97,12 @@ func (x *exchange) free() {
 		x.st = nil
 	}
 	x.s, x.client, x.conn = nil, nil, nil
-	x.usage, x.upText, x.upEvents, x.usagePending = openai.Usage{}, 0, 0, false
-	x.meter.reset()
+	x.usage, x.up, x.usagePending = openai.Usage{}, stream.Counters{}, false
+	x.svc.Reset()
 	x.prov.reset()
 	x.route, x.modelLabel = nil, ""
 	x.try.reset()
-	x.ended, x.endFlags, x.endStatus, x.ex, x.exCancel = false, 0, 0, nil, nil
+	x.ended, x.endFlags, x.endStatus, x.ex, x.exCancel, x.watch, x.inFlight = false, 0, 0, nil, nil, nil, false
 	exchangePool.Put(x)
 }
 
@@ -103,7 +117,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 	x.s, x.ep = s, ep
 	x.conn, _ = ctx.Conn().(*clientConn)
 	x.start, x.firstByte = time.Now(), -1
-	x.ttft, x.upSent = -1, 0
+	x.up.TTFT, x.upSent = -1, 0
 	streamed := false
 	defer func() {
 		if !streamed {
@@ -155,22 +169,17 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 		body, stripUsage = x.body, true
 	}
 
-	s.inflight.Add(1)
-	rctx, cancel := context.WithCancelCause(s.base)
-	x.cancelKey = s.cancels.add(x.id, x.tenantID(), cancel)
-	watch := watchClient(ctx.Conn(), cancel)
+	rctx := x.openUpstream(ctx)
 	x.upSent = time.Since(x.start)
 	x.traceUpstreamStart()
 	ex, err := x.send(ctx, rctx, path, body)
+	x.ex = ex
 	x.traceUpstreamEnd(ex, err)
 	if x.wr != nil && x.try.name != nil {
 		x.wr.Upstream = x.try.name // later phases see the upstream that served
 	}
 	if err != nil {
-		watch.stop()
-		cancel(nil)
-		s.cancels.remove(x.cancelKey)
-		s.inflight.Add(-1)
+		x.closeUpstream(nil)
 		var re *requestError
 		if errors.As(err, &re) {
 			// No upstream of the route can take this request as it is.
@@ -188,12 +197,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 	if pipe.Wants(x.wr, wasm.PhaseResponseHeaders) {
 		x.wr.UpstreamHeader, x.wr.Status = ex.Header(), status
 		if err := pipe.ResponseHeaders(x.wr, status); err != nil {
-			watch.stop()
-			cancel(errPluginStopped)
-			ex.Release()
-			s.cancels.remove(x.cancelKey)
-			s.inflight.Add(-1)
-			x.wr.UpstreamHeader = nil
+			x.closeUpstream(cancels.ErrPluginStopped)
 			x.pluginRefused(ctx, err)
 			return
 		}
@@ -208,7 +212,11 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 		ctx.Response.ImmediateHeaderFlush = true
 		copyUpstreamHeaders(ctx, ex)
 		x.applyClientHeaders(ctx)
-		ctx.SetBodyStream(acquireStream(x, ex, watch, rctx, cancel, stripUsage), -1)
+		ctx.SetBodyStream(stream.Acquire(stream.Config{
+			Exchange: x, Counters: &x.up, Start: x.start, Request: x.wr, Pipeline: pipe, Log: s.log,
+			ID: x.id, Model: r.Model, Upstream: ex, Ctx: rctx, Cancel: x.exCancel,
+			Native: ep == endpointMessages, Anthropic: x.client.Anthropic(), StripUsage: stripUsage,
+		}), -1)
 		streamed = true
 		return
 	}
@@ -227,15 +235,8 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 		x.applyClientHeaders(ctx)
 		ctx.SetBody(x.replyBody(body))
 	}
-	if x.wr != nil {
-		x.wr.UpstreamHeader = nil
-	}
-	watch.stop()
-	ex.Release()
 	cause := context.Cause(rctx)
-	cancel(nil)
-	s.cancels.remove(x.cancelKey)
-	s.inflight.Add(-1)
+	x.closeUpstream(nil)
 	if err != nil {
 		s.upstreamFailed(ctx, x.client, err, cause)
 		x.end(wasm.EndUpstreamError, clientStatus(ctx))
@@ -248,19 +249,25 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 	}
 }
 
+// StreamClosed implements stream.Exchange: the stream's end is the
+// exchange's. The upstream exchange is released after the end phase,
+// which may read its headers (finish: dropUpstream).
+func (x *exchange) StreamClosed(flags uint32, usage openai.Usage) {
+	x.watch.stop()
+	x.usage = usage
+	x.end(flags, x.ex.StatusCode())
+	x.leave()
+	x.release()
+}
+
+var _ stream.Exchange = (*exchange)(nil)
+
 // tenantID is the request's tenant; "" when none was resolved.
 func (x *exchange) tenantID() string {
 	if x.wr != nil && x.wr.Tenant != nil {
 		return x.wr.Tenant.ID
 	}
 	return ""
-}
-
-// cancelledError ends a request cancelled through the cancel API: the
-// client's reply (409) or the stream's final event.
-func cancelledError() *openai.Error {
-	return &openai.Error{Status: 409, Type: "invalid_request_error", Code: "request_cancelled",
-		Message: "The request was cancelled (POST /v1/requests/{id}/cancel); the reply ends here."}
 }
 
 // statusClientClosed is logged for a request whose client went away before
@@ -273,8 +280,6 @@ func clientStatus(ctx *fasthttp.RequestCtx) int {
 	}
 	return ctx.Response.StatusCode()
 }
-
-var errPluginStopped = errors.New("stopped by a plugin")
 
 // startPlugins fills the plugins' view of the request.
 func (x *exchange) startPlugins(ctx *fasthttp.RequestCtx, body []byte) {
@@ -292,8 +297,8 @@ func (x *exchange) startPlugins(ctx *fasthttp.RequestCtx, body []byte) {
 	}
 	wr.Messages, wr.PromptTokens, wr.PromptChars = int64(r.Messages), int64(r.EstimatedPromptTokens), int64(r.PromptChars)
 	wr.ClientHeader = &ctx.Request.Header
-	wr.Services = x.st.services
-	wr.Owner = x
+	x.svc.Bind(x.st.services)
+	wr.Services = &x.svc
 	wr.Tracer = x.trace.callTracer()
 	x.wr = wr
 }
@@ -349,24 +354,13 @@ func (x *exchange) pluginRefused(ctx *fasthttp.RequestCtx, err error) {
 		}
 	case errors.As(err, &fail):
 		x.s.log.Error("plugin failed; request refused (fail_closed)", "plugin", fail.Plugin, "phase", fail.Phase.String(), "err", fail.Err)
-		e = pluginFailed(err, ", so the request was not served.")
+		e = stream.PluginFailed(err, ", so the request was not served.")
 	default:
 		e = openai.Internal(err.Error())
 	}
 	writeError(ctx, e)
 	x.applyClientHeaders(ctx)
 	x.end(wasm.EndRejected, e.Status)
-}
-
-// pluginFailed is the client's error for a plugin failure under
-// fail_closed; outcome ends the message (", so the request was not served.").
-func pluginFailed(err error, outcome string) *openai.Error {
-	msg := "The gateway's policy plugin failed" + outcome
-	var fail *wasm.FailureError
-	if errors.As(err, &fail) {
-		msg = fmt.Sprintf("The gateway's policy plugin %q failed%s", fail.Plugin, outcome)
-	}
-	return &openai.Error{Status: 500, Type: "server_error", Code: "plugin_failed", Message: msg}
 }
 
 func defaultErrorType(status int) string {
@@ -393,7 +387,7 @@ func (x *exchange) finishWhole(status int) ([]byte, int) {
 	if status >= 300 {
 		return x.resp, status
 	}
-	if !pipe.Wants(x.wr, wasm.PhaseChunk) && !pipe.Wants(x.wr, wasm.PhaseEnd) && !x.meter.needsUsage() {
+	if !pipe.Wants(x.wr, wasm.PhaseChunk) && !pipe.Wants(x.wr, wasm.PhaseEnd) && !x.svc.NeedsUsage() {
 		// Nothing before the reply needs its usage: the end work reads it
 		// afterwards (metrics, access log, call log).
 		x.usagePending = true
@@ -415,7 +409,7 @@ func (x *exchange) finishWhole(status int) ([]byte, int) {
 	flags := wasm.ChunkText | wasm.ChunkWhole
 	// The message's tool calls, for chunk_tool_calls: rendered into x.out,
 	// which is free until the reply is rewritten after the chunk phase.
-	if calls := appendReplyToolCalls(x.out[:0], x.resp); len(calls) > 0 {
+	if calls := stream.AppendReplyToolCalls(x.out[:0], x.resp); len(calls) > 0 {
 		flags |= wasm.ChunkToolCalls
 		x.wr.ToolCalls, x.out = calls, calls[:0]
 	}
@@ -426,7 +420,7 @@ func (x *exchange) finishWhole(status int) ([]byte, int) {
 	case err != nil:
 		x.s.log.Error("plugin failed on a reply; reply withheld (fail_closed)", "err", err)
 		x.wr.TextBytesSent = 0
-		return pluginFailed(err, " while checking the reply.").AppendJSON(x.out[:0]), fasthttp.StatusInternalServerError
+		return stream.PluginFailed(err, " while checking the reply.").AppendJSON(x.out[:0]), fasthttp.StatusInternalServerError
 	case res.Verdict == wasm.Stop:
 		finish = res.FinishReason
 		if len(finish) == 0 {
@@ -435,7 +429,7 @@ func (x *exchange) finishWhole(status int) ([]byte, int) {
 	case res.Verdict != wasm.Replace:
 		return x.resp, status
 	}
-	out, err := appendWithText(x.out[:0], x.resp, res.Text, finish, false)
+	out, err := stream.AppendWithText(x.out[:0], x.resp, res.Text, finish, false)
 	if err != nil {
 		return x.resp, status
 	}
@@ -446,12 +440,12 @@ func (x *exchange) finishWhole(status int) ([]byte, int) {
 
 // parseReply reads a non-streamed reply's text and usage.
 func (x *exchange) parseReply() ([]byte, error) {
-	text, prompt, completion, hasUsage, err := replyText(x.resp)
+	text, prompt, completion, hasUsage, err := stream.ReplyText(x.resp)
 	if err != nil {
 		return nil, err
 	}
 	x.usage = openai.Usage{Present: hasUsage, PromptTokens: prompt, CompletionTokens: completion}
-	x.upText, x.upEvents = int64(len(text)), min(int64(len(text)), 1)
+	x.up.Text, x.up.Events = int64(len(text)), min(int64(len(text)), 1)
 	return text, nil
 }
 
@@ -472,13 +466,12 @@ func (x *exchange) runEnd(flags uint32, status int) {
 // so a client's next request sees the counters already corrected.
 func (x *exchange) settle(flags uint32) {
 	wr := x.wr
-	if wr == nil || !x.meter.needsUsage() {
+	if wr == nil || !x.svc.NeedsUsage() {
 		return
 	}
 	prompt, completion, reported := x.tokens(flags)
 	wr.PromptTokensUsed, wr.CompletionTokensUsed, wr.UsageReported = prompt, completion, reported
-	x.st.services.settleRate(&x.meter, prompt+completion)
-	x.st.services.settleBudget(wr, &x.meter, prompt, completion)
+	x.svc.Settle(wr, prompt, completion)
 }
 
 // tokens is the request's usage: the upstream's when it reported one, else
@@ -488,18 +481,18 @@ func (x *exchange) tokens(flags uint32) (prompt, completion int64, reported bool
 	if x.usagePending {
 		x.usagePending = false
 		if _, err := x.parseReply(); err == nil && x.wr != nil {
-			x.wr.TextBytesSent = x.upText // no chunk plugin changed it
+			x.wr.TextBytesSent = x.up.Text // no chunk plugin changed it
 		}
 	}
 	if x.usage.Present {
 		return x.usage.PromptTokens, x.usage.CompletionTokens, true
 	}
-	if x.firstByte < 0 || (flags&wasm.EndUpstreamError != 0 && x.upText == 0) {
+	if x.firstByte < 0 || (flags&wasm.EndUpstreamError != 0 && x.up.Text == 0) {
 		// Nothing was sent upstream, it never answered, or it answered
 		// with an error: nothing was generated.
 		return 0, 0, false
 	}
-	return int64(x.req.EstimatedPromptTokens), max(x.upEvents, (x.upText+3)/4), false
+	return int64(x.req.EstimatedPromptTokens), max(x.up.Events, (x.up.Text+3)/4), false
 }
 
 // copyUpstreamHeaders copies the upstream headers a client may act on;
@@ -529,7 +522,7 @@ func (s *Server) upstreamFailed(ctx *fasthttp.RequestCtx, c *upstream.Client, er
 		ctx.SetConnectionClose()
 		return
 	case errors.Is(cause, ErrCancelled):
-		writeError(ctx, cancelledError())
+		writeError(ctx, stream.Cancelled())
 		return
 	case errors.Is(cause, ErrShuttingDown):
 		writeError(ctx, &openai.Error{Status: fasthttp.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down",

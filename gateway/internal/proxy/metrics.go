@@ -41,7 +41,7 @@ type observer struct {
 
 	// pgTenants and pgLedger count the statements of the two Postgres
 	// pools (they are the pools' tracers).
-	pgTenants, pgLedger statementCounter
+	pgTenants, pgLedger obs.StatementCounter
 
 	states stateTotals
 }
@@ -63,7 +63,7 @@ func newObserver(s *Server) *observer {
 	o := &observer{reg: prometheus.NewRegistry()}
 	o.states.live = map[*state]struct{}{}
 	o.states.plugins = map[string]*pluginTotals{}
-	o.pgTenants.next, o.pgLedger.next = s.pgTracer, s.ledgerTracer
+	o.pgTenants.Next, o.pgLedger.Next = s.pgTracer, s.ledgerTracer
 	s.pgTracer, s.ledgerTracer = &o.pgTenants, &o.pgLedger
 
 	o.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_requests_total",
@@ -204,11 +204,11 @@ func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(mCancelFallbacks, cs.FallbackPolls)
 	counter(mCancelRemote, cs.RemoteCancels)
 
-	if rc := s.acct.redis; rc != nil {
+	if rc := s.acct.Redis; rc != nil {
 		counter(mRedisCommands, rc.Commands())
 		counter(mRedisFailures, rc.Failures())
 	}
-	if rl, ok := s.acct.limiter.(*limiter.Redis); ok {
+	if rl, ok := s.acct.Limiter.(*limiter.Redis); ok {
 		st := rl.Stats()
 		counter(mLimiter, st.Admitted, "admitted")
 		counter(mLimiter, st.Rejected, "rejected")

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate/tollgate/gateway/internal/calllog"
+	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
 	"github.com/tollgate/tollgate/gateway/wasm"
 )
@@ -71,11 +72,7 @@ func addCacheStats(dst *tenant.CacheStats, s tenant.CacheStats) {
 
 // cacheOf is st's tenant cache; nil when it has none.
 func cacheOf(st *state) *tenant.Cache {
-	if st.services == nil {
-		return nil
-	}
-	c, _ := st.services.tenants.(*tenant.Cache)
-	return c
+	return st.tenants
 }
 
 // attach instruments st's plugins (per-phase histograms, rejections) and
@@ -156,34 +153,6 @@ func (t *stateTotals) sums() (tenant.CacheStats, map[string]*pluginTotals) {
 	return cache, plugins
 }
 
-// serviceCounts count the host services' decisions (meter.go); they live
-// in the accounting, which outlives reloads.
-type serviceCounts struct {
-	// rateLimited counts ratelimit.admit answers "limited", by the limit
-	// that was reached: requests, tokens.
-	rateLimited [2]atomic.Int64
-	// rateUnavailable counts "unavailable" (Redis down, fail_closed).
-	rateUnavailable atomic.Int64
-	// budget counts budget.reserve and budget.extend answers by result.
-	budget [2][budgetResults]atomic.Int64
-}
-
-// Budget service operations and results, as indices of serviceCounts.budget.
-const (
-	budgetReserveOp = 0
-	budgetExtendOp  = 1
-
-	budgetHeld         = 0
-	budgetInsufficient = 1
-	budgetUnavailable  = 2
-	budgetResults      = 3
-)
-
-var (
-	budgetOps         = [2]string{"reserve", "extend"}
-	budgetResultNames = [budgetResults]string{"held", "insufficient", "unavailable"}
-)
-
 var (
 	mRateRejections = desc("tollgate_ratelimit_rejections_total", "Rate-limit admissions refused, by reason: requests or tokens (the limit reached), unavailable (Redis down under fail_closed).", "reason")
 	mBudgetResults  = desc("tollgate_budget_reservations_total", "Budget holds asked for, by operation (reserve before forwarding, extend during a stream) and result: held, insufficient (the budget would be passed: a rejection or a cut stream), unavailable (the counter is down).", "op", "result")
@@ -240,20 +209,20 @@ func (o *observer) collectStates(ch chan<- prometheus.Metric, s *Server) {
 	counter(mCacheEvictions, int64(cache.Evictions), "invalidation")
 	counter(mCacheEvictions, int64(cache.CapacityEvictions), "capacity")
 
-	c := &s.acct.counts
-	counter(mRateRejections, c.rateLimited[0].Load(), "requests")
-	counter(mRateRejections, c.rateLimited[1].Load(), "tokens")
-	counter(mRateRejections, c.rateUnavailable.Load(), "unavailable")
-	for op := range c.budget {
-		for r := range c.budget[op] {
-			counter(mBudgetResults, c.budget[op][r].Load(), budgetOps[op], budgetResultNames[r])
+	c := &s.svcCounts
+	counter(mRateRejections, c.RateLimited[0].Load(), "requests")
+	counter(mRateRejections, c.RateLimited[1].Load(), "tokens")
+	counter(mRateRejections, c.RateUnavailable.Load(), "unavailable")
+	for op := range c.Budget {
+		for r := range c.Budget[op] {
+			counter(mBudgetResults, c.Budget[op][r].Load(), hostsvc.BudgetOps[op], hostsvc.BudgetResultNames[r])
 		}
 	}
-	counter(mPGStatements, o.pgTenants.n.Load(), "tenants")
-	counter(mPGStatements, o.pgLedger.n.Load(), "ledger")
+	counter(mPGStatements, o.pgTenants.Count(), "tenants")
+	counter(mPGStatements, o.pgLedger.Count(), "ledger")
 
-	if s.acct.ledger != nil {
-		l := s.acct.ledger.Stats()
+	if s.acct.Ledger != nil {
+		l := s.acct.Ledger.Stats()
 		buckets := make(map[float64]uint64, len(txRowBuckets))
 		var n uint64
 		for i, c := range l.TxSizes {

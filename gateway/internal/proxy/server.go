@@ -1,6 +1,3 @@
-// Package proxy is Tollgate's HTTP front: the fasthttp server, the
-// OpenAI-compatible routes, forwarding to upstreams and streaming replies
-// back event by event.
 package proxy
 
 import (
@@ -16,16 +13,35 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/valyala/fasthttp"
 
+	"github.com/tollgate/tollgate/gateway/internal/accounting"
 	"github.com/tollgate/tollgate/gateway/internal/anthropic"
+	"github.com/tollgate/tollgate/gateway/internal/cancels"
 	"github.com/tollgate/tollgate/gateway/internal/config"
+	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
 	"github.com/tollgate/tollgate/gateway/internal/obs"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
 	"github.com/tollgate/tollgate/gateway/wasm"
 )
 
+// ErrCancelled is the cancel cause of a request cancelled through
+// POST /v1/requests/{id}/cancel (here or on another replica).
+var ErrCancelled = cancels.ErrCancelled
+
+// CancelStats counts the cancel poller's work.
+type CancelStats = cancels.Stats
+
+// CancelStats returns the cancel poller's counters.
+func (s *Server) CancelStats() CancelStats { return s.cancels.Stats() }
+
+// AccountingStats are counters of the ledger and the reconcile job.
+type AccountingStats = accounting.Stats
+
+// AccountingStats returns the ledger's and the reconcile job's counters.
+func (s *Server) AccountingStats() AccountingStats { return s.acct.Stats() }
+
 // ErrShuttingDown is the cancel cause of streams still open when the drain
 // time after SIGTERM runs out.
-var ErrShuttingDown = errors.New("the gateway is shutting down")
+var ErrShuttingDown = cancels.ErrShuttingDown
 
 // Server serves one policy. Create it with New, run it with Serve, stop it
 // with Shutdown.
@@ -35,14 +51,17 @@ type Server struct {
 	pgTracer pgx.QueryTracer
 	// ledgerTracer traces the ledger's pool.
 	ledgerTracer pgx.QueryTracer
-	acct         *accounting
-	cancels      *cancels
-	fin          *finisher
-	obs          *observer
-	tracing      *obs.Tracing // nil: tracing off
-	state        atomic.Pointer[state]
-	srv          *fasthttp.Server
-	ids          *requestIDs
+	acct         *accounting.Accounting
+	// svcCounts are the host services' decisions, for metrics; they
+	// outlive reloads.
+	svcCounts hostsvc.Counts
+	cancels   *cancels.Registry
+	fin       *finisher
+	obs       *observer
+	tracing   *obs.Tracing // nil: tracing off
+	state     atomic.Pointer[state]
+	srv       *fasthttp.Server
+	ids       *requestIDs
 
 	// base is the parent of every request's context; canceling it ends
 	// every exchange still open.
@@ -85,22 +104,22 @@ func New(p *config.Policy, log *slog.Logger, opts ...Option) (*Server, error) {
 	}
 	s.host = host
 	s.obs = newObserver(s) // before the pools: it wraps their tracers
-	if s.acct, err = newAccounting(p, log, s.ledgerTracer); err != nil {
+	if s.acct, err = accounting.New(p, log, s.ledgerTracer); err != nil {
 		host.Close()
 		return nil, err
 	}
-	s.cancels = newCancels(log.With("component", "cancel"), s.acct.redis, p.Server.CancelPollInterval)
+	s.cancels = cancels.New(log.With("component", "cancel"), s.acct.Redis, p.Server.CancelPollInterval)
 	s.fin = new(finisher)
 	if s.tracing, err = obs.NewTracing(context.Background(), p.Tracing, log); err != nil {
-		s.cancels.close()
-		s.acct.close(context.Background())
+		s.cancels.Close()
+		s.acct.Close(context.Background())
 		host.Close()
 		return nil, err
 	}
 	st, err := s.newState(p)
 	if err != nil {
-		s.cancels.close()
-		s.acct.close(context.Background())
+		s.cancels.Close()
+		s.acct.Close(context.Background())
 		s.tracing.Shutdown(context.Background())
 		host.Close()
 		return nil, err
@@ -180,8 +199,8 @@ func (s *Server) closeAccounting(drain time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), drain+30*time.Second)
 	defer cancel()
 	s.fin.close(drain + 10*time.Second)
-	s.cancels.close()
-	err := s.acct.close(ctx)
+	s.cancels.Close()
+	err := s.acct.Close(ctx)
 	// The last requests' spans are queued by now: export them, waiting
 	// at most a few seconds for a collector that does not answer.
 	tctx, tcancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -8,8 +8,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/tollgate/gateway/internal/accounting"
 	"github.com/tollgate/tollgate/gateway/internal/balance"
 	"github.com/tollgate/tollgate/gateway/internal/config"
+	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
+	"github.com/tollgate/tollgate/gateway/internal/tenant"
 	"github.com/tollgate/tollgate/gateway/internal/upstream"
 	"github.com/tollgate/tollgate/gateway/wasm"
 )
@@ -28,10 +31,11 @@ type state struct {
 	// counters, in policy order (metrics read it).
 	health   []*balance.Upstream
 	pipeline *wasm.Pipeline
-	services *services
-	admin    http.Handler // nil without the Postgres store
-	closers  []func()     // tenant store, cache, listener
-	acct     *accounting
+	services *hostsvc.Set
+	tenants  *tenant.Cache // the tenant store's cache
+	admin    http.Handler  // nil without the Postgres store
+	closers  []func()      // tenant store, cache, listener
+	acct     *accounting.Accounting
 
 	refs      atomic.Int64 // requests in flight + 1 while current
 	closeOnce sync.Once
@@ -40,7 +44,7 @@ type state struct {
 func (s *Server) newState(p *config.Policy) (_ *state, err error) {
 	st := &state{policy: p, acct: s.acct, clients: make(map[string]*upstream.Client), filters: make(map[*upstream.Client]*headerFilter)}
 	st.refs.Store(1)
-	s.acct.states.Add(1)
+	s.acct.OpenState()
 	defer func() {
 		if err != nil {
 			st.close() // what was opened before the failure
@@ -111,7 +115,7 @@ func (st *state) close() {
 	for _, c := range st.clients {
 		c.Close()
 	}
-	st.acct.states.Done()
+	st.acct.CloseState()
 }
 
 // Reload swaps in a new policy: its plugins are compiled and configured
@@ -130,7 +134,7 @@ func (s *Server) Reload(p *config.Policy) error {
 		st.release()
 		return fmt.Errorf("reload: the server is shut down")
 	}
-	s.acct.checkReload(p)
+	s.acct.CheckReload(p)
 	if old.policy.Server != p.Server {
 		s.log.Warn("reload: the server section changed; it applies at the next restart")
 	}

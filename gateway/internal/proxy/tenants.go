@@ -1,82 +1,25 @@
 package proxy
 
 import (
-	"context"
-	"fmt"
 	"net/http"
-	"os"
-	"sync"
 	"time"
 
-	"github.com/tollgate/tollgate/gateway/internal/admin"
 	"github.com/tollgate/tollgate/gateway/internal/config"
-	"github.com/tollgate/tollgate/gateway/internal/store/mem"
-	"github.com/tollgate/tollgate/gateway/internal/store/pg"
-	"github.com/tollgate/tollgate/gateway/internal/tenant"
+	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
+	"github.com/tollgate/tollgate/gateway/internal/tenantstore"
 )
 
-// openTenants builds the tenant store and its cache for a state: the
-// policy's tenants section (memory) or Postgres, whose writes evict cached
-// entries through LISTEN/NOTIFY.
+// openTenants opens the tenant store of p for st (tenantstore), closed
+// with st, and builds st's host services over its cache.
 func (s *Server) openTenants(st *state, p *config.Policy) error {
-	var store tenant.Store
-	switch p.Store.Kind {
-	case config.StorePostgres:
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		db, err := pg.Open(ctx, p.Store.Postgres.DSN, pg.Options{MaxConns: p.Store.Postgres.MaxConns, Logger: s.log, Tracer: s.pgTracer})
-		cancel()
-		if err != nil {
-			return fmt.Errorf("tenant store: %w", err)
-		}
-		st.closers = append(st.closers, db.Close)
-		store = db
-	default:
-		m, err := mem.New(p.Tenants, os.LookupEnv)
-		if err != nil {
-			return fmt.Errorf("tenants: %w", err)
-		}
-		store = m
-	}
-	opts := tenant.CacheOptions{NegativeTTL: p.Store.Cache.NegativeTTL, MaxEntries: p.Store.Cache.MaxEntries}
-	if ttl := p.Store.Cache.TTL; ttl != nil {
-		opts.TTL, opts.PassThrough = *ttl, *ttl == 0
-	}
-	cache, err := tenant.NewCache(store, opts)
+	t, err := tenantstore.Open(p, tenantstore.Options{Log: s.log, PGTracer: s.pgTracer, Budget: s.acct.Budget, Cancel: s.AdminCancel})
 	if err != nil {
-		return fmt.Errorf("tenant cache: %w", err)
+		return err
 	}
-	// Closers run in order: stop listening, then close the cache.
-	if db, ok := store.(*pg.Store); ok {
-		ctx, stop := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		listening := make(chan struct{})
-		var once sync.Once
-		go func() {
-			defer close(done)
-			db.Listen(ctx, func(payload string) {
-				// Every (re)connection starts with "all", once LISTEN is
-				// in effect.
-				once.Do(func() { close(listening) })
-				if err := cache.HandleNotify(payload); err != nil {
-					s.log.Warn("tenant cache eviction", "payload", payload, "err", err)
-				}
-			})
-		}()
-		st.closers = append([]func(){func() { stop(); <-done }}, st.closers...)
-		// Serve once evictions are heard, so a write right after start is
-		// not missed (the TTL would bound it); Postgres being slow does
-		// not hold the gateway back for long.
-		select {
-		case <-listening:
-		case <-time.After(5 * time.Second):
-			s.log.Warn("tenant cache: eviction listener not connected yet; serving (entries expire with the cache TTL meanwhile)")
-		}
-	}
-	st.closers = append(st.closers, cache.Close)
-	if db, ok := store.(*pg.Store); ok {
-		st.admin = admin.NewHandler(db, cache, p.Admin.Token, s.log.With("component", "admin"), admin.WithBudget(s.acct.budget), admin.WithCanceller(s.AdminCancel))
-	}
-	st.services = &services{log: s.log, tenants: cache, prices: cache, acct: s.acct, now: time.Now}
+	st.closers = append(st.closers, t.Close)
+	st.tenants, st.admin = t.Cache, t.Admin
+	st.services = hostsvc.NewSet(hostsvc.Config{Log: s.log, Tenants: t.Cache, Prices: t.Cache,
+		Limiter: s.acct.Limiter, Budget: s.acct.Budget, Counts: &s.svcCounts, Now: time.Now, NewID: s.ids.append})
 	return nil
 }
 

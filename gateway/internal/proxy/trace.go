@@ -204,7 +204,7 @@ func (x *exchange) finishTrace(row *calllog.Row) {
 	}
 	if x.ex != nil && x.firstByte >= 0 { // a stream
 		_, sp := tr.tracer.Start(tr.ctx, "stream", trace.WithTimestamp(x.start.Add(x.firstByte)),
-			trace.WithAttributes(obs.AttrEvents.Int64(x.upEvents)))
+			trace.WithAttributes(obs.AttrEvents.Int64(x.up.Events)))
 		sp.End(trace.WithTimestamp(x.start.Add(x.total)))
 	}
 	for slot, c := range tr.chunks {
@@ -236,8 +236,8 @@ func (x *exchange) finishTrace(row *calllog.Row) {
 	if row.GuardAction != "" {
 		attrs = append(attrs, obs.AttrGuardAction.String(row.GuardAction))
 	}
-	if x.ttft >= 0 {
-		attrs = append(attrs, obs.AttrTTFT.Float64(ms3(x.ttft)))
+	if x.up.TTFT >= 0 {
+		attrs = append(attrs, obs.AttrTTFT.Float64(ms3(x.up.TTFT)))
 	}
 	root.SetAttributes(attrs...)
 	if row.Status >= 500 {

@@ -7,12 +7,13 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/tollgate/tollgate/gateway/internal/calllog"
+	"github.com/tollgate/tollgate/gateway/internal/proxy/stream"
 )
 
 // With tracing off, the tracing hooks of the request path allocate nothing
 // and leave no trace behind; the plugins get an untyped nil tracer.
 func TestTracingOffCostsNothing(t *testing.T) {
-	x := &exchange{s: &Server{}, ttft: -1}
+	x := &exchange{s: &Server{}, up: stream.Counters{TTFT: -1}}
 	var ctx fasthttp.RequestCtx
 	ctx.Request.Header.Set("Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	row := &calllog.Row{}

@@ -1,7 +1,7 @@
 package proxy
 
-import "errors"
+import "github.com/tollgate/tollgate/gateway/internal/cancels"
 
 // ErrClientGone is the cancel cause of a request whose client closed its
 // connection.
-var ErrClientGone = errors.New("client closed the connection")
+var ErrClientGone = cancels.ErrClientGone

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
-	"math"
 	"strings"
 	"testing"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
 	"github.com/tollgate/tollgate/gateway/internal/tenant/storetest"
+	"github.com/tollgate/tollgate/gateway/internal/tenantspec"
 )
 
 func sha(key string) string {
@@ -19,23 +19,23 @@ func sha(key string) string {
 	return hex.EncodeToString(h[:])
 }
 
-// configOf turns a fixture into a Config the way an operator would write
-// it: budgets and prices in dollars, keys as hashes, except the keys of
+// configOf turns a fixture into a tenantspec.Config the way an operator
+// would write it: budgets and prices in dollars, keys as hashes, except the keys of
 // tenant initech, which come from the environment (returned as env).
-func configOf(f storetest.Fixture) (Config, map[string]string) {
-	var cfg Config
+func configOf(f storetest.Fixture) (tenantspec.Config, map[string]string) {
+	var cfg tenantspec.Config
 	env := make(map[string]string)
 	usd := func(micros int64) float64 { return float64(micros) / 1e6 }
 	for _, p := range f.Plans {
-		cfg.Plans = append(cfg.Plans, PlanConfig{
+		cfg.Plans = append(cfg.Plans, tenantspec.PlanConfig{
 			ID: p.ID, MonthlyBudgetUSD: usd(p.MonthlyBudgetMicros),
 			RPM: p.RPM, TPM: p.TPM, MaxTokens: p.MaxTokens, AllowedModels: p.AllowedModels,
 		})
 	}
 	for _, tn := range f.Tenants {
-		tc := TenantConfig{ID: tn.ID, Plan: tn.PlanID, Status: tn.Status}
+		tc := tenantspec.TenantConfig{ID: tn.ID, Plan: tn.PlanID, Status: tn.Status}
 		for _, k := range tn.Keys {
-			kc := KeyConfig{
+			kc := tenantspec.KeyConfig{
 				ID: k.ID, Prefix: k.Prefix, Status: k.Status, ExpiresAt: k.ExpiresAt,
 				RPM: k.Limits.RPM, TPM: k.Limits.TPM, MaxTokens: k.Limits.MaxTokens,
 			}
@@ -50,7 +50,7 @@ func configOf(f storetest.Fixture) (Config, map[string]string) {
 		cfg.Tenants = append(cfg.Tenants, tc)
 	}
 	for _, p := range f.Prices {
-		cfg.Prices = append(cfg.Prices, PriceConfig{
+		cfg.Prices = append(cfg.Prices, tenantspec.PriceConfig{
 			Model: p.Model, InputUSDPerMTok: usd(p.InputMicrosPerMTok),
 			OutputUSDPerMTok: usd(p.OutputMicrosPerMTok), EffectiveFrom: p.EffectiveFrom,
 		})
@@ -89,7 +89,7 @@ tenants:
 prices:
   - {model: m, input_usd_per_mtok: 0.15, output_usd_per_mtok: 0.6, effective_from: 2024-07-18}
 `
-	var cfg Config
+	var cfg tenantspec.Config
 	dec := yaml.NewDecoder(strings.NewReader(doc))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil {
@@ -120,80 +120,80 @@ prices:
 }
 
 func TestNewRejects(t *testing.T) {
-	valid := func() Config {
-		return Config{
-			Plans: []PlanConfig{{ID: "basic"}, {ID: "free"}},
-			Tenants: []TenantConfig{
-				{ID: "acme", Plan: "basic", Keys: []KeyConfig{{ID: "k-1", KeySHA256: sha("a")}}},
-				{ID: "globex", Plan: "free", Keys: []KeyConfig{{ID: "k-2", KeySHA256: sha("b")}}},
+	valid := func() tenantspec.Config {
+		return tenantspec.Config{
+			Plans: []tenantspec.PlanConfig{{ID: "basic"}, {ID: "free"}},
+			Tenants: []tenantspec.TenantConfig{
+				{ID: "acme", Plan: "basic", Keys: []tenantspec.KeyConfig{{ID: "k-1", KeySHA256: sha("a")}}},
+				{ID: "globex", Plan: "free", Keys: []tenantspec.KeyConfig{{ID: "k-2", KeySHA256: sha("b")}}},
 			},
-			Prices: []PriceConfig{{Model: "m", InputUSDPerMTok: 1}},
+			Prices: []tenantspec.PriceConfig{{Model: "m", InputUSDPerMTok: 1}},
 		}
 	}
 	tests := []struct {
 		name   string
-		modify func(*Config)
+		modify func(*tenantspec.Config)
 		want   []string // each a problem's "path: message" prefix
 	}{
-		{"valid", func(*Config) {}, nil},
-		{"unknown plan", func(c *Config) { c.Tenants[1].Plan = "gold" },
+		{"valid", func(*tenantspec.Config) {}, nil},
+		{"unknown plan", func(c *tenantspec.Config) { c.Tenants[1].Plan = "gold" },
 			[]string{`tenants[1].plan: unknown plan "gold" (declared: "basic", "free")`}},
-		{"missing plan", func(c *Config) { c.Tenants[0].Plan = "" }, []string{"tenants[0].plan: is required"}},
-		{"duplicate plan id", func(c *Config) { c.Plans[1].ID = "basic" },
+		{"missing plan", func(c *tenantspec.Config) { c.Tenants[0].Plan = "" }, []string{"tenants[0].plan: is required"}},
+		{"duplicate plan id", func(c *tenantspec.Config) { c.Plans[1].ID = "basic" },
 			[]string{
 				`plans[1].id: duplicate plan id "basic" (first at plans[0].id)`,
 				`tenants[1].plan: unknown plan "free" (declared: "basic")`,
 			}},
-		{"missing plan id", func(c *Config) { c.Plans = append(c.Plans, PlanConfig{}) }, []string{"plans[2].id: plan id is required"}},
-		{"duplicate tenant id", func(c *Config) { c.Tenants[1].ID = "acme" },
+		{"missing plan id", func(c *tenantspec.Config) { c.Plans = append(c.Plans, tenantspec.PlanConfig{}) }, []string{"plans[2].id: plan id is required"}},
+		{"duplicate tenant id", func(c *tenantspec.Config) { c.Tenants[1].ID = "acme" },
 			[]string{`tenants[1].id: duplicate tenant id "acme" (first at tenants[0].id)`}},
-		{"duplicate key id across tenants", func(c *Config) { c.Tenants[1].Keys[0].ID = "k-1" },
+		{"duplicate key id across tenants", func(c *tenantspec.Config) { c.Tenants[1].Keys[0].ID = "k-1" },
 			[]string{`tenants[1].keys[0].id: duplicate key id "k-1" (first at tenants[0].keys[0].id)`}},
-		{"duplicate hash", func(c *Config) { c.Tenants[1].Keys[0].KeySHA256 = strings.ToUpper(sha("a")) },
+		{"duplicate hash", func(c *tenantspec.Config) { c.Tenants[1].Keys[0].KeySHA256 = strings.ToUpper(sha("a")) },
 			[]string{"tenants[1].keys[0]: same key as tenants[0].keys[0]"}},
-		{"duplicate hash through env", func(c *Config) {
+		{"duplicate hash through env", func(c *tenantspec.Config) {
 			c.Tenants[1].Keys[0].KeySHA256, c.Tenants[1].Keys[0].KeyEnv = "", "KEY_A"
 		}, []string{"tenants[1].keys[0]: same key as tenants[0].keys[0]"}},
-		{"bad hex", func(c *Config) { c.Tenants[1].Keys[0].KeySHA256 = strings.Repeat("zz", 32) },
+		{"bad hex", func(c *tenantspec.Config) { c.Tenants[1].Keys[0].KeySHA256 = strings.Repeat("zz", 32) },
 			[]string{"tenants[1].keys[0].key_sha256: must be the key's SHA-256 as 64 hex digits: not hex"}},
-		{"plaintext key in key_sha256 is not echoed", func(c *Config) { c.Tenants[1].Keys[0].KeySHA256 = "tg_live_secret" },
+		{"plaintext key in key_sha256 is not echoed", func(c *tenantspec.Config) { c.Tenants[1].Keys[0].KeySHA256 = "tg_live_secret" },
 			[]string{"tenants[1].keys[0].key_sha256: must be the key's SHA-256 as 64 hex digits, got 14 characters"}},
-		{"missing key", func(c *Config) { c.Tenants[0].Keys[0].KeySHA256 = "" },
+		{"missing key", func(c *tenantspec.Config) { c.Tenants[0].Keys[0].KeySHA256 = "" },
 			[]string{"tenants[0].keys[0]: missing key"}},
-		{"both key forms", func(c *Config) { c.Tenants[0].Keys[0].KeyEnv = "KEY_A" },
+		{"both key forms", func(c *tenantspec.Config) { c.Tenants[0].Keys[0].KeyEnv = "KEY_A" },
 			[]string{"tenants[0].keys[0]: set one of key_sha256 and key_env"}},
-		{"unset env", func(c *Config) { c.Tenants[0].Keys[0].KeySHA256, c.Tenants[0].Keys[0].KeyEnv = "", "NOPE" },
+		{"unset env", func(c *tenantspec.Config) { c.Tenants[0].Keys[0].KeySHA256, c.Tenants[0].Keys[0].KeyEnv = "", "NOPE" },
 			[]string{"tenants[0].keys[0].key_env: environment variable NOPE is not set"}},
-		{"empty env", func(c *Config) { c.Tenants[0].Keys[0].KeySHA256, c.Tenants[0].Keys[0].KeyEnv = "", "EMPTY" },
+		{"empty env", func(c *tenantspec.Config) { c.Tenants[0].Keys[0].KeySHA256, c.Tenants[0].Keys[0].KeyEnv = "", "EMPTY" },
 			[]string{"tenants[0].keys[0].key_env: environment variable EMPTY is not set"}},
-		{"missing key id", func(c *Config) { c.Tenants[0].Keys[0].ID = "" }, []string{"tenants[0].keys[0].id: key id is required"}},
-		{"bad statuses", func(c *Config) {
+		{"missing key id", func(c *tenantspec.Config) { c.Tenants[0].Keys[0].ID = "" }, []string{"tenants[0].keys[0].id: key id is required"}},
+		{"bad statuses", func(c *tenantspec.Config) {
 			c.Tenants[0].Status = "revoked"
 			c.Tenants[0].Keys[0].Status = "suspended"
 		}, []string{
 			`tenants[0].status: must be active or suspended, got "revoked"`,
 			`tenants[0].keys[0].status: must be active or revoked, got "suspended"`,
 		}},
-		{"negative limits", func(c *Config) {
+		{"negative limits", func(c *tenantspec.Config) {
 			c.Plans[0].RPM = -1
 			c.Tenants[0].Keys[0].MaxTokens = -2
 		}, []string{"plans[0].rpm: must not be negative", "tenants[0].keys[0].max_tokens: must not be negative"}},
-		{"rpm above the limiter's maximum", func(c *Config) {
+		{"rpm above the limiter's maximum", func(c *tenantspec.Config) {
 			c.Plans[0].RPM = 60_000_001
 			c.Tenants[0].Keys[0].RPM = 100_000_000
 		}, []string{"plans[0].rpm: at most 60000000", "tenants[0].keys[0].rpm: at most 60000000"}},
-		{"bad model pattern", func(c *Config) { c.Plans[0].AllowedModels = []string{"ok", "[", ""} }, []string{
+		{"bad model pattern", func(c *tenantspec.Config) { c.Plans[0].AllowedModels = []string{"ok", "[", ""} }, []string{
 			`plans[0].allowed_models[1]: must be a model name or a path.Match pattern, got "["`,
 			`plans[0].allowed_models[2]: must be a model name or a path.Match pattern, got ""`,
 		}},
-		{"budget with 7 decimals", func(c *Config) { c.Plans[0].MonthlyBudgetUSD = 0.1234567 },
+		{"budget with 7 decimals", func(c *tenantspec.Config) { c.Plans[0].MonthlyBudgetUSD = 0.1234567 },
 			[]string{"plans[0].monthly_budget_usd: has more than 6 decimals"}},
-		{"negative price", func(c *Config) { c.Prices[0].OutputUSDPerMTok = -1 },
+		{"negative price", func(c *tenantspec.Config) { c.Prices[0].OutputUSDPerMTok = -1 },
 			[]string{"prices[0].output_usd_per_mtok: must not be negative"}},
-		{"price without model", func(c *Config) { c.Prices[0].Model = "" }, []string{"prices[0].model: is required"}},
-		{"duplicate price", func(c *Config) { c.Prices = append(c.Prices, c.Prices[0]) },
+		{"price without model", func(c *tenantspec.Config) { c.Prices[0].Model = "" }, []string{"prices[0].model: is required"}},
+		{"duplicate price", func(c *tenantspec.Config) { c.Prices = append(c.Prices, c.Prices[0]) },
 			[]string{`prices[1]: duplicate price for "m" from 0001-01-01T00:00:00Z (first at prices[0])`}},
-		{"problems are all reported", func(c *Config) {
+		{"problems are all reported", func(c *tenantspec.Config) {
 			c.Tenants[0].Plan = "x"
 			c.Tenants[1].Keys[0].KeySHA256 = "00"
 		}, []string{"tenants[0].plan: unknown plan", "tenants[1].keys[0].key_sha256: must be"}},
@@ -215,9 +215,9 @@ func TestNewRejects(t *testing.T) {
 			}
 			var problems []string
 			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-				var ce *ConfigError
+				var ce *tenantspec.ConfigError
 				if !errors.As(e, &ce) {
-					t.Fatalf("problem %v is not a *ConfigError", e)
+					t.Fatalf("problem %v is not a *tenantspec.ConfigError", e)
 				}
 				problems = append(problems, ce.Error())
 			}
@@ -236,62 +236,10 @@ func TestNewRejects(t *testing.T) {
 	}
 }
 
-func TestUSDToMicros(t *testing.T) {
-	tests := []struct {
-		usd     float64
-		want    int64
-		wantErr string
-	}{
-		{0, 0, ""},
-		{12.5, 12_500_000, ""},
-		{0.1, 100_000, ""},
-		{19.99, 19_990_000, ""},
-		{0.000001, 1, ""},
-		{0.150001, 150_001, ""},
-		{1e6, 1_000_000_000_000, ""},
-		{123456789.123456, 123_456_789_123_456, ""},
-		{0.0000001, 0, "more than 6 decimals"},
-		{1.0000005, 0, "more than 6 decimals"},
-		{-0.5, 0, "negative"},
-		{1e19, 0, "too large"},
-		{math.NaN(), 0, "finite"},
-		{math.Inf(1), 0, "finite"},
-	}
-	for _, tt := range tests {
-		got, err := usdToMicros(tt.usd)
-		switch {
-		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
-			t.Errorf("usdToMicros(%v) = %d, %v; want error %q", tt.usd, got, err, tt.wantErr)
-		case tt.wantErr == "" && (err != nil || got != tt.want):
-			t.Errorf("usdToMicros(%v) = %d, %v; want %d", tt.usd, got, err, tt.want)
-		}
-	}
-}
-
-// FuzzUSDToMicros checks that an accepted amount converts back to the same
-// float64: the micros are the decimal the YAML number denotes.
-func FuzzUSDToMicros(f *testing.F) {
-	for _, v := range []float64{0, 0.1, 12.5, 19.99, 0.000001, 1e-7, 123456789.123456, 1e19, -1} {
-		f.Add(v)
-	}
-	f.Fuzz(func(t *testing.T, v float64) {
-		m, err := usdToMicros(v)
-		if err != nil {
-			return
-		}
-		if m < 0 {
-			t.Fatalf("usdToMicros(%v) = %d", v, m)
-		}
-		if m < 1<<53 && float64(m)/1e6 != v {
-			t.Fatalf("usdToMicros(%v) = %d, which is %v", v, m, float64(m)/1e6)
-		}
-	})
-}
-
 func TestStoreIsACopy(t *testing.T) {
-	cfg := Config{
-		Plans:   []PlanConfig{{ID: "p", AllowedModels: []string{"a"}}},
-		Tenants: []TenantConfig{{ID: "t", Plan: "p", Keys: []KeyConfig{{ID: "k", KeySHA256: sha("k")}}}},
+	cfg := tenantspec.Config{
+		Plans:   []tenantspec.PlanConfig{{ID: "p", AllowedModels: []string{"a"}}},
+		Tenants: []tenantspec.TenantConfig{{ID: "t", Plan: "p", Keys: []tenantspec.KeyConfig{{ID: "k", KeySHA256: sha("k")}}}},
 	}
 	s, err := New(cfg, nil)
 	if err != nil {

@@ -1,7 +1,8 @@
-package proxy
+package stream
 
 import (
 	"github.com/tollgate/tollgate/gateway/internal/anthropic"
+	"github.com/tollgate/tollgate/gateway/internal/cancels"
 	"github.com/tollgate/tollgate/gateway/internal/sse"
 	"github.com/tollgate/tollgate/gateway/wasm"
 )
@@ -62,7 +63,7 @@ type nativeState struct {
 	end []byte
 	// pending is released text that had no text block to go in.
 	pending []byte
-	// spans are the ends of the events in sseStream.held, and whether a
+	// spans are the ends of the events in Stream.held, and whether a
 	// Stop keeps them (everything but deltas and the message's end).
 	spans []heldSpan
 }
@@ -100,7 +101,7 @@ func free(ev *anthropic.Event) bool {
 }
 
 // processNative decides what one event of a native stream becomes.
-func (st *sseStream) processNative(raw []byte) {
+func (st *Stream) processNative(raw []byte) {
 	if ev, flags, run := st.readNative(raw, st.pipe != nil); run {
 		st.runNative(raw, ev, flags)
 	}
@@ -109,7 +110,7 @@ func (st *sseStream) processNative(raw []byte) {
 // readNative reads one event for the accounting and places the events no
 // plugin reads; for the others it reports run and the chunk flags (with
 // guarded: chunk plugins run). The event's chunk is in st.chunk.
-func (st *sseStream) readNative(raw []byte, guarded bool) (ev *anthropic.Event, flags uint32, run bool) {
+func (st *Stream) readNative(raw []byte, guarded bool) (ev *anthropic.Event, flags uint32, run bool) {
 	var ok bool
 	st.data, ok = sse.AppendData(st.data[:0], raw)
 	if !ok {
@@ -127,8 +128,8 @@ func (st *sseStream) readNative(raw []byte, guarded bool) (ev *anthropic.Event, 
 		st.usage = c.Usage
 	}
 	if len(c.Text) > 0 {
-		st.x.upText += int64(len(c.Text))
-		st.x.upEvents++
+		st.up.Text += int64(len(c.Text))
+		st.up.Events++
 	}
 	if !guarded {
 		st.out = append(st.out, raw...)
@@ -156,27 +157,12 @@ func (st *sseStream) readNative(raw []byte, guarded bool) (ev *anthropic.Event, 
 	case c.Done:
 		return ev, wasm.ChunkDone, true
 	}
-	if len(c.Text) > 0 {
-		flags |= wasm.ChunkText
-	}
-	if len(c.ToolCalls) > 0 {
-		flags |= wasm.ChunkToolCalls
-	}
-	if c.FinishReason != nil {
-		flags |= wasm.ChunkFinish
-	}
-	if c.Usage.Present {
-		flags |= wasm.ChunkUsage
-	}
-	if c.Role != nil {
-		flags |= wasm.ChunkRole
-	}
-	return ev, flags, true
+	return ev, chunkFlags(c), true
 }
 
 // runNative runs the chunk phase for one event and applies its verdict.
-func (st *sseStream) runNative(raw []byte, ev *anthropic.Event, flags uint32) {
-	wr := st.x.wr
+func (st *Stream) runNative(raw []byte, ev *anthropic.Event, flags uint32) {
+	wr := st.wr
 	if calls := st.chunk.ToolCalls; len(calls) > 0 {
 		st.calls = st.calls[:0]
 		for _, tc := range calls {
@@ -187,17 +173,17 @@ func (st *sseStream) runNative(raw []byte, ev *anthropic.Event, flags uint32) {
 	res, err := st.pipe.Chunk(wr, st.chunk.Text, flags)
 	wr.ToolCalls = nil
 	if err != nil {
-		st.x.s.log.Error("plugin failed mid-stream; stream ended (fail_closed)", "err", err)
+		st.log.Error("plugin failed mid-stream; stream ended (fail_closed)", "err", err)
 		st.held, st.heldText = st.held[:0], 0
-		st.endWithError(pluginFailed(err, "; the reply was ended."))
-		st.cancel(errPluginStopped)
+		st.endWithError(PluginFailed(err, "; the reply was ended."))
+		st.cancel(cancels.ErrPluginStopped)
 		return
 	}
 	st.applyNative(raw, ev, st.chunk.Text, res)
 }
 
 // applyNative applies a plugin's verdict on event ev (text is its text).
-func (st *sseStream) applyNative(raw []byte, ev *anthropic.Event, text []byte, res wasm.ChunkResult) {
+func (st *Stream) applyNative(raw []byte, ev *anthropic.Event, text []byte, res wasm.ChunkResult) {
 	n := &st.nat
 	switch res.Verdict {
 	case wasm.Hold:
@@ -240,7 +226,7 @@ func (st *sseStream) applyNative(raw []byte, ev *anthropic.Event, text []byte, r
 // release puts text a plugin released before the event ev: into the
 // deferred or open text block, else into a new block at the end of the
 // content (now, when ev ends the message; else when it comes).
-func (st *sseStream) release(text []byte, ev *anthropic.Event) {
+func (st *Stream) release(text []byte, ev *anthropic.Event) {
 	if len(text) == 0 {
 		return
 	}
@@ -260,7 +246,7 @@ func (st *sseStream) release(text []byte, ev *anthropic.Event) {
 // placeOut writes ev after the deferred content_block_stop (unless ev may
 // overtake it); message_delta is deferred to message_stop, which goes
 // after the pending text and message_delta.
-func (st *sseStream) placeOut(raw []byte, ev *anthropic.Event) {
+func (st *Stream) placeOut(raw []byte, ev *anthropic.Event) {
 	n := &st.nat
 	switch {
 	case free(ev):
@@ -282,7 +268,7 @@ func (st *sseStream) placeOut(raw []byte, ev *anthropic.Event) {
 // flushDeferred writes what waits for the end of the message: the
 // deferred content_block_stop, the pending text in a new block, the
 // deferred message_delta.
-func (st *sseStream) flushDeferred() {
+func (st *Stream) flushDeferred() {
 	n := &st.nat
 	st.flushDeferredStop()
 	if len(n.pending) > 0 && n.open < 0 {
@@ -295,7 +281,7 @@ func (st *sseStream) flushDeferred() {
 
 // appendTextBlock appends a whole new text block holding text at the next
 // index, and counts the text.
-func (st *sseStream) appendTextBlock(dst, text []byte) []byte {
+func (st *Stream) appendTextBlock(dst, text []byte) []byte {
 	n := &st.nat
 	dst = anthropic.AppendTextBlockStartEvent(dst, n.next)
 	dst = anthropic.AppendTextDeltaEvent(dst, n.next, text)
@@ -305,7 +291,7 @@ func (st *sseStream) appendTextBlock(dst, text []byte) []byte {
 	return dst
 }
 
-func (st *sseStream) flushDeferredStop() {
+func (st *Stream) flushDeferredStop() {
 	n := &st.nat
 	if len(n.stop) == 0 {
 		return
@@ -319,7 +305,7 @@ func (st *sseStream) flushDeferredStop() {
 }
 
 // hold keeps ev (a plugin's verdict) behind the events already held.
-func (st *sseStream) hold(raw []byte, ev *anthropic.Event, text int64) {
+func (st *Stream) hold(raw []byte, ev *anthropic.Event, text int64) {
 	if !free(ev) && len(st.nat.stop) > 0 {
 		st.appendHeld(st.nat.stop, true)
 		st.nat.stop = st.nat.stop[:0]
@@ -339,7 +325,7 @@ func (st *sseStream) hold(raw []byte, ev *anthropic.Event, text int64) {
 	st.appendHeld(raw, keep)
 }
 
-func (st *sseStream) appendHeld(raw []byte, keep bool) {
+func (st *Stream) appendHeld(raw []byte, keep bool) {
 	if len(st.held) == 0 {
 		st.nat.spans = st.nat.spans[:0]
 	}
@@ -349,7 +335,7 @@ func (st *sseStream) appendHeld(raw []byte, keep bool) {
 
 // queue places an event no plugin reads: behind held events when there
 // are some, else out.
-func (st *sseStream) queue(raw []byte, ev *anthropic.Event) {
+func (st *Stream) queue(raw []byte, ev *anthropic.Event) {
 	if len(st.held) == 0 {
 		st.placeOut(raw, ev)
 		return
@@ -360,7 +346,7 @@ func (st *sseStream) queue(raw []byte, ev *anthropic.Event) {
 // queueFree places a ping, a comment or an event the gateway cannot read
 // where it came: after a deferred content_block_stop or message_delta
 // (text released later goes before both), after held events, or out.
-func (st *sseStream) queueFree(raw []byte) {
+func (st *Stream) queueFree(raw []byte) {
 	switch {
 	case len(st.nat.stop) > 0:
 		st.nat.stop = append(st.nat.stop, raw...)
@@ -375,7 +361,7 @@ func (st *sseStream) queueFree(raw []byte) {
 
 // stopNative ends the stream where a plugin stopped it (see the top of
 // this file).
-func (st *sseStream) stopNative(text, finish []byte, ev *anthropic.Event) {
+func (st *Stream) stopNative(text, finish []byte, ev *anthropic.Event) {
 	n := &st.nat
 	if sum := len(st.held); len(n.spans) > 0 && n.spans[len(n.spans)-1].end == sum {
 		start := 0
@@ -393,7 +379,7 @@ func (st *sseStream) stopNative(text, finish []byte, ev *anthropic.Event) {
 	if !n.started {
 		id, model := ev.MessageID, ev.Model
 		if ev.Type != anthropic.EventMessageStart {
-			id, model = st.x.id, st.x.req.Model
+			id, model = st.id, st.model
 		}
 		st.out = anthropic.AppendMessageStartEvent(st.out, id, model, 0)
 		n.started = true
@@ -428,5 +414,5 @@ func (st *sseStream) stopNative(text, finish []byte, ev *anthropic.Event) {
 	st.out = anthropic.AppendMessageEndEvents(st.out, anthropic.StopReason(finish), n.view.Usage().CompletionTokens)
 	st.stopped, st.finished = true, true
 	st.endFlags |= wasm.EndStopped
-	st.cancel(errPluginStopped)
+	st.cancel(cancels.ErrPluginStopped)
 }

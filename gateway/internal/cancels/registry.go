@@ -1,8 +1,7 @@
-package proxy
+package cancels
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -13,10 +12,6 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/redisx"
 )
-
-// ErrCancelled is the cancel cause of a request cancelled through
-// POST /v1/requests/{id}/cancel (here or on another replica).
-var ErrCancelled = errors.New("the request was cancelled")
 
 // Cancels reach a request wherever it runs. Each gateway keeps a registry
 // of the requests it is serving; one poller per gateway, every interval,
@@ -81,13 +76,13 @@ redis.call('SADD', KEYS[2], ARGV[1])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return 1`)
 
-// anyTenant is the tenant argument of a cancel that may end any tenant's
+// AnyTenant is the tenant argument of a cancel that may end any tenant's
 // request (the admin API's). Tenant ids are never empty.
-const anyTenant = ""
+const AnyTenant = ""
 
 // markFor is the cancel mark member for tenant ("*": any).
 func markFor(tenant string) string {
-	if tenant == anyTenant {
+	if tenant == AnyTenant {
 		return "*"
 	}
 	return "=" + tenant
@@ -103,8 +98,8 @@ type inflight struct {
 // share an id, and neither may reach the other's.
 func registryKey(tenant, id string) string { return tenant + "\x00" + id }
 
-// cancels is the registry and its poller.
-type cancels struct {
+// Registry is the registry and its poller.
+type Registry struct {
 	log      *slog.Logger
 	redis    *redisx.Client // nil: in-process only
 	interval time.Duration
@@ -124,8 +119,10 @@ type cancels struct {
 	done chan struct{}
 }
 
-func newCancels(log *slog.Logger, rc *redisx.Client, interval time.Duration) *cancels {
-	c := &cancels{log: log, redis: rc, interval: interval, reqs: make(map[string]inflight), announced: make(map[string]string),
+// New starts a registry; rc nil keeps it in-process (no poller). interval
+// is the poll period. Close stops it.
+func New(log *slog.Logger, rc *redisx.Client, interval time.Duration) *Registry {
+	c := &Registry{log: log, redis: rc, interval: interval, reqs: make(map[string]inflight), announced: make(map[string]string),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	if rc == nil {
 		close(c.done)
@@ -135,9 +132,9 @@ func newCancels(log *slog.Logger, rc *redisx.Client, interval time.Duration) *ca
 	return c
 }
 
-// add registers a request of tenant ("" when none was resolved); the
+// Add registers a request of tenant ("" when none was resolved); the
 // returned key removes it.
-func (c *cancels) add(id []byte, tenant string, cancel context.CancelCauseFunc) string {
+func (c *Registry) Add(id []byte, tenant string, cancel context.CancelCauseFunc) string {
 	key := registryKey(tenant, string(id))
 	c.mu.Lock()
 	c.reqs[key] = inflight{id: key[len(tenant)+1:], tenant: tenant, cancel: cancel}
@@ -145,16 +142,16 @@ func (c *cancels) add(id []byte, tenant string, cancel context.CancelCauseFunc) 
 	return key
 }
 
-func (c *cancels) remove(key string) {
+func (c *Registry) Remove(key string) {
 	c.mu.Lock()
 	delete(c.reqs, key)
 	c.mu.Unlock()
 }
 
-// local cancels a request of tenant served here; anyTenant cancels every
+// local cancels a request of tenant served here; AnyTenant cancels every
 // request here with that id.
-func (c *cancels) local(id, tenant string) bool {
-	if tenant != anyTenant {
+func (c *Registry) local(id, tenant string) bool {
+	if tenant != AnyTenant {
 		c.mu.Lock()
 		r, ok := c.reqs[registryKey(tenant, id)]
 		c.mu.Unlock()
@@ -177,11 +174,11 @@ func (c *cancels) local(id, tenant string) bool {
 	return len(hits) > 0
 }
 
-// Cancel cancels request id of tenant (anyTenant: of any tenant): here if
+// Cancel cancels request id of tenant (AnyTenant: of any tenant): here if
 // it runs here, else through Redis for the replica that announced it. false
 // means no such request of that tenant is known (unknown and foreign read
 // the same).
-func (c *cancels) Cancel(ctx context.Context, id, tenant string) (bool, error) {
+func (c *Registry) Cancel(ctx context.Context, id, tenant string) (bool, error) {
 	if c.local(id, tenant) {
 		return true, nil
 	}
@@ -200,7 +197,7 @@ func (c *cancels) Cancel(ctx context.Context, id, tenant string) (bool, error) {
 		c.scriptRefused.Store(true)
 	}
 	owner, err := c.redis.Do(ctx, func(b rueidis.Builder) rueidis.Completed { return b.Get().Key(inflightKey).Build() }).ToString()
-	if rueidis.IsRedisNil(err) || (err == nil && tenant != anyTenant && owner != tenant) {
+	if rueidis.IsRedisNil(err) || (err == nil && tenant != AnyTenant && owner != tenant) {
 		return false, nil
 	}
 	if err != nil {
@@ -220,7 +217,7 @@ func (c *cancels) Cancel(ctx context.Context, id, tenant string) (bool, error) {
 	return true, nil
 }
 
-func (c *cancels) run() {
+func (c *Registry) run() {
 	defer close(c.done)
 	t := time.NewTicker(c.interval)
 	defer t.Stop()
@@ -251,14 +248,14 @@ func (c *cancels) run() {
 	}
 }
 
-func (c *cancels) running(key string) bool {
+func (c *Registry) running(key string) bool {
 	c.mu.Lock()
 	_, ok := c.reqs[key]
 	c.mu.Unlock()
 	return ok
 }
 
-func (c *cancels) snapshot(ids, tenants []string) ([]string, []string) {
+func (c *Registry) snapshot(ids, tenants []string) ([]string, []string) {
 	c.mu.Lock()
 	for _, r := range c.reqs {
 		ids = append(ids, r.id)
@@ -270,7 +267,7 @@ func (c *cancels) snapshot(ids, tenants []string) ([]string, []string) {
 
 // poll announces ids and takes their cancel marks: one script call, or,
 // when Redis refuses scripts, one command per key, pipelined.
-func (c *cancels) poll(ids, tenants, ended []string) {
+func (c *Registry) poll(ids, tenants, ended []string) {
 	ctx := context.Background()
 	ttl := strconv.FormatInt((3 * c.interval).Milliseconds(), 10)
 	c.polls.Add(1)
@@ -320,7 +317,7 @@ func (c *cancels) poll(ids, tenants, ended []string) {
 		cmds = append(cmds,
 			raw.B().Set().Key(cancelPrefix+"inflight:"+id).Value(tenants[i]).Px(3*c.interval).Build(),
 			raw.B().Srem().Key(mark).Member(markFor(tenants[i])).Build(),
-			raw.B().Srem().Key(mark).Member(markFor(anyTenant)).Build())
+			raw.B().Srem().Key(mark).Member(markFor(AnyTenant)).Build())
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
@@ -342,7 +339,7 @@ func (c *cancels) poll(ids, tenants, ended []string) {
 }
 
 // fire cancels the request here that a mark in Redis was for.
-func (c *cancels) fire(id, tenant string) {
+func (c *Registry) fire(id, tenant string) {
 	c.mu.Lock()
 	r, ok := c.reqs[registryKey(tenant, id)]
 	c.mu.Unlock()
@@ -353,7 +350,7 @@ func (c *cancels) fire(id, tenant string) {
 	}
 }
 
-func (c *cancels) close() {
+func (c *Registry) Close() {
 	select {
 	case <-c.stop:
 	default:
@@ -362,8 +359,8 @@ func (c *cancels) close() {
 	<-c.done
 }
 
-// CancelStats counts the cancel poller's work.
-type CancelStats struct {
+// Stats counts the cancel poller's work.
+type Stats struct {
 	// Polls counts poll rounds (one script call each, or one pipeline of
 	// per-key commands in the fallback).
 	Polls, PollFailures, FallbackPolls int64
@@ -372,9 +369,8 @@ type CancelStats struct {
 	RemoteCancels int64
 }
 
-// CancelStats returns the cancel poller's counters.
-func (s *Server) CancelStats() CancelStats {
-	c := s.cancels
-	return CancelStats{Polls: c.polls.Load(), PollFailures: c.pollFailures.Load(), FallbackPolls: c.fallbackPolls.Load(),
+// Stats returns the poller's counters.
+func (c *Registry) Stats() Stats {
+	return Stats{Polls: c.polls.Load(), PollFailures: c.pollFailures.Load(), FallbackPolls: c.fallbackPolls.Load(),
 		RemoteCancels: c.remoteCancels.Load()}
 }

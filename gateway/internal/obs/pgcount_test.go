@@ -1,4 +1,4 @@
-package proxy
+package obs
 
 import (
 	"context"
@@ -26,9 +26,9 @@ func (t *innerTracer) TraceAcquireEnd(context.Context, *pgxpool.Pool, pgxpool.Tr
 // COPY, and hands the calls the caller's tracer implements on to it.
 func TestStatementCounter(t *testing.T) {
 	for _, next := range []*innerTracer{nil, {}} {
-		c := &statementCounter{}
+		c := &StatementCounter{}
 		if next != nil {
-			c.next = next
+			c.Next = next
 		}
 		ctx := context.Background()
 		c.TraceQueryEnd(c.TraceQueryStart(ctx, nil, pgx.TraceQueryStartData{SQL: "SELECT 1"}), nil, pgx.TraceQueryEndData{})
@@ -41,7 +41,7 @@ func TestStatementCounter(t *testing.T) {
 		c.TracePrepareEnd(c.TracePrepareStart(ctx, nil, pgx.TracePrepareStartData{}), nil, pgx.TracePrepareEndData{})
 		c.TraceConnectEnd(c.TraceConnectStart(ctx, pgx.TraceConnectStartData{}), pgx.TraceConnectEndData{})
 		c.TraceRelease(nil, pgxpool.TraceReleaseData{})
-		if got := c.n.Load(); got != 4 {
+		if got := c.Count(); got != 4 {
 			t.Errorf("counted %d statements, want 4", got)
 		}
 		if next != nil && (next.queries != 1 || next.acquires != 1) {

@@ -1,4 +1,4 @@
-package proxy
+package stream
 
 import (
 	"bytes"
@@ -25,8 +25,7 @@ type decider func(c *openai.Chunk, flags uint32) wasm.ChunkResult
 // client would receive.
 func runNativeScript(t *testing.T, rec []byte, decide decider) []byte {
 	t.Helper()
-	st := &sseStream{x: &exchange{id: []byte("req_test")}, cancel: func(error) {}}
-	st.x.req.Model = []byte("claude-x")
+	st := &Stream{up: &Counters{TTFT: -1}, id: []byte("req_test"), model: []byte("claude-x"), cancel: func(error) {}}
 	st.nat.reset()
 	rd := sse.NewReader(bytes.NewReader(rec), 0)
 	for !st.finished {
@@ -162,7 +161,7 @@ func recordedText(t *testing.T, rec []byte) string {
 func sameText(a, b string) bool { return string([]rune(a)) == string([]rune(b)) }
 
 func TestNativeStreamVerdicts(t *testing.T) {
-	files, _ := filepath.Glob("../anthropic/testdata/*.sse")
+	files, _ := filepath.Glob("../../anthropic/testdata/*.sse")
 	if len(files) < 6 {
 		t.Fatalf("%d recordings", len(files))
 	}

@@ -1,4 +1,4 @@
-package proxy
+package stream
 
 import (
 	"bytes"
@@ -6,8 +6,9 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/tollgate/tollgate/gateway/wasm"
 	"github.com/valyala/fastjson"
+
+	"github.com/tollgate/tollgate/gateway/wasm"
 )
 
 // Re-encoding: the only bytes the gateway writes itself in a reply are the
@@ -21,7 +22,7 @@ type reencoder struct {
 
 var errNoChoice = errors.New("reply has no choices[0] to rewrite")
 
-// appendWithText appends data (a chunk, chat.completion or text_completion
+// AppendWithText appends data (a chunk, chat.completion or text_completion
 // JSON object) with the text of choices[0] set to text — delta.content,
 // message.content or text, whichever the object uses — and, when finish is
 // non-nil, its finish_reason set to finish. With synth (an event the
@@ -31,7 +32,7 @@ var errNoChoice = errors.New("reply has no choices[0] to rewrite")
 // It uses encoding/json (numbers kept exact): fastjson's encoder writes Go
 // escapes such as \x01 for control characters, which is not JSON. Only
 // events a plugin changed take this path.
-func appendWithText(dst, data, text, finish []byte, synth bool) ([]byte, error) {
+func AppendWithText(dst, data, text, finish []byte, synth bool) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var obj map[string]any
@@ -85,9 +86,9 @@ func appendEvent(dst, json []byte) []byte {
 	return append(dst, "\n\n"...)
 }
 
-// replyText returns choices[0]'s text of a non-streamed reply (message
+// ReplyText returns choices[0]'s text of a non-streamed reply (message
 // content or text) and the usage it reports.
-func replyText(body []byte) (text []byte, prompt, completion int64, hasUsage bool, err error) {
+func ReplyText(body []byte) (text []byte, prompt, completion int64, hasUsage bool, err error) {
 	re := reencoders.Get().(*reencoder)
 	defer reencoders.Put(re)
 	v, err := re.p.ParseBytes(body)
@@ -107,11 +108,11 @@ func replyText(body []byte) (text []byte, prompt, completion int64, hasUsage boo
 	return append([]byte(nil), choices[0].GetStringBytes("text")...), prompt, completion, hasUsage, nil
 }
 
-// appendReplyToolCalls appends the tool calls of choices[0].message of a
+// AppendReplyToolCalls appends the tool calls of choices[0].message of a
 // non-streamed reply to dst, one record each as chunk_tool_calls renders a
 // delta (wasm.AppendToolCallDelta) with the call's whole arguments; dst
 // unchanged when it has none. Replies without "tool_calls" are not parsed.
-func appendReplyToolCalls(dst, body []byte) []byte {
+func AppendReplyToolCalls(dst, body []byte) []byte {
 	if !bytes.Contains(body, []byte(`"tool_calls"`)) {
 		return dst
 	}

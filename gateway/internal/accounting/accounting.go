@@ -1,4 +1,4 @@
-package proxy
+package accounting
 
 import (
 	"context"
@@ -22,17 +22,16 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/redisx"
 )
 
-// accounting is what outlives policy reloads: the Redis client, the rate
-// limiter, the budget counter and the ledger writer. It is built once from
-// the first policy; a reload that changes the redis or call_log sections
-// is reported and applies at the next restart.
-type accounting struct {
+// Accounting is built once from the first policy; a reload that changes
+// the redis or call_log sections is reported and applies at the next
+// restart. Its exported fields are set by New and not changed after.
+type Accounting struct {
 	log     *slog.Logger
-	redis   *redisx.Client // nil without redis
-	limiter limiter.Limiter
-	budget  budget.Counter
+	Redis   *redisx.Client // nil without redis
+	Limiter limiter.Limiter
+	Budget  budget.Counter
 	pool    *pgxpool.Pool   // the ledger's; nil without the Postgres store
-	ledger  *calllog.Writer // nil without the Postgres store
+	Ledger  *calllog.Writer // nil without the Postgres store
 	recon   *calllog.Reconciler
 
 	redisCfg config.Redis
@@ -40,23 +39,22 @@ type accounting struct {
 
 	reconcileRuns  atomic.Int64
 	reconcileDrift atomic.Int64 // absolute micros corrected, summed
-	// counts are the host services' decisions, for metrics.
-	counts serviceCounts
-
 	// states counts policy states not yet closed: the ledger is closed
 	// after the last of them, once no request can write a row.
 	states sync.WaitGroup
 }
 
-func newAccounting(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer) (_ *accounting, err error) {
-	a := &accounting{log: log, redisCfg: p.Redis, logCfg: p.CallLog}
+// New opens the accounting of policy p; pgTracer (nil: none) traces the
+// ledger's Postgres pool.
+func New(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer) (_ *Accounting, err error) {
+	a := &Accounting{log: log, redisCfg: p.Redis, logCfg: p.CallLog}
 	defer func() {
 		if err != nil {
-			a.close(context.Background())
+			a.Close(context.Background())
 		}
 	}()
 	if p.Redis.Enabled() {
-		a.redis, err = redisx.New(redisx.Options{
+		a.Redis, err = redisx.New(redisx.Options{
 			Addrs: p.Redis.Addrs, Username: p.Redis.Username, Password: p.Redis.Password,
 			DB: p.Redis.DB, Timeout: p.Redis.Timeout, Logger: log.With("component", "redis"),
 		})
@@ -67,7 +65,7 @@ func newAccounting(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer)
 		// connection still being made; a Redis that is down does not
 		// stop the gateway (plugins apply on_redis_error meanwhile).
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		if err := a.redis.Connect(ctx); err != nil {
+		if err := a.Redis.Connect(ctx); err != nil {
 			log.Warn("redis not reachable at start; serving, and connecting in the background", "addrs", p.Redis.Addrs)
 		}
 		cancel()
@@ -90,7 +88,7 @@ func newAccounting(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer)
 		if err != nil {
 			return nil, fmt.Errorf("call log: %w", err)
 		}
-		a.ledger, err = openLedger(a.pool, p.CallLog, log)
+		a.Ledger, err = openLedger(a.pool, p.CallLog, log)
 		if err != nil {
 			return nil, fmt.Errorf("call log: %w", err)
 		}
@@ -107,15 +105,15 @@ func newAccounting(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer)
 	// retries late; five minutes keeps them to ~50 MB (of Redis, or of the
 	// process) at 1,000 requests a second.
 	const settledTTL = 5 * time.Minute
-	if a.redis != nil {
-		a.limiter = limiter.NewRedis(a.redis, limiter.RedisOptions{})
-		a.budget = budget.NewRedis(a.redis, seed, budget.RedisOptions{SettledTTL: settledTTL})
+	if a.Redis != nil {
+		a.Limiter = limiter.NewRedis(a.Redis, limiter.RedisOptions{})
+		a.Budget = budget.NewRedis(a.Redis, seed, budget.RedisOptions{SettledTTL: settledTTL})
 	} else {
-		a.limiter = limiter.NewMemory(nil)
-		a.budget = budget.NewMemory(seed, nil).WithSettledTTL(settledTTL)
+		a.Limiter = limiter.NewMemory(nil)
+		a.Budget = budget.NewMemory(seed, nil).WithSettledTTL(settledTTL)
 	}
 	if a.pool != nil && *p.CallLog.ReconcileInterval > 0 {
-		counter := a.budget
+		counter := a.Budget
 		a.recon = calllog.StartReconciler(a.pool, *p.CallLog.ReconcileInterval,
 			func(tenant string, month time.Time, spent int64) {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -143,20 +141,19 @@ func abs(v int64) int64 {
 	return v
 }
 
-// AccountingStats are counters of the ledger and the reconcile job.
-type AccountingStats struct {
+// Stats are counters of the ledger and the reconcile job.
+type Stats struct {
 	Ledger calllog.Stats // zero without the Postgres store
 	// ReconcileRuns counts the reconcile runs this gateway made (others may
 	// hold the lock); ReconcileDriftMicros sums the absolute corrections.
 	ReconcileRuns, ReconcileDriftMicros int64
 }
 
-// AccountingStats returns the ledger's and the reconcile job's counters.
-func (s *Server) AccountingStats() AccountingStats {
-	a := s.acct
-	var st AccountingStats
-	if a.ledger != nil {
-		st.Ledger = a.ledger.Stats()
+// Stats returns the ledger's and the reconcile job's counters.
+func (a *Accounting) Stats() Stats {
+	var st Stats
+	if a.Ledger != nil {
+		st.Ledger = a.Ledger.Stats()
 	}
 	st.ReconcileRuns, st.ReconcileDriftMicros = a.reconcileRuns.Load(), a.reconcileDrift.Load()
 	return st
@@ -181,8 +178,8 @@ func openLedger(pool *pgxpool.Pool, c config.CallLog, log *slog.Logger) (*calllo
 	return nil, fmt.Errorf("all %d spool slots of %s are in use by other gateways", maxSpoolSlots, c.SpoolDir)
 }
 
-// checkReload warns about sections a reload cannot change.
-func (a *accounting) checkReload(p *config.Policy) {
+// CheckReload warns about sections a reload of p cannot change.
+func (a *Accounting) CheckReload(p *config.Policy) {
 	if !equalRedis(a.redisCfg, p.Redis) {
 		a.log.Warn("reload: the redis section changed; it applies at the next restart")
 	}
@@ -200,9 +197,16 @@ func equalCallLog(a, b config.CallLog) bool {
 		*a.ReconcileInterval == *b.ReconcileInterval
 }
 
-// close waits (within ctx) for the policy states still open, then drains the
-// ledger and closes the connections.
-func (a *accounting) close(ctx context.Context) error {
+// OpenState counts a policy state that may still write call-log rows;
+// CloseState ends it. Close waits for every open state.
+func (a *Accounting) OpenState() { a.states.Add(1) }
+
+// CloseState ends a state counted by OpenState.
+func (a *Accounting) CloseState() { a.states.Done() }
+
+// Close waits (within ctx) for the policy states still open, then drains
+// the ledger and closes the connections.
+func (a *Accounting) Close(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() { a.states.Wait(); close(done) }()
 	select {
@@ -214,14 +218,14 @@ func (a *accounting) close(ctx context.Context) error {
 		a.recon.Stop()
 	}
 	var err error
-	if a.ledger != nil {
-		err = a.ledger.Close(ctx)
+	if a.Ledger != nil {
+		err = a.Ledger.Close(ctx)
 	}
 	if a.pool != nil {
 		a.pool.Close()
 	}
-	if a.redis != nil {
-		a.redis.Close()
+	if a.Redis != nil {
+		a.Redis.Close()
 	}
 	return err
 }

@@ -1,4 +1,4 @@
-package proxy
+package hostsvc
 
 import (
 	"bytes"
@@ -8,9 +8,6 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/valyala/fasthttp"
 
 	"github.com/tollgate/tollgate/gateway/internal/budget"
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
@@ -43,13 +40,12 @@ func (fuzzPrices) Price(_ context.Context, model string) (*tenant.Price, error) 
 	return &tenant.Price{Model: model, InputMicrosPerMTok: 1_000_000, OutputMicrosPerMTok: 10_000_000}, nil
 }
 
-func fuzzServices() *services {
-	return &services{
-		log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
-		tenants: fuzzTenants{}, prices: fuzzPrices{},
-		acct: &accounting{limiter: limiter.NewMemory(nil), budget: budget.NewMemory(nil, nil)},
-		now:  time.Now,
-	}
+func fuzzServices() *Set {
+	return NewSet(Config{
+		Log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Tenants: fuzzTenants{}, Prices: fuzzPrices{},
+		Limiter: limiter.NewMemory(nil), Budget: budget.NewMemory(nil, nil),
+	})
 }
 
 // FuzzServiceCall sends a plugin's `call` requests — service names and
@@ -70,7 +66,8 @@ func FuzzServiceCall(f *testing.F) {
 	f.Add("budget.extend", []byte("-1 0"), true, "other")
 	f.Add("nope", []byte{}, false, "")
 	f.Fuzz(func(t *testing.T, name string, req []byte, withTenant bool, model string) {
-		sv := fuzzServices()
+		var sv Session
+		sv.Bind(fuzzServices())
 		r := wasm.AcquireRequest()
 		defer wasm.ReleaseRequest(r)
 		r.Model, r.RequestID = []byte(model), []byte("req-fuzz")
@@ -99,47 +96,6 @@ func FuzzServiceCall(f *testing.F) {
 			if len(h.Name) == 0 || bytes.ContainsAny(h.Name, "\r\n\x00: ") || bytes.ContainsAny(h.Value, "\r\n\x00") {
 				t.Fatalf("%s set header %q: %q", name, h.Name, h.Value)
 			}
-		}
-	})
-}
-
-// FuzzCallerTenant parses the API key of the cancel API's caller from
-// Authorization and X-Api-Key as a client sends them. Exactly the known
-// key, presented as "Bearer KEY" (any case, surrounding spaces trimmed) or
-// as X-Api-Key, resolves to its tenant; everything else is a 401.
-func FuzzCallerTenant(f *testing.F) {
-	f.Add("Bearer "+fuzzKey, "")
-	f.Add("bearer  "+fuzzKey+" ", "")
-	f.Add("Basic "+fuzzKey, fuzzKey)
-	f.Add("", " "+fuzzKey)
-	f.Add("Bearer", fuzzKey)
-	f.Add("Bearer "+fuzzKey+"x", "")
-	f.Add("BEARER \t"+fuzzKey, "other")
-	sv := fuzzServices()
-	f.Fuzz(func(t *testing.T, auth, apiKey string) {
-		var h fasthttp.RequestHeader
-		if auth != "" {
-			h.Set("Authorization", auth)
-		}
-		if apiKey != "" {
-			h.Set("X-Api-Key", apiKey)
-		}
-		id, e := sv.callerTenant(&h)
-		// What the header holds after fasthttp stored it.
-		a, k := string(h.Peek("Authorization")), string(h.Peek("X-Api-Key"))
-		var want string
-		if len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
-			want = strings.TrimSpace(a[7:])
-		} else {
-			want = strings.TrimSpace(k)
-		}
-		switch {
-		case want == fuzzKey:
-			if e != nil || id != "acme" {
-				t.Fatalf("Authorization %q, X-Api-Key %q: %v %v", a, k, id, e)
-			}
-		case e == nil || id != "" || e.Status != 401:
-			t.Fatalf("Authorization %q, X-Api-Key %q resolved %q (%v)", a, k, id, e)
 		}
 	})
 }

@@ -1,13 +1,15 @@
-package proxy
+package stream
 
 import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/tollgate/tollgate/gateway/internal/anthropic"
+	"github.com/tollgate/tollgate/gateway/internal/cancels"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
 	"github.com/tollgate/tollgate/gateway/internal/sse"
 	"github.com/tollgate/tollgate/gateway/internal/upstream"
@@ -17,7 +19,7 @@ import (
 // maxEventBytes bounds one SSE event from an upstream.
 const maxEventBytes = 1 << 20
 
-// sseStream is the body of a streamed reply. fasthttp calls Read from the
+// Stream is the body of a streamed reply. fasthttp calls Read from the
 // connection's goroutine and writes and flushes one HTTP chunk per Read, so
 // each Read returns the events already at hand and no more: an event is
 // flushed to the client as soon as it arrives, and events that arrived
@@ -26,10 +28,15 @@ const maxEventBytes = 1 << 20
 //
 // Each event is parsed once into chunk, the structure the chunk phase and
 // the accounting read.
-type sseStream struct {
-	x      *exchange
+type Stream struct {
+	x      Exchange
+	up     *Counters
+	wr     *wasm.Request // nil without plugins
+	log    *slog.Logger
+	id     []byte // the request's id and model, for events the gateway writes
+	model  []byte
+	start  time.Time
 	ex     *upstream.Exchange
-	watch  *clientWatch
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	pipe   *wasm.Pipeline // nil or without chunk plugins: pass-through
@@ -66,30 +73,77 @@ type sseStream struct {
 	scratch []byte // events the gateway writes itself, before they are placed
 }
 
-var streamPool = sync.Pool{New: func() any { return &sseStream{rd: sse.NewReader(nil, maxEventBytes)} }}
+var streamPool = sync.Pool{New: func() any { return &Stream{rd: sse.NewReader(nil, maxEventBytes)} }}
 
-func acquireStream(x *exchange, ex *upstream.Exchange, watch *clientWatch, ctx context.Context, cancel context.CancelCauseFunc, stripUsage bool) *sseStream {
-	st := streamPool.Get().(*sseStream)
-	st.x, st.ex, st.watch, st.ctx, st.cancel, st.stripUsage = x, ex, watch, ctx, cancel, stripUsage
-	if x.st.pipeline.Wants(x.wr, wasm.PhaseChunk) {
-		st.pipe = x.st.pipeline
+// Exchange is the request a stream belongs to, as the stream sees it.
+type Exchange interface {
+	// StreamClosed ends the request once fasthttp closed the body: flags
+	// are the end phase's (wasm.End*), usage the upstream's last report.
+	// The request's upstream exchange is its own to release.
+	StreamClosed(flags uint32, usage openai.Usage)
+}
+
+// Counters are what a stream measures of the upstream's reply for its
+// request; they live in the request's own state.
+type Counters struct {
+	Text   int64         // text bytes the upstream sent
+	Events int64         // events with text the upstream sent
+	TTFT   time.Duration // until the first event with text; -1: none
+}
+
+// Config is what Acquire needs of a request to stream its reply.
+type Config struct {
+	Exchange Exchange
+	Counters *Counters
+	// Start is when the request arrived (for Counters.TTFT).
+	Start time.Time
+	// Request is the plugins' view of the request (nil without plugins),
+	// Pipeline the plugins (nil: none).
+	Request  *wasm.Request
+	Pipeline *wasm.Pipeline
+	Log      *slog.Logger
+	// ID and Model are the request's, for events the gateway writes
+	// itself; they must stay valid until Close.
+	ID, Model []byte
+	// Upstream is the reply being streamed, read under Ctx; Cancel ends
+	// Ctx (with a cause in cancels) when the stream stops early.
+	Upstream *upstream.Exchange
+	Ctx      context.Context
+	Cancel   context.CancelCauseFunc
+	// Native: the client's Messages API, whose Anthropic events pass
+	// through (native.go). Anthropic: an Anthropic upstream's stream,
+	// translated into OpenAI chunks for a chat request.
+	Native, Anthropic bool
+	// StripUsage drops the usage-only chunk the client did not ask for.
+	StripUsage bool
+}
+
+// Acquire returns a pooled stream of c's reply; fasthttp reads it and
+// Closes it, which returns it to the pool.
+func Acquire(c Config) *Stream {
+	st := streamPool.Get().(*Stream)
+	ex := c.Upstream
+	st.x, st.up, st.wr, st.log, st.id, st.model, st.start = c.Exchange, c.Counters, c.Request, c.Log, c.ID, c.Model, c.Start
+	st.ex, st.ctx, st.cancel, st.stripUsage = ex, c.Ctx, c.Cancel, c.StripUsage
+	if c.Pipeline.Wants(c.Request, wasm.PhaseChunk) {
+		st.pipe = c.Pipeline
 	}
-	if x.wr != nil {
+	if st.wr != nil {
 		// Client headers are readable only until the reply starts.
-		x.wr.ClientHeader = nil
-		x.wr.Status = ex.StatusCode()
+		st.wr.ClientHeader = nil
+		st.wr.Status = ex.StatusCode()
 	}
 	var src io.Reader = ex
 	switch {
-	case x.ep == endpointMessages:
+	case c.Native:
 		st.native = true
 		st.nat.reset()
-	case x.client.Anthropic():
+	case c.Anthropic:
 		if st.anth == nil {
 			st.anth = anthropic.NewStreamReader(maxEventBytes)
 		}
 		// Usage is always asked for, as from an OpenAI upstream (see
-		// stripUsage); "" keeps the upstream's message id and model.
+		// StripUsage); "" keeps the upstream's message id and model.
 		st.anth.Reset(ex, "", "", time.Now().Unix(), true)
 		src = st.anth
 	}
@@ -98,7 +152,7 @@ func acquireStream(x *exchange, ex *upstream.Exchange, watch *clientWatch, ctx c
 }
 
 // Read implements io.Reader for fasthttp's chunked body writer.
-func (st *sseStream) Read(p []byte) (int, error) {
+func (st *Stream) Read(p []byte) (int, error) {
 	for st.sent == len(st.out) {
 		if st.finished {
 			return 0, io.EOF
@@ -114,7 +168,7 @@ func (st *sseStream) Read(p []byte) (int, error) {
 // fill reads the next event, waiting if none is buffered, then every event
 // that has already arrived (sse.Reader.More: also those still inside the
 // upstream's chunk framing), and leaves what is to be sent in out.
-func (st *sseStream) fill() {
+func (st *Stream) fill() {
 	for {
 		raw, err := st.rd.Next()
 		if err != nil {
@@ -122,8 +176,8 @@ func (st *sseStream) fill() {
 			return
 		}
 		st.process(raw)
-		if x := st.x; x.ttft < 0 && x.upEvents > 0 {
-			x.ttft = time.Since(x.start) // the first event with text
+		if up := st.up; up.TTFT < 0 && up.Events > 0 {
+			up.TTFT = time.Since(st.start) // the first event with text
 		}
 		if st.finished || !st.rd.More() {
 			return
@@ -132,7 +186,7 @@ func (st *sseStream) fill() {
 }
 
 // process decides what one upstream event becomes.
-func (st *sseStream) process(raw []byte) {
+func (st *Stream) process(raw []byte) {
 	if st.native {
 		st.processNative(raw)
 		return
@@ -161,8 +215,8 @@ func (st *sseStream) process(raw []byte) {
 		st.usage = c.Usage
 	}
 	if len(c.Text) > 0 {
-		st.x.upText += int64(len(c.Text))
-		st.x.upEvents++
+		st.up.Text += int64(len(c.Text))
+		st.up.Events++
 	}
 	if len(st.template) == 0 && c.Choices > 0 {
 		st.template = append(st.template[:0], st.data...)
@@ -175,8 +229,26 @@ func (st *sseStream) process(raw []byte) {
 		st.countText(int64(len(c.Text)))
 		return
 	}
-	flags := uint32(0)
-	if c.HasText && len(c.Text) > 0 {
+	flags := chunkFlags(c)
+	if len(c.ToolCalls) == 0 {
+		st.runChunk(raw, c.Text, flags)
+		return
+	}
+	st.calls = st.calls[:0]
+	for _, tc := range c.ToolCalls {
+		st.calls = wasm.AppendToolCallDelta(st.calls, tc.Index, tc.Name, tc.Arguments)
+	}
+	wr := st.wr
+	wr.ToolCalls = st.calls
+	st.runChunk(raw, c.Text, flags)
+	wr.ToolCalls = nil
+}
+
+// chunkFlags are the chunk phase's flags for an event parsed into c (an
+// OpenAI chunk, or an Anthropic event's view of one).
+func chunkFlags(c *openai.Chunk) uint32 {
+	var flags uint32
+	if len(c.Text) > 0 { // text is set only with HasText
 		flags |= wasm.ChunkText
 	}
 	if len(c.ToolCalls) > 0 {
@@ -191,31 +263,20 @@ func (st *sseStream) process(raw []byte) {
 	if c.Role != nil {
 		flags |= wasm.ChunkRole
 	}
-	if len(c.ToolCalls) == 0 {
-		st.runChunk(raw, c.Text, flags)
-		return
-	}
-	st.calls = st.calls[:0]
-	for _, tc := range c.ToolCalls {
-		st.calls = wasm.AppendToolCallDelta(st.calls, tc.Index, tc.Name, tc.Arguments)
-	}
-	wr := st.x.wr
-	wr.ToolCalls = st.calls
-	st.runChunk(raw, c.Text, flags)
-	wr.ToolCalls = nil
+	return flags
 }
 
 // runChunk runs the chunk phase for one event and applies its verdict. It
 // reports whether the event itself is still to be forwarded by the caller
 // (only for DONE, which the caller writes).
-func (st *sseStream) runChunk(raw, text []byte, flags uint32) bool {
-	wr := st.x.wr
+func (st *Stream) runChunk(raw, text []byte, flags uint32) bool {
+	wr := st.wr
 	res, err := st.pipe.Chunk(wr, text, flags)
 	if err != nil {
-		st.x.s.log.Error("plugin failed mid-stream; stream ended (fail_closed)", "err", err)
+		st.log.Error("plugin failed mid-stream; stream ended (fail_closed)", "err", err)
 		st.held, st.heldText = st.held[:0], 0
-		st.endWithError(pluginFailed(err, "; the reply was ended."))
-		st.cancel(errPluginStopped)
+		st.endWithError(PluginFailed(err, "; the reply was ended."))
+		st.cancel(cancels.ErrPluginStopped)
 		return false
 	}
 	done := flags&wasm.ChunkDone != 0
@@ -236,7 +297,7 @@ func (st *sseStream) runChunk(raw, text []byte, flags uint32) bool {
 			return true
 		}
 		var err error
-		st.enc, err = appendWithText(st.enc[:0], st.data, res.Text, nil, false)
+		st.enc, err = AppendWithText(st.enc[:0], st.data, res.Text, nil, false)
 		if err != nil {
 			st.pass(raw, int64(len(text)))
 			return false
@@ -254,7 +315,7 @@ func (st *sseStream) runChunk(raw, text []byte, flags uint32) bool {
 		st.out = append(st.out, "data: [DONE]\n\n"...)
 		st.stopped, st.finished = true, true
 		st.endFlags |= wasm.EndStopped
-		st.cancel(errPluginStopped)
+		st.cancel(cancels.ErrPluginStopped)
 		return false
 	}
 	if done {
@@ -265,13 +326,13 @@ func (st *sseStream) runChunk(raw, text []byte, flags uint32) bool {
 }
 
 // pass forwards an event unchanged, behind any held events.
-func (st *sseStream) pass(raw []byte, text int64) {
+func (st *Stream) pass(raw []byte, text int64) {
 	st.flushHeld()
 	st.out = append(st.out, raw...)
 	st.countText(text)
 }
 
-func (st *sseStream) flushHeld() {
+func (st *Stream) flushHeld() {
 	if len(st.held) == 0 {
 		return
 	}
@@ -280,21 +341,21 @@ func (st *sseStream) flushHeld() {
 	st.held, st.heldText = st.held[:0], 0
 }
 
-func (st *sseStream) countText(n int64) {
-	if wr := st.x.wr; wr != nil {
+func (st *Stream) countText(n int64) {
+	if wr := st.wr; wr != nil {
 		wr.TextBytesSent += n
 	}
 }
 
 // synthesize appends a text event the gateway writes itself, shaped like
 // the upstream's first chunk.
-func (st *sseStream) synthesize(text, finish []byte) {
+func (st *Stream) synthesize(text, finish []byte) {
 	template := st.template
 	if len(template) == 0 {
 		template = defaultTemplate
 	}
 	var err error
-	st.enc, err = appendWithText(st.enc[:0], template, text, finish, true)
+	st.enc, err = AppendWithText(st.enc[:0], template, text, finish, true)
 	if err != nil {
 		return
 	}
@@ -307,7 +368,7 @@ var defaultTemplate = []byte(`{"object":"chat.completion.chunk","choices":[{"ind
 // finish ends the stream after the upstream's last read. A clean end is
 // forwarded as is; a broken one gets a final OpenAI-style error event so the
 // client knows the reply is incomplete.
-func (st *sseStream) finish(err error) {
+func (st *Stream) finish(err error) {
 	if errors.Is(err, io.EOF) {
 		st.flushHeld()
 		if st.native {
@@ -318,18 +379,18 @@ func (st *sseStream) finish(err error) {
 		return
 	}
 	cause := context.Cause(st.ctx)
-	if errors.Is(cause, ErrClientGone) {
+	if errors.Is(cause, cancels.ErrClientGone) {
 		st.finished = true
 		st.endFlags |= wasm.EndClientGone
 		return
 	}
 	var e *openai.Error
 	switch {
-	case errors.Is(cause, ErrCancelled):
-		st.endWithError(cancelledError())
+	case errors.Is(cause, cancels.ErrCancelled):
+		st.endWithError(Cancelled())
 		st.endFlags = st.endFlags&^wasm.EndUpstreamError | wasm.EndCancelled
 		return
-	case errors.Is(cause, ErrShuttingDown):
+	case errors.Is(cause, cancels.ErrShuttingDown):
 		e = &openai.Error{Status: 503, Type: "server_error", Code: "shutting_down",
 			Message: "The gateway is shutting down and ended this stream before the upstream finished."}
 	case errors.Is(err, upstream.ErrTimeout):
@@ -342,13 +403,13 @@ func (st *sseStream) finish(err error) {
 		e = &openai.Error{Status: 502, Type: "upstream_error", Code: "upstream_stream_error",
 			Message: "The upstream connection broke before the reply was complete."}
 	}
-	st.x.s.log.Warn("stream ended early", "upstream", st.ex.Upstream(), "err", err, "cause", cause)
+	st.log.Warn("stream ended early", "upstream", st.ex.Upstream(), "err", err, "cause", cause)
 	st.endWithError(e)
 }
 
 // endWithError ends the stream with a final error event. Text held back by
 // a plugin is dropped, never flushed unchecked.
-func (st *sseStream) endWithError(e *openai.Error) {
+func (st *Stream) endWithError(e *openai.Error) {
 	if st.native {
 		st.out = anthropic.AppendErrorEvent(st.out, e)
 	} else {
@@ -361,30 +422,21 @@ func (st *sseStream) endWithError(e *openai.Error) {
 }
 
 // Close implements io.Closer; fasthttp calls it once the body is written or
-// the client is gone. It settles the exchange and releases it (its end
-// phase and call log run once the last chunk is flushed; then the upstream
-// exchange ends) and frees the stream.
-func (st *sseStream) Close() error {
-	st.watch.stop()
+// the client is gone. It hands the request its end (Exchange.StreamClosed:
+// its end phase and call log run once the last chunk is flushed, then the
+// upstream exchange ends) and returns the stream to the pool.
+func (st *Stream) Close() error {
 	if !st.finished || st.sent < len(st.out) {
 		st.endFlags |= wasm.EndClientGone
 	}
-	x := st.x
-	x.usage = st.usage
-	x.end(st.endFlags, st.ex.StatusCode())
-	// The upstream exchange is released after the end phase, which may
-	// read its headers, and its context canceled only then (a cancel
-	// before the release would close a connection fit for reuse).
-	x.ex, x.exCancel = st.ex, st.cancel
-	x.s.cancels.remove(x.cancelKey)
-	x.s.inflight.Add(-1)
-	x.release()
+	st.x.StreamClosed(st.endFlags, st.usage)
 	st.rd.Reset(nil)
 	if st.anth != nil {
 		st.anth.Reset(nil, "", "", 0, false)
 	}
 	st.native = false
-	st.x, st.ex, st.watch, st.ctx, st.cancel, st.pipe = nil, nil, nil, nil, nil, nil
+	st.x, st.up, st.wr, st.log, st.id, st.model = nil, nil, nil, nil, nil, nil
+	st.ex, st.ctx, st.cancel, st.pipe = nil, nil, nil, nil
 	st.out, st.sent, st.held, st.heldText, st.template = st.out[:0], 0, st.held[:0], 0, st.template[:0]
 	st.sawDone, st.stopped, st.finished, st.stripUsage, st.endFlags = false, false, false, false, 0
 	st.usage = openai.Usage{}

@@ -1,4 +1,4 @@
-package proxy
+package stream
 
 import (
 	"bytes"
@@ -46,7 +46,7 @@ func TestAppendWithText(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := appendWithText([]byte("prefix:"), []byte(tt.data), []byte(tt.text), tt.finish, tt.synth)
+			out, err := AppendWithText([]byte("prefix:"), []byte(tt.data), []byte(tt.text), tt.finish, tt.synth)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,7 +62,7 @@ func TestAppendWithText(t *testing.T) {
 			tt.check(t, m)
 		})
 	}
-	if _, err := appendWithText(nil, []byte(`{"choices":[]}`), []byte("x"), nil, false); err == nil {
+	if _, err := AppendWithText(nil, []byte(`{"choices":[]}`), []byte("x"), nil, false); err == nil {
 		t.Error("no choices: want an error")
 	}
 }
@@ -75,7 +75,7 @@ func FuzzAppendWithText(f *testing.F) {
 	f.Add([]byte(`{"choices":[{"index":0,"delta":{"content":"a"}}]}`), []byte("b\x00\u2028"))
 	f.Add([]byte(`{"choices":[{"text":"a"}],"n":1e400}`), []byte(""))
 	f.Fuzz(func(t *testing.T, data, text []byte) {
-		out, err := appendWithText(nil, data, text, nil, false)
+		out, err := AppendWithText(nil, data, text, nil, false)
 		if err != nil {
 			return
 		}
@@ -101,7 +101,7 @@ func TestAppendReplyToolCalls(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := string(appendReplyToolCalls(nil, []byte(tt.body))); got != tt.want {
+			if got := string(AppendReplyToolCalls(nil, []byte(tt.body))); got != tt.want {
 				t.Fatalf("got %q, want %q", got, tt.want)
 			}
 		})

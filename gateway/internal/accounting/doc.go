@@ -1,0 +1,5 @@
+// Package accounting holds what outlives policy reloads for metering a
+// request: the Redis client, the rate limiter, the budget counter, the
+// call-log writer (the ledger) and the reconcile job that corrects the
+// budget counter from the ledger.
+package accounting

@@ -1,0 +1,201 @@
+package hostsvc
+
+import (
+	"bytes"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate/tollgate/gateway/internal/budget"
+	"github.com/tollgate/tollgate/gateway/internal/limiter"
+	"github.com/tollgate/tollgate/gateway/wasm"
+)
+
+// Service is one host service: it answers req, the guest's bytes (copied:
+// a service may keep them), for the request r of the session c. Errors
+// wasm.ErrBadServiceRequest and wasm.ErrNoService map to the ABI's
+// INVALID and UNAVAILABLE codes; any other error is UNAVAILABLE.
+type Service interface {
+	Serve(c *Session, r *wasm.Request, req []byte) ([]byte, error)
+}
+
+// ServiceFunc is a Service written as a function (or a method value).
+type ServiceFunc func(c *Session, r *wasm.Request, req []byte) ([]byte, error)
+
+// Serve implements Service.
+func (f ServiceFunc) Serve(c *Session, r *wasm.Request, req []byte) ([]byte, error) {
+	return f(c, r, req)
+}
+
+var (
+	_ Service       = ServiceFunc(nil)
+	_ Service       = (*Tenants)(nil)
+	_ Service       = (*RateLimits)(nil)
+	_ wasm.Services = (*Session)(nil)
+)
+
+// Config is what a Set's services are built from. Nil fields mean the
+// service they feed is absent or does without.
+type Config struct {
+	Log *slog.Logger
+	// Tenants backs tenant.resolve; nil: no such service.
+	Tenants KeyResolver
+	// Prices prices tokens for the budget services and Cost; nil: no
+	// prices (budget.* answer "noprice").
+	Prices  PriceReader
+	Limiter limiter.Limiter
+	Budget  budget.Counter
+	// Counts receives the services' decisions, for metrics; nil: not
+	// counted.
+	Counts *Counts
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// NewID appends a fresh id to dst: the id a budget hold is known by.
+	// Nil means the request's own id (plugin tests).
+	NewID func(dst []byte) []byte
+}
+
+// Set is the host services of one policy state, registered by their ABI
+// names. It is immutable once built and shared by every request of that
+// state.
+type Set struct {
+	byName  map[string]Service
+	rate    *RateLimits
+	budget  *Budget
+	tenants *Tenants
+}
+
+// NewSet builds and registers the gateway's services: tenant.resolve (when
+// cfg.Tenants is set), ratelimit.admit, budget.reserve and budget.extend.
+func NewSet(cfg Config) *Set {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Counts == nil {
+		cfg.Counts = new(Counts)
+	}
+	s := &Set{byName: make(map[string]Service, 4)}
+	if cfg.Tenants != nil {
+		s.tenants = &Tenants{log: cfg.Log, keys: cfg.Tenants, now: cfg.Now}
+		s.Register("tenant.resolve", s.tenants)
+	}
+	s.rate = &RateLimits{log: cfg.Log, limiter: cfg.Limiter, counts: cfg.Counts}
+	s.Register("ratelimit.admit", s.rate)
+	s.budget = &Budget{log: cfg.Log, prices: cfg.Prices, counter: cfg.Budget, counts: cfg.Counts, now: cfg.Now, newID: cfg.NewID}
+	s.Register("budget.reserve", ServiceFunc(s.budget.Reserve))
+	s.Register("budget.extend", ServiceFunc(s.budget.Extend))
+	return s
+}
+
+// Register serves svc under the ABI name; a later registration of the
+// same name replaces it. Register only while building the Set.
+func (s *Set) Register(name string, svc Service) { s.byName[name] = svc }
+
+// Cost prices tokens of r's model, rounding up to the micro; false when
+// the model has no price.
+func (s *Set) Cost(r *wasm.Request, prompt, completion int64) (int64, bool) {
+	return s.budget.Cost(r, prompt, completion)
+}
+
+// Session is one request's binding of a Set: the wasm.Services its
+// plugins call, and the request's meter. It lives inside the request's
+// own state (no allocation per request); Bind it before the first phase
+// and Reset it when the request is freed.
+type Session struct {
+	set   *Set
+	meter Meter
+}
+
+// Bind attaches the session to set.
+func (c *Session) Bind(set *Set) { c.set = set }
+
+// Reset detaches the session and clears its meter, keeping its buffers.
+func (c *Session) Reset() {
+	c.set = nil
+	c.meter.reset()
+}
+
+// Call implements wasm.Services: the service registered under name.
+func (c *Session) Call(r *wasm.Request, name string, req []byte) ([]byte, error) {
+	if c.set == nil {
+		return nil, wasm.ErrNoService
+	}
+	svc := c.set.byName[name]
+	if svc == nil {
+		return nil, wasm.ErrNoService
+	}
+	return svc.Serve(c, r, req)
+}
+
+// NeedsUsage reports whether Settle needs the request's usage: tokens were
+// charged to a TPM limit, or a budget hold is open.
+func (c *Session) NeedsUsage() bool { return c.meter.needsUsage() }
+
+// Settle corrects the request's rate-limit charge and settles its budget
+// hold with the real usage (prompt and completion tokens), recording the
+// cost in r for the call log. It runs before the reply's last byte goes
+// out, so a client's next request sees the counters already corrected.
+func (c *Session) Settle(r *wasm.Request, prompt, completion int64) {
+	if c.set == nil {
+		return
+	}
+	c.set.rate.settle(&c.meter, prompt+completion)
+	c.set.budget.settle(c, r, prompt, completion)
+}
+
+// Counts count the services' decisions; they outlive policy reloads.
+type Counts struct {
+	// RateLimited counts ratelimit.admit answers "limited", by the limit
+	// that was reached: requests, tokens.
+	RateLimited [2]atomic.Int64
+	// RateUnavailable counts "unavailable" (Redis down, fail_closed).
+	RateUnavailable atomic.Int64
+	// Budget counts budget.reserve and budget.extend answers by operation
+	// (BudgetReserveOp, BudgetExtendOp) and result (BudgetHeld...).
+	Budget [2][BudgetResults]atomic.Int64
+}
+
+// Budget service operations and results, as indices of Counts.Budget.
+const (
+	BudgetReserveOp = 0
+	BudgetExtendOp  = 1
+
+	BudgetHeld         = 0
+	BudgetInsufficient = 1
+	BudgetUnavailable  = 2
+	BudgetResults      = 3
+)
+
+var (
+	// BudgetOps names Counts.Budget's operations, for metric labels.
+	BudgetOps = [2]string{"reserve", "extend"}
+	// BudgetResultNames names Counts.Budget's results, for metric labels.
+	BudgetResultNames = [BudgetResults]string{"held", "insufficient", "unavailable"}
+)
+
+var errBadRequest = wasm.ErrBadServiceRequest
+
+// fields splits b on spaces into at most cap(dst) fields.
+func fields(dst [][]byte, b []byte) [][]byte {
+	dst = dst[:0]
+	for len(b) > 0 && len(dst) < cap(dst) {
+		i := bytes.IndexByte(b, ' ')
+		if i < 0 {
+			return append(dst, b)
+		}
+		if i > 0 {
+			dst = append(dst, b[:i])
+		}
+		b = b[i+1:]
+	}
+	return dst
+}
+
+func atoi(b []byte) (int64, bool) {
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	return n, err == nil
+}

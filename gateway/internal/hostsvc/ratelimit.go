@@ -1,0 +1,217 @@
+package hostsvc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"path"
+	"strconv"
+	"time"
+
+	"github.com/tollgate/tollgate/gateway/internal/limiter"
+	"github.com/tollgate/tollgate/gateway/wasm"
+)
+
+// anonymousTenant is the limiter tenant of a request no plugin resolved a
+// tenant for.
+const anonymousTenant = "-"
+
+// Meter is a request's state in the rate-limit and budget services: what
+// was charged and held, settled when the request ends.
+type Meter struct {
+	limits   []limiter.Limit // charged at admission, for the end's correction
+	tokens   int64           // the token estimate charged
+	mode     limiter.FailMode
+	replicas int
+	tenant   string
+	charged  bool // tokens were charged to a TPM limit
+
+	month string // the budget month of the hold; "" without a hold
+	hold  []byte // the budget hold's id (see Budget.holdID); empty until one is made
+}
+
+// needsUsage reports whether settling needs the request's usage: tokens
+// were charged to a TPM limit, or a budget hold is open.
+func (m *Meter) needsUsage() bool { return m.charged || m.month != "" }
+
+func (m *Meter) reset() {
+	*m = Meter{limits: m.limits[:0], hold: m.hold[:0]}
+}
+
+// RateLimits is the ratelimit.admit service.
+type RateLimits struct {
+	log     *slog.Logger
+	limiter limiter.Limiter
+	counts  *Counts
+}
+
+// Serve is ratelimit.admit. The request is a header line
+// "MODE REPLICAS TOKENS" and then one line per limit:
+//
+//	tenant                the plan's rpm/tpm, shared by the tenant's keys
+//	key                   the key's own rpm/tpm overrides, on that key alone
+//	model PATTERN RPM TPM per tenant, if the model matches PATTERN (the first
+//	                      matching model line applies)
+//	anon RPM TPM          for a request without a tenant
+//
+// Lines that do not apply (no tenant, no override, no match) are skipped.
+// The host sets x-ratelimit-{limit,remaining,reset}-{requests,tokens} on
+// the response (and Retry-After when limited) and, when the request ends,
+// corrects the tokens charged with the real usage. The result is
+// "allowed", "limited requests|tokens LIMIT RETRY_AFTER_MS", "unlimited"
+// (no limit applies) or "unavailable" (Redis down under fail_closed).
+func (rl *RateLimits) Serve(c *Session, r *wasm.Request, req []byte) ([]byte, error) {
+	head, rest, _ := bytes.Cut(req, []byte{'\n'})
+	var buf [5][]byte
+	f := fields(buf[:], head)
+	if len(f) != 3 {
+		return nil, errBadRequest
+	}
+	var mode limiter.FailMode
+	switch string(f[0]) {
+	case "fail_open":
+		mode = limiter.FailOpen
+	case "fail_closed":
+		mode = limiter.FailClosed
+	default:
+		return nil, errBadRequest
+	}
+	replicas, ok1 := atoi(f[1])
+	tokens, ok2 := atoi(f[2])
+	if !ok1 || !ok2 || replicas < 0 || replicas > 1000 || tokens < 0 {
+		return nil, errBadRequest
+	}
+	m := &c.meter
+	limits := m.limits[:0]
+	t := r.Tenant
+	modelDone := false
+	for len(rest) > 0 {
+		var line []byte
+		line, rest, _ = bytes.Cut(rest, []byte{'\n'})
+		f = fields(buf[:], line)
+		if len(f) == 0 {
+			continue
+		}
+		switch string(f[0]) {
+		case "tenant":
+			if t != nil && (t.PlanRPM > 0 || t.PlanTPM > 0) {
+				limits = append(limits, limiter.Limit{Key: "t", RPM: max(t.PlanRPM, 0), TPM: max(t.PlanTPM, 0)})
+			}
+		case "key":
+			if t != nil && (t.KeyRPM > 0 || t.KeyTPM > 0) {
+				limits = append(limits, limiter.Limit{Key: "k:" + t.KeyID, RPM: max(t.KeyRPM, 0), TPM: max(t.KeyTPM, 0)})
+			}
+		case "model", "anon":
+			isModel := string(f[0]) == "model"
+			n := 3
+			if isModel {
+				n = 4
+			}
+			if len(f) != n {
+				return nil, errBadRequest
+			}
+			rpm, ok1 := atoi(f[n-2])
+			tpm, ok2 := atoi(f[n-1])
+			if !ok1 || !ok2 {
+				return nil, errBadRequest
+			}
+			switch {
+			case isModel:
+				if t == nil || modelDone {
+					continue
+				}
+				if ok, _ := path.Match(string(f[1]), string(r.Model)); ok {
+					modelDone = true
+					limits = append(limits, limiter.Limit{Key: "m:" + string(f[1]), RPM: rpm, TPM: tpm})
+				}
+			case t == nil:
+				limits = append(limits, limiter.Limit{Key: "anon", RPM: rpm, TPM: tpm})
+			}
+		default:
+			return nil, errBadRequest
+		}
+	}
+	m.limits = limits
+	if len(limits) == 0 {
+		return []byte("unlimited"), nil
+	}
+	tenantID := anonymousTenant
+	if t != nil {
+		tenantID = t.ID
+	}
+	lr := limiter.Request{Tenant: tenantID, Limits: limits, Tokens: tokens, OnError: mode, Replicas: int(replicas)}
+	d, err := rl.limiter.Admit(context.Background(), &lr)
+	if err != nil {
+		if errors.Is(err, limiter.ErrUnavailable) {
+			rl.counts.RateUnavailable.Add(1)
+			return []byte("unavailable"), nil
+		}
+		if errors.Is(err, limiter.ErrInvalid) {
+			return nil, errBadRequest
+		}
+		return nil, err
+	}
+	setRateHeaders(r, &d)
+	if !d.Allowed {
+		retry := max(d.RetryAfter, time.Millisecond)
+		kind, limit, k := "requests", d.LimitRequests, 0
+		if d.LimitRequests <= 0 || d.RemainingRequests > 0 {
+			kind, limit, k = "tokens", d.LimitTokens, 1
+		}
+		rl.counts.RateLimited[k].Add(1)
+		r.AddClientHeader("Retry-After", strconv.AppendInt(nil, int64((retry+time.Second-1)/time.Second), 10))
+		out := append(make([]byte, 0, 48), "limited "...)
+		out = append(out, kind...)
+		out = append(out, ' ')
+		out = strconv.AppendInt(out, limit, 10)
+		out = append(out, ' ')
+		out = strconv.AppendInt(out, ms(retry), 10)
+		return out, nil
+	}
+	for _, l := range limits {
+		if l.TPM > 0 && tokens > 0 {
+			m.tokens, m.mode, m.replicas, m.tenant, m.charged = tokens, mode, int(replicas), tenantID, true
+			break
+		}
+	}
+	return []byte("allowed"), nil
+}
+
+// setRateHeaders sets OpenAI's rate-limit headers for the most restrictive
+// limit of each kind.
+func setRateHeaders(r *wasm.Request, d *limiter.Decision) {
+	var b [32]byte
+	if d.LimitRequests > 0 {
+		r.AddClientHeader("x-ratelimit-limit-requests", strconv.AppendInt(b[:0], d.LimitRequests, 10))
+		r.AddClientHeader("x-ratelimit-remaining-requests", strconv.AppendInt(b[:0], d.RemainingRequests, 10))
+		r.AddClientHeader("x-ratelimit-reset-requests", appendReset(b[:0], d.ResetRequests))
+	}
+	if d.LimitTokens > 0 {
+		r.AddClientHeader("x-ratelimit-limit-tokens", strconv.AppendInt(b[:0], d.LimitTokens, 10))
+		r.AddClientHeader("x-ratelimit-remaining-tokens", strconv.AppendInt(b[:0], d.RemainingTokens, 10))
+		r.AddClientHeader("x-ratelimit-reset-tokens", appendReset(b[:0], d.ResetTokens))
+	}
+}
+
+// appendReset formats a reset time as OpenAI does: "20ms", "1.5s", "6m0s".
+func appendReset(dst []byte, d time.Duration) []byte {
+	return append(dst, max(d, 0).Round(time.Millisecond).String()...)
+}
+
+func ms(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
+
+// settle corrects the tokens charged at admission with the real usage.
+func (rl *RateLimits) settle(m *Meter, actual int64) {
+	if !m.charged {
+		return
+	}
+	m.charged = false
+	delta := actual - m.tokens
+	if delta == 0 {
+		return
+	}
+	if err := rl.limiter.Adjust(context.Background(), m.tenant, m.limits, delta, m.mode, m.replicas); err != nil {
+		rl.log.Warn("rate limit: token correction failed", "tenant", m.tenant, "err", err)
+	}
+}

@@ -1,0 +1,13 @@
+// Package proxy is Tollgate's HTTP front: the fasthttp server and its
+// routes (server.go), the policy state a request holds (state.go), and
+// forwarding — parse, route, plugins, the attempts over a route's
+// upstreams (attempt.go, route.go, provider.go), the reply — with the end
+// of each exchange (finish.go: one teardown path), the client's disconnect
+// watch and read-ahead, and what is measured of a request: metrics, the
+// access log and the call-log row, traces.
+//
+// What it hands off lives in packages of its own: a streamed reply's body
+// in proxy/stream, the plugins' host services in hostsvc, what outlives a
+// reload (Redis, limiter, budget counter, ledger) in accounting, the
+// cancel registry in cancels.
+package proxy

@@ -1,0 +1,126 @@
+package tenantstore
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tollgate/tollgate/gateway/internal/admin"
+	"github.com/tollgate/tollgate/gateway/internal/config"
+	"github.com/tollgate/tollgate/gateway/internal/store/mem"
+	"github.com/tollgate/tollgate/gateway/internal/store/pg"
+	"github.com/tollgate/tollgate/gateway/internal/tenant"
+)
+
+// Options are what Open needs besides the policy.
+type Options struct {
+	Log *slog.Logger
+	// PGTracer traces every statement of the Postgres store (nil: none).
+	PGTracer pgx.QueryTracer
+	// Budget and Cancel serve the admin API's budget and cancel
+	// endpoints (Postgres only).
+	Budget admin.BudgetCounter
+	Cancel func(ctx context.Context, id string) (bool, error)
+}
+
+// Tenants is an open tenant store: its cache, and the admin API over it.
+type Tenants struct {
+	// Cache is the cache in front of the store: what requests read.
+	Cache *tenant.Cache
+	// Admin serves the admin API; nil with the memory store.
+	Admin   http.Handler
+	closers []func() // run in order by Close
+}
+
+// Open builds the tenant store of p and its cache: the policy's tenants
+// section (memory) or Postgres, whose writes evict cached entries through
+// LISTEN/NOTIFY. On error what was opened is closed.
+func Open(p *config.Policy, o Options) (_ *Tenants, err error) {
+	t := new(Tenants)
+	defer func() {
+		if err != nil {
+			t.Close()
+		}
+	}()
+	var store tenant.Store
+	switch p.Store.Kind {
+	case config.StorePostgres:
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		db, err := pg.Open(ctx, p.Store.Postgres.DSN, pg.Options{MaxConns: p.Store.Postgres.MaxConns, Logger: o.Log, Tracer: o.PGTracer})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("tenant store: %w", err)
+		}
+		t.closers = append(t.closers, db.Close)
+		store = db
+	default:
+		m, err := mem.New(p.Tenants, os.LookupEnv)
+		if err != nil {
+			return nil, fmt.Errorf("tenants: %w", err)
+		}
+		store = m
+	}
+	opts := tenant.CacheOptions{NegativeTTL: p.Store.Cache.NegativeTTL, MaxEntries: p.Store.Cache.MaxEntries}
+	if ttl := p.Store.Cache.TTL; ttl != nil {
+		opts.TTL, opts.PassThrough = *ttl, *ttl == 0
+	}
+	cache, err := tenant.NewCache(store, opts)
+	if err != nil {
+		return nil, fmt.Errorf("tenant cache: %w", err)
+	}
+	db, isPG := store.(*pg.Store)
+	if isPG {
+		// Closers run in order: stop listening, then close the store.
+		t.closers = append([]func(){listen(db, cache, o.Log)}, t.closers...)
+	}
+	t.closers = append(t.closers, cache.Close)
+	t.Cache = cache
+	if isPG {
+		t.Admin = admin.NewHandler(db, cache, p.Admin.Token, o.Log.With("component", "admin"), admin.WithBudget(o.Budget), admin.WithCanceller(o.Cancel))
+	}
+	return t, nil
+}
+
+// listen evicts cache entries on the store's notifications until the
+// returned stop is called. It waits (a few seconds at most) until the
+// evictions are heard, so a write right after start is not missed (the
+// TTL would bound it); Postgres being slow does not hold the gateway back
+// for long.
+func listen(db *pg.Store, cache *tenant.Cache, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	listening := make(chan struct{})
+	var once sync.Once
+	go func() {
+		defer close(done)
+		db.Listen(ctx, func(payload string) {
+			// Every (re)connection starts with "all", once LISTEN is
+			// in effect.
+			once.Do(func() { close(listening) })
+			if err := cache.HandleNotify(payload); err != nil {
+				log.Warn("tenant cache eviction", "payload", payload, "err", err)
+			}
+		})
+	}()
+	select {
+	case <-listening:
+	case <-time.After(5 * time.Second):
+		log.Warn("tenant cache: eviction listener not connected yet; serving (entries expire with the cache TTL meanwhile)")
+	}
+	return func() { cancel(); <-done }
+}
+
+// Close stops the listener and closes the store and the cache. Safe on a
+// partly opened Tenants.
+func (t *Tenants) Close() {
+	for _, c := range t.closers {
+		c()
+	}
+	t.closers = nil
+}
