@@ -30,7 +30,7 @@ func (x *exchange) startTrace(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	h := &ctx.Request.Header
-	x.trace = observe.StartTrace(t, func(k string) string { return string(h.Peek(k)) }, &observe.TraceStart{
+	x.trace = observe.StartTrace(t.Tracer(), func(k string) string { return string(h.Peek(k)) }, &observe.TraceStart{
 		Operation: operationNames[x.ep], Model: string(x.req.Model), Route: endpointPath(x.ep),
 		RequestID: string(x.id), MaxTokens: int64(x.req.MaxTokens), HasMaxTokens: x.req.HasMaxTokens,
 		Start: x.start,

@@ -62,14 +62,11 @@ type TraceStart struct {
 	Start        time.Time // the request's arrival
 }
 
-// StartTrace starts a request's root span once its route is known,
-// continuing the caller's trace when header (the client's request header
-// lines, read through peek) carries a traceparent. t nil (tracing off)
-// returns nil.
-func StartTrace(t *obs.Tracing, peek func(key string) string, in *TraceStart) *Trace {
-	if t == nil {
-		return nil
-	}
+// StartTrace starts a request's root span with tracer once its route is
+// known, continuing the caller's trace when the client's request header
+// lines, read through peek, carry a traceparent. With tracing off there
+// is no tracer: do not call it.
+func StartTrace(tracer trace.Tracer, peek func(key string) string, in *TraceStart) *Trace {
 	parent := obs.Extract(context.Background(), peek)
 	attrs := []attribute.KeyValue{
 		obs.AttrOperation.String(in.Operation), obs.AttrRequestModel.String(in.Model),
@@ -79,7 +76,7 @@ func StartTrace(t *obs.Tracing, peek func(key string) string, in *TraceStart) *T
 	if in.HasMaxTokens {
 		attrs = append(attrs, obs.AttrMaxTokens.Int64(in.MaxTokens))
 	}
-	tr := &Trace{tracer: t.Tracer()}
+	tr := &Trace{tracer: tracer}
 	tr.ctx, tr.root = tr.tracer.Start(parent, in.Operation+" "+in.Model, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithTimestamp(in.Start), trace.WithAttributes(attrs...))
 	return tr
