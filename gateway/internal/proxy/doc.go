@@ -3,11 +3,14 @@
 // forwarding — parse, route, plugins, the attempts over a route's
 // upstreams (attempt.go, route.go, provider.go), the reply — with the end
 // of each exchange (finish.go: one teardown path), the client's disconnect
-// watch and read-ahead, and what is measured of a request: metrics, the
-// access log and the call-log row, traces.
+// watch and read-ahead, and what a finished request hands to be recorded
+// (record.go).
 //
 // What it hands off lives in packages of its own: a streamed reply's body
-// in proxy/stream, the plugins' host services in hostsvc, what outlives a
-// reload (Redis, limiter, budget counter, ledger) in accounting, the
-// cancel registry in cancels.
+// in proxy/stream; what is measured of a request (metrics, the access log
+// line, traces) in proxy/observe, which sees a finished request as one
+// observe.Finished value; the plugins' host services in hostsvc; what
+// outlives a reload (Redis, limiter, budget counter, ledger) and the
+// call-log row's charges and write in accounting; the cancel registry in
+// cancels.
 package proxy

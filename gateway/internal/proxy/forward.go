@@ -14,6 +14,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/cancels"
 	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
+	"github.com/tollgate/tollgate/gateway/internal/proxy/observe"
 	"github.com/tollgate/tollgate/gateway/internal/proxy/stream"
 	"github.com/tollgate/tollgate/gateway/internal/upstream"
 	"github.com/tollgate/tollgate/gateway/wasm"
@@ -44,10 +45,10 @@ type exchange struct {
 
 	// For the call log and the end phase.
 	start     time.Time
-	firstByte time.Duration // until the upstream's response headers; -1: none
-	upSent    time.Duration // until the first attempt went upstream
-	trace     *reqTrace     // nil unless the request is traced (trace.go)
-	total     time.Duration // until the reply ended (set by end)
+	firstByte time.Duration  // until the upstream's response headers; -1: none
+	upSent    time.Duration  // until the first attempt went upstream
+	trace     *observe.Trace // nil unless the request is traced (trace.go)
+	total     time.Duration  // until the reply ended (set by end)
 	// usagePending: a non-streamed reply whose usage is read after it
 	// went out, by the end work (finish.go).
 	usagePending bool
@@ -299,7 +300,7 @@ func (x *exchange) startPlugins(ctx *fasthttp.RequestCtx, body []byte) {
 	wr.ClientHeader = &ctx.Request.Header
 	x.svc.Bind(x.st.services)
 	wr.Services = &x.svc
-	wr.Tracer = x.trace.callTracer()
+	wr.Tracer = x.trace.CallTracer()
 	x.wr = wr
 }
 
@@ -324,7 +325,7 @@ func (x *exchange) buildHeader(ctx *fasthttp.RequestCtx, f *headerFilter) {
 		x.header = append(x.header, h.Value...)
 		x.header = append(x.header, "\r\n"...)
 	}
-	x.header = x.trace.appendTraceContext(x.header)
+	x.header = x.trace.AppendTraceContext(x.header)
 }
 
 func (x *exchange) applyClientHeaders(ctx *fasthttp.RequestCtx) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
 	"github.com/tollgate/tollgate/gateway/internal/obs"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
+	"github.com/tollgate/tollgate/gateway/internal/proxy/observe"
 	"github.com/tollgate/tollgate/gateway/wasm"
 )
 
@@ -57,7 +59,7 @@ type Server struct {
 	svcCounts hostsvc.Counts
 	cancels   *cancels.Registry
 	fin       *finisher
-	obs       *observer
+	obs       *observe.Metrics
 	tracing   *obs.Tracing // nil: tracing off
 	state     atomic.Pointer[state]
 	srv       *fasthttp.Server
@@ -103,13 +105,18 @@ func New(p *config.Policy, log *slog.Logger, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	s.host = host
-	s.obs = newObserver(s) // before the pools: it wraps their tracers
+	s.obs = observe.NewMetrics(s.pgTracer, s.ledgerTracer) // before the pools: it wraps their tracers
+	s.pgTracer, s.ledgerTracer = s.obs.PGTracers()
 	if s.acct, err = accounting.New(p, log, s.ledgerTracer); err != nil {
 		host.Close()
 		return nil, err
 	}
 	s.cancels = cancels.New(log.With("component", "cancel"), s.acct.Redis, p.Server.CancelPollInterval)
 	s.fin = new(finisher)
+	s.obs.SetSources(observe.Sources{
+		Inflight: &s.inflight, Reloads: &s.reloads, Accounting: s.acct, Cancels: s.cancels,
+		Services: &s.svcCounts, Upstreams: s.readUpstreams,
+	})
 	if s.tracing, err = obs.NewTracing(context.Background(), p.Tracing, log); err != nil {
 		s.cancels.Close()
 		s.acct.Close(context.Background())
@@ -387,3 +394,6 @@ type fasthttpLogger struct{ log *slog.Logger }
 func (l fasthttpLogger) Printf(format string, args ...any) {
 	l.log.Debug(fmt.Sprintf(format, args...), "component", "fasthttp")
 }
+
+// MetricsHandler serves Prometheus metrics (observe.Metrics.Handler).
+func (s *Server) MetricsHandler() http.Handler { return s.obs.Handler() }

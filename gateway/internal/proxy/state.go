@@ -81,7 +81,7 @@ func (s *Server) newState(p *config.Policy) (_ *state, err error) {
 		st.health = append(st.health, h)
 	}
 	st.routes = newRouter(p, st.clients, st.filters, health, time.Now())
-	s.obs.attach(st)
+	st.closers = append(st.closers, s.obs.Attach(st.pipeline, st.tenants))
 	return st, nil
 }
 
@@ -148,3 +148,12 @@ func (s *Server) Reload(p *config.Policy) error {
 
 // Reloads counts successful reloads.
 func (s *Server) Reloads() int64 { return s.reloads.Load() }
+
+// readUpstreams calls read with the current policy's upstreams (metrics
+// read their counters); not at all once the server has shut down.
+func (s *Server) readUpstreams(read func([]*balance.Upstream)) {
+	if st := s.acquireState(); st != nil {
+		defer st.release()
+		read(st.health)
+	}
+}

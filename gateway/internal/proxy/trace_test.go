@@ -6,7 +6,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/tollgate/tollgate/gateway/internal/calllog"
+	"github.com/tollgate/tollgate/gateway/internal/proxy/observe"
 	"github.com/tollgate/tollgate/gateway/internal/proxy/stream"
 )
 
@@ -16,15 +16,15 @@ func TestTracingOffCostsNothing(t *testing.T) {
 	x := &exchange{s: &Server{}, up: stream.Counters{TTFT: -1}}
 	var ctx fasthttp.RequestCtx
 	ctx.Request.Header.Set("Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
-	row := &calllog.Row{}
+	row := &observe.Finished{}
 	x.header = make([]byte, 0, 64)
 	allocs := testing.AllocsPerRun(1000, func() {
 		x.startTrace(&ctx)
-		if x.trace.callTracer() != nil {
+		if x.trace.CallTracer() != nil {
 			t.Fatal("a tracer without tracing")
 		}
 		x.traceUpstreamStart()
-		x.header = x.trace.appendTraceContext(x.header[:0])
+		x.header = x.trace.AppendTraceContext(x.header[:0])
 		x.traceUpstreamEnd(nil, context.Canceled)
 		x.finishTrace(row)
 		x.abandonTrace()

@@ -1,4 +1,4 @@
-package proxy
+package observe
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,13 +29,13 @@ func describeUpstreams(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// collectUpstreams reports the health metrics of st's upstreams.
-func collectUpstreams(ch chan<- prometheus.Metric, st *state) {
+// collectUpstreams reports the health metrics of a policy's upstreams.
+func collectUpstreams(ch chan<- prometheus.Metric, health []*balance.Upstream) {
 	metric := func(d *prometheus.Desc, t prometheus.ValueType, v int64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, t, float64(v), labels...)
 	}
 	outcomes := balance.Outcomes()
-	for _, u := range st.health {
+	for _, u := range health {
 		name := u.Name()
 		s := u.Stats()
 		for _, o := range outcomes {

@@ -1,4 +1,4 @@
-package proxy
+package observe
 
 import (
 	"sync"
@@ -22,7 +22,7 @@ import (
 // the counters of those already closed.
 type stateTotals struct {
 	mu      sync.Mutex // guards the fields; held for a scrape's sums, never across I/O
-	live    map[*state]struct{}
+	live    map[*attached]struct{}
 	cache   tenant.CacheStats
 	plugins map[string]*pluginTotals
 }
@@ -70,15 +70,20 @@ func addCacheStats(dst *tenant.CacheStats, s tenant.CacheStats) {
 	dst.CapacityEvictions += s.CapacityEvictions
 }
 
-// cacheOf is st's tenant cache; nil when it has none.
-func cacheOf(st *state) *tenant.Cache {
-	return st.tenants
+// attached is a policy state's parts the metrics read: its plugins and
+// its tenant cache (nil when it has none).
+type attached struct {
+	pipeline *wasm.Pipeline
+	cache    *tenant.Cache
 }
 
-// attach instruments st's plugins (per-phase histograms, rejections) and
-// counts st among the live states until it closes. Call it once st is
+// Attach instruments a policy state's plugins (per-phase histograms,
+// rejections) and counts its plugins' and tenant cache's counters
+// (cache nil: none) among the live states' until the returned retire
+// runs; the state calls it when it closes. Call Attach once the state is
 // complete, before it serves.
-func (o *observer) attach(st *state) {
+func (o *Metrics) Attach(pipeline *wasm.Pipeline, cache *tenant.Cache) (retire func()) {
+	st := &attached{pipeline: pipeline, cache: cache}
 	for _, p := range st.pipeline.Plugins() {
 		name, ph := p.Name(), p.Phases()
 		var in wasm.Instruments
@@ -103,11 +108,11 @@ func (o *observer) attach(st *state) {
 	t.mu.Lock()
 	t.live[st] = struct{}{}
 	t.mu.Unlock()
-	st.closers = append(st.closers, func() { o.retire(st) })
+	return func() { o.retire(st) }
 }
 
 // retire moves a closed state's counters into the totals.
-func (o *observer) retire(st *state) {
+func (o *Metrics) retire(st *attached) {
 	t := &o.states
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -115,7 +120,7 @@ func (o *observer) retire(st *state) {
 		return
 	}
 	delete(t.live, st)
-	if c := cacheOf(st); c != nil {
+	if c := st.cache; c != nil {
 		addCacheStats(&t.cache, c.Stats())
 	}
 	for _, p := range st.pipeline.Plugins() {
@@ -138,7 +143,7 @@ func (t *stateTotals) sums() (tenant.CacheStats, map[string]*pluginTotals) {
 		plugins[k] = v.clone()
 	}
 	for st := range t.live {
-		if c := cacheOf(st); c != nil {
+		if c := st.cache; c != nil {
 			addCacheStats(&cache, c.Stats())
 		}
 		for _, p := range st.pipeline.Plugins() {
@@ -183,7 +188,7 @@ var txRowBuckets = func() []float64 {
 
 // collectStates reports the metrics of the states' plugins and caches, the
 // host services and the Postgres pools.
-func (o *observer) collectStates(ch chan<- prometheus.Metric, s *Server) {
+func (o *Metrics) collectStates(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v int64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
@@ -209,20 +214,14 @@ func (o *observer) collectStates(ch chan<- prometheus.Metric, s *Server) {
 	counter(mCacheEvictions, int64(cache.Evictions), "invalidation")
 	counter(mCacheEvictions, int64(cache.CapacityEvictions), "capacity")
 
-	c := &s.svcCounts
-	counter(mRateRejections, c.RateLimited[0].Load(), "requests")
-	counter(mRateRejections, c.RateLimited[1].Load(), "tokens")
-	counter(mRateRejections, c.RateUnavailable.Load(), "unavailable")
-	for op := range c.Budget {
-		for r := range c.Budget[op] {
-			counter(mBudgetResults, c.Budget[op][r].Load(), hostsvc.BudgetOps[op], hostsvc.BudgetResultNames[r])
-		}
+	if c := o.src.Services; c != nil {
+		o.collectServices(ch, c)
 	}
 	counter(mPGStatements, o.pgTenants.Count(), "tenants")
 	counter(mPGStatements, o.pgLedger.Count(), "ledger")
 
-	if s.acct.Ledger != nil {
-		l := s.acct.Ledger.Stats()
+	if led := o.src.Accounting.Ledger; led != nil {
+		l := led.Stats()
 		buckets := make(map[float64]uint64, len(txRowBuckets))
 		var n uint64
 		for i, c := range l.TxSizes {
@@ -233,5 +232,20 @@ func (o *observer) collectStates(ch chan<- prometheus.Metric, s *Server) {
 		}
 		ch <- prometheus.MustNewConstHistogram(mLedgerTxRows, n, float64(l.Rows), buckets)
 		counter(mLedgerDups, l.Duplicates)
+	}
+}
+
+// collectServices reports the host services' decisions.
+func (o *Metrics) collectServices(ch chan<- prometheus.Metric, c *hostsvc.Counts) {
+	counter := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	counter(mRateRejections, c.RateLimited[0].Load(), "requests")
+	counter(mRateRejections, c.RateLimited[1].Load(), "tokens")
+	counter(mRateRejections, c.RateUnavailable.Load(), "unavailable")
+	for op := range c.Budget {
+		for r := range c.Budget[op] {
+			counter(mBudgetResults, c.Budget[op][r].Load(), hostsvc.BudgetOps[op], hostsvc.BudgetResultNames[r])
+		}
 	}
 }
