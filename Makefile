@@ -26,12 +26,12 @@ test: test-deps vet unit deploycheck fuzz-short
 
 # Installs what the tests need and is missing: redis-server (tests start
 # their own on a free port; so do the Postgres tests, from the installed
-# PostgreSQL binaries), promtool (Debian's prometheus package; the metrics
-# test checks /metrics with it) and the OpenAI and Anthropic Node SDKs used
-# as real clients by the end-to-end tests.
+# PostgreSQL binaries) and the OpenAI and Anthropic Node SDKs used as real
+# clients by the end-to-end tests. The metrics tests lint /metrics with
+# promlint in-process, the linter `promtool check metrics` runs, so
+# Debian's prometheus package is not needed.
 test-deps:
 	@command -v redis-server >/dev/null || test -x /usr/bin/redis-server || { apt-get update -qq && apt-get install -y -qq redis-server; }
-	@command -v promtool >/dev/null || { apt-get update -qq && apt-get install -y -qq prometheus; }
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || { apt-get update -qq && apt-get install -y -qq postgresql; }
 	@command -v node >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm; }
 	@test -d $(NODE_E2E)/node_modules/openai -a -d $(NODE_E2E)/node_modules/@anthropic-ai/sdk || (cd $(NODE_E2E) && npm ci --no-audit --no-fund)
