@@ -4,7 +4,7 @@ GO    ?= go
 BIN   := bin
 NODE_E2E := gateway/e2e/testdata/node
 
-.PHONY: all build plugins run test test-deps vet unit deploycheck fuzz-short fuzz bench drills clean
+.PHONY: all build plugins run test test-deps vet unit low-priority-checks deploycheck fuzz-short fuzz bench drills clean
 
 all: build
 
@@ -21,19 +21,36 @@ plugins: build
 run: build
 	@POLICY=$(POLICY) scripts/run.sh
 
-# test: the whole suite, as CI runs it (.ci/run).
-test: test-deps vet unit deploycheck fuzz-short
+# test: the whole suite, as CI runs it (.ci/run). After test-deps and vet,
+# two tracks run at once: the package tests then the end-to-end tests at
+# normal priority, and deploycheck then fuzz-short at the lowest (nice 19).
+# The second track is CPU-bound; the end-to-end tests spend much of their
+# time waiting on sleeps, timeouts and held streams, and the low priority
+# gives the second track that idle CPU without taking CPU from the tests,
+# whose timing it would otherwise disturb. Each track's output is printed
+# when it ends.
+test: test-deps vet
+	@$(MAKE) --no-print-directory -j2 --output-sync=target unit low-priority-checks
+
+# low-priority-checks: deploycheck and fuzz-short at nice 19 (see test).
+low-priority-checks:
+	@nice -n 19 $(MAKE) --no-print-directory -j1 deploycheck fuzz-short
 
 # Installs what the tests need and is missing: redis-server (tests start
 # their own on a free port; so do the Postgres tests, from the installed
 # PostgreSQL binaries) and the OpenAI and Anthropic Node SDKs used as real
 # clients by the end-to-end tests. The metrics tests lint /metrics with
 # promlint in-process, the linter `promtool check metrics` runs, so
-# Debian's prometheus package is not needed.
+# Debian's prometheus package is not needed. What is missing is installed
+# with one `apt-get update` and without recommended packages (npm's
+# recommends pull in node-tap and its tree; ca-certificates, which npm ci
+# needs for the registry, is named).
 test-deps:
-	@command -v redis-server >/dev/null || test -x /usr/bin/redis-server || { apt-get update -qq && apt-get install -y -qq redis-server; }
-	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || { apt-get update -qq && apt-get install -y -qq postgresql; }
-	@command -v node >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm; }
+	@missing=; \
+	command -v redis-server >/dev/null || test -x /usr/bin/redis-server || missing="$$missing redis-server"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || missing="$$missing postgresql"; \
+	command -v node >/dev/null || missing="$$missing nodejs npm ca-certificates"; \
+	test -z "$$missing" || { apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; }
 	@test -d $(NODE_E2E)/node_modules/openai -a -d $(NODE_E2E)/node_modules/@anthropic-ai/sdk || (cd $(NODE_E2E) && npm ci --no-audit --no-fund)
 
 vet:
