@@ -4,7 +4,7 @@ GO    ?= go
 BIN   := bin
 NODE_E2E := gateway/e2e/testdata/node
 
-.PHONY: all build plugins run test test-deps vet unit low-priority-checks deploycheck fuzz-short fuzz bench drills clean
+.PHONY: all build plugins run test test-deps modules vet unit low-priority-checks deploycheck fuzz-short fuzz bench drills clean
 
 all: build
 
@@ -28,13 +28,23 @@ run: build
 # time waiting on sleeps, timeouts and held streams, and the low priority
 # gives the second track that idle CPU without taking CPU from the tests,
 # whose timing it would otherwise disturb. Each track's output is printed
-# when it ends.
-test: test-deps vet
+# when it ends. Before them, test-deps (apt, npm) and the Go module
+# downloads of both modules wait on the network together.
+test:
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-deps modules
+	@$(MAKE) --no-print-directory vet
 	@$(MAKE) --no-print-directory -j2 --output-sync=target unit low-priority-checks
 
-# low-priority-checks: deploycheck and fuzz-short at nice 19 (see test).
+# low-priority-checks: deploycheck then fuzz-short at nice 19 (see test).
 low-priority-checks:
-	@nice -n 19 $(MAKE) --no-print-directory -j1 deploycheck fuzz-short
+	@nice -n 19 $(MAKE) --no-print-directory deploycheck
+	@nice -n 19 $(MAKE) --no-print-directory fuzz-short
+
+# modules: the modules the gateway and tools/deploycheck need, into the
+# module cache (a no-op when they are there).
+modules:
+	$(GO) mod download
+	cd tools/deploycheck && $(GO) mod download
 
 # Installs what the tests need and is missing: redis-server (tests start
 # their own on a free port; so do the Postgres tests, from the installed
