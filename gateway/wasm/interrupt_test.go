@@ -242,7 +242,9 @@ func TestInstrumentTestPlugin(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	rt := wazero.NewRuntime(ctx)
+	// The hosts' compilation cache: the pipeline tests load these same
+	// bytes, and one compile serves both.
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(testHost(t).cache))
 	defer rt.Close(ctx)
 	if _, err := rt.CompileModule(ctx, out); err != nil {
 		t.Fatalf("instrumented Go plugin does not compile: %v", err)

@@ -81,12 +81,11 @@ func Load(t testing.TB, path, config string, opts ...Options) *Plugin {
 func LoadErr(t testing.TB, path, config string, opts ...Options) (*Plugin, error) {
 	t.Helper()
 	hostOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "tollgate-plugintest")
-		if err != nil {
-			hostErr = err
-			return
-		}
-		host, hostErr = wasm.NewHost(dir, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		// Compiled code is cached where the gateway caches it by default
+		// (the user cache dir), so a plugin is compiled once per machine
+		// rather than once per test process: under the race detector one
+		// compile takes 10-20 s of CPU.
+		host, hostErr = wasm.NewHost("", slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	})
 	if hostErr != nil {
 		return nil, hostErr

@@ -154,11 +154,11 @@ func TestMessagesErrors(t *testing.T) {
 }
 
 func TestMessagesRecordings(t *testing.T) {
-	sseRec, err := os.ReadFile("../anthropic/testdata/text_then_tool.sse")
+	sseRec, err := os.ReadFile("../../anthropic/testdata/text_then_tool.sse")
 	if err != nil {
 		t.Fatal(err)
 	}
-	jsonRec, err := os.ReadFile("../anthropic/testdata/response_text.json")
+	jsonRec, err := os.ReadFile("../../anthropic/testdata/response_text.json")
 	if err != nil {
 		t.Fatal(err)
 	}
