@@ -46,6 +46,13 @@ type clientWatch = clientConn
 type watchState struct {
 	token uint64       // registration; 0: not yet, unwatchable: cannot be
 	gone  atomic.Value // func(error): the running request's cancel, or noGone
+	// hup is set when the peer's hang-up was seen. The watch is
+	// edge-triggered, so an edge that arrives while no request is
+	// watching (a client that hangs up while its request is still being
+	// read or admitted) comes only once: watchClient reads hup after it
+	// stores gone, and the loop reads gone after it sets hup, so one of
+	// the two always calls the request's cancel (twice is harmless).
+	hup atomic.Bool
 }
 
 const unwatchable = ^uint64(0)
@@ -65,6 +72,9 @@ func watchClient(c net.Conn, gone func(error)) *clientWatch {
 		return nil
 	}
 	cc.watch.gone.Store(gone)
+	if cc.watch.hup.Load() {
+		gone(ErrClientGone)
+	}
 	return cc
 }
 
@@ -141,6 +151,7 @@ func (d *disconnects) loop() {
 			if cc == nil {
 				continue
 			}
+			cc.watch.hup.Store(true)
 			if gone, _ := cc.watch.gone.Load().(func(error)); gone != nil {
 				gone(ErrClientGone)
 			}

@@ -56,3 +56,34 @@ func TestWatchPerConnection(t *testing.T) {
 		t.Fatal("a closed connection stayed in the watcher's set")
 	}
 }
+
+// A client that hangs up while no request of its connection is watching
+// (its request still being read or admitted) is noticed by the next
+// watch: the edge-triggered event came once, while the watch held noGone.
+func TestWatchHangUpBeforeWatch(t *testing.T) {
+	cc, peer := tcpPair(t)
+	defer cc.forget()
+	w := watchClient(cc, func(error) {})
+	if w == nil {
+		t.Fatal("a TCP connection could not be watched")
+	}
+	w.stop() // between requests: nothing watches
+	peer.Close()
+	deadline := time.Now().Add(2 * time.Second)
+	for !cc.watch.hup.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("the hang-up was never seen")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	got := make(chan error, 1)
+	watchClient(cc, func(err error) { got <- err })
+	select {
+	case err := <-got:
+		if !errors.Is(err, ErrClientGone) {
+			t.Fatalf("cause %v, want ErrClientGone", err)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("a hang-up before the watch started was not noticed")
+	}
+}
