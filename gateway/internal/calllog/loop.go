@@ -25,9 +25,9 @@ func (w *Writer) run() {
 		}
 		select {
 		case r := <-w.queue:
-			w.persist(w.fill(r))
+			w.persist(w.fill(r, w.opts.MaxBatch))
 		case req := <-w.handoff:
-			w.spoolHandoffs(req)
+			w.takeHandoff(req)
 		case <-tick:
 			w.replay()
 		case <-w.stop:
@@ -39,11 +39,10 @@ func (w *Writer) run() {
 }
 
 // fill returns a batch of first and whatever else is queued or arrives
-// within Linger, up to MaxBatch rows. The batch is valid until the next
-// fill.
-func (w *Writer) fill(first Row) []Row {
+// within Linger, up to max rows. The batch is valid until the next fill.
+func (w *Writer) fill(first Row, max int) []Row {
 	w.buf = append(w.buf[:0], first)
-	for len(w.buf) < w.opts.MaxBatch {
+	for len(w.buf) < max {
 		select {
 		case r := <-w.queue:
 			w.buf = append(w.buf, r)
@@ -53,7 +52,7 @@ func (w *Writer) fill(first Row) []Row {
 		break
 	}
 	// Linger only for Postgres: a spooling writer is catching up.
-	if w.opts.Linger <= 0 || len(w.buf) >= w.opts.MaxBatch || w.pool == nil || w.spooling.Load() {
+	if w.opts.Linger <= 0 || len(w.buf) >= max || w.pool == nil || w.spooling.Load() {
 		return w.buf
 	}
 	if w.linger == nil {
@@ -62,7 +61,7 @@ func (w *Writer) fill(first Row) []Row {
 		w.linger.Reset(w.opts.Linger)
 	}
 	defer w.linger.Stop()
-	for len(w.buf) < w.opts.MaxBatch {
+	for len(w.buf) < max {
 		select {
 		case r := <-w.queue:
 			w.buf = append(w.buf, r)
@@ -93,10 +92,16 @@ func (w *Writer) persist(rows []Row) {
 // spoolHandoffs appends the rows of req and of every other waiting inline
 // Write with one fsync, and answers them all.
 func (w *Writer) spoolHandoffs(req handoffReq) {
+	w.spoolHandoffsUpTo(req, w.opts.MaxBatch)
+}
+
+// spoolHandoffsUpTo is spoolHandoffs taking other waiting Writes only
+// while the rows number fewer than max; it returns how many it appended.
+func (w *Writer) spoolHandoffsUpTo(req handoffReq, max int) int {
 	reqs := []handoffReq{req}
 	rows := append([]Row(nil), req.rows...)
 collect:
-	for len(rows) < w.opts.MaxBatch {
+	for len(rows) < max {
 		select {
 		case r := <-w.handoff:
 			reqs = append(reqs, r)
@@ -109,6 +114,7 @@ collect:
 	for _, r := range reqs {
 		r.done <- err
 	}
+	return len(rows)
 }
 
 // spoolRows appends rows to the spool, and from then on new rows follow
@@ -148,11 +154,18 @@ func (w *Writer) spoolRows(rows []Row) error {
 
 // replay probes Postgres and, if it answers, writes the spooled rows to it
 // in order, MaxBatch at a time, then empties the spool and returns to
-// writing to Postgres directly. Between batches it moves newly queued rows
-// to the end of the spool, so they neither wait for the whole replay nor
-// pass it. If Postgres fails again it stops, remembering how far it got.
-// Replaying a row twice (after a crash mid-replay) is harmless: see
-// ledger.go.
+// writing to Postgres directly. If Postgres fails again it stops,
+// remembering how far it got. Replaying a row twice (after a crash
+// mid-replay) is harmless: see ledger.go.
+//
+// Rows that arrive meanwhile wait in the queue, newer than every spooled
+// row, and go to Postgres when the replay is done. Only when the queue is
+// half full does it move some of them to the end of the spool between
+// batches, and then at most half a batch, so Write need not wait while the
+// queue has room and the spool still shrinks by at least half a batch per
+// transaction: the replay ends however fast rows arrive. When arrivals
+// outpace that, the queue fills and Write waits for the loop
+// (back-pressure), at most until the replay ends.
 func (w *Writer) replay() {
 	if w.pool == nil || w.ctx.Err() != nil {
 		return
@@ -191,7 +204,9 @@ func (w *Writer) replay() {
 			w.log.Error("spool damaged; discarding its unreadable rest", "err", rerr,
 				"bytes", w.sp.size-w.replayOff)
 		}
-		if rerr != nil || len(rows) == 0 {
+		// A short read is the end of the spool: only this goroutine
+		// appends to it.
+		if rerr != nil || len(rows) < w.opts.MaxBatch {
 			if err := w.sp.truncate(0); err != nil {
 				w.log.Error("cannot empty the replayed spool; retrying later", "err", err)
 				return
@@ -202,24 +217,49 @@ func (w *Writer) replay() {
 			w.log.Info("spool replayed to Postgres", "rows", replayed, "duration", time.Since(start))
 			return
 		}
-		w.absorb()
+		if 2*len(w.queue) >= cap(w.queue) {
+			w.absorb(max(w.opts.MaxBatch/2, 1))
+		}
 	}
 }
 
-// absorb moves to the spool, without waiting, one batch of queued rows and
-// the rows of waiting inline Writes: as much as one replay batch, so the
-// replay keeps ahead of arrivals.
-func (w *Writer) absorb() {
+// absorb moves to the spool, without waiting, up to about budget rows:
+// queued rows first, then those of waiting inline Writes (a Write's rows
+// are never split, so the last one taken may pass the budget by its own).
+func (w *Writer) absorb(budget int) {
 	select {
 	case r := <-w.queue:
-		_ = w.spoolRows(w.fill(r))
+		rows := w.fill(r, budget)
+		budget -= len(rows)
+		_ = w.spoolRows(rows)
 	default:
+	}
+	if budget <= 0 {
+		return
 	}
 	select {
 	case req := <-w.handoff:
-		w.spoolHandoffs(req)
+		w.spoolHandoffsUpTo(req, budget)
 	default:
 	}
+}
+
+// takeHandoff stores the rows of an inline Write that found the queue
+// full: in Postgres if the Writer is not spooling (the spool was replayed
+// while it waited), else, or if Postgres fails, in the spool.
+func (w *Writer) takeHandoff(req handoffReq) {
+	if w.pool == nil || w.spooling.Load() {
+		w.spoolHandoffs(req)
+		return
+	}
+	n, err := w.store(w.ctx, req.rows)
+	if err == nil {
+		req.done <- nil
+		return
+	}
+	w.log.Warn("Postgres unavailable; spooling call-log rows until it answers",
+		"err", err, "rows", len(req.rows)-n, "spool", w.sp.path)
+	req.done <- w.spoolRows(req.rows[n:])
 }
 
 // drain stores what is queued when Close has stopped the Writes.
@@ -230,7 +270,7 @@ func (w *Writer) drain() {
 	for {
 		select {
 		case r := <-w.queue:
-			w.persist(w.fill(r))
+			w.persist(w.fill(r, w.opts.MaxBatch))
 		default:
 			return
 		}
