@@ -34,8 +34,11 @@
 // passes a spooled one (except an inline Write whose own transaction was
 // already under way, which may commit first). Postgres is probed every Options.RetryInterval;
 // when it answers, the spool is replayed in order, MaxBatch rows per
-// transaction, then emptied, and rows go to Postgres directly again. The
-// spool grows by about 200 bytes per row while Postgres is away. A Writer
+// transaction, then emptied, and rows go to Postgres directly again. Rows
+// that arrive during the replay wait in the queue; only a queue half full
+// sends some to the end of the spool, never more than half a batch per
+// replayed batch, so the replay ends however fast rows arrive (past that
+// pace Write waits: back-pressure, not loss). The spool grows by about 200 bytes per row while Postgres is away. A Writer
 // without a pool only spools (a gateway without Postgres). One Writer at a
 // time may use a SpoolDir (flock).
 //
