@@ -32,7 +32,7 @@ impl Plugin for DenyGuard {
             match key.as_str() {
                 "deny" => self.deny = terms(v)?,
                 "replacement" => {
-                    let s = v.as_str().ok_or_else(|| format!("denyguard: \"replacement\" is {}: write a string, e.g. \"[blocked]\"", v.kind()))?;
+                    let s = v.as_str().ok_or_else(|| format!("denyguard: \"replacement\" is {}, not a string: write e.g. \"[blocked]\"", v.kind()))?;
                     self.replacement = s.as_bytes().to_vec();
                 }
                 _ => return Err(format!("denyguard: unknown config field {:?}: the fields are \"deny\" and \"replacement\"", key)),
@@ -82,13 +82,13 @@ const EXAMPLE: &str = r#"{"deny": ["secret"], "replacement": "[blocked]"}"#;
 
 /// The deny terms of the config, in lower case.
 fn terms(v: &Value) -> Result<Vec<Vec<u8>>, String> {
-    let list = v.as_array().ok_or_else(|| format!("denyguard: \"deny\" is {}: write an array of terms, e.g. {}", v.kind(), EXAMPLE))?;
+    let list = v.as_array().ok_or_else(|| format!("denyguard: \"deny\" is {}, not an array: write an array of terms, e.g. {}", v.kind(), EXAMPLE))?;
     if list.is_empty() {
         return Err(format!("denyguard: \"deny\" is empty: list at least one term, e.g. {}", EXAMPLE));
     }
     let mut out = Vec::with_capacity(list.len());
     for (i, t) in list.iter().enumerate() {
-        let t = t.as_str().ok_or_else(|| format!("denyguard: deny[{}] is {}: every term is a string", i, t.kind()))?;
+        let t = t.as_str().ok_or_else(|| format!("denyguard: deny[{}] is {}, not a string: every term is a string", i, t.kind()))?;
         if t.is_empty() || t.len() > MAX_TERM {
             return Err(format!("denyguard: deny[{}] is {} bytes long: a term has 1 to {} bytes", i, t.len(), MAX_TERM));
         }
@@ -161,10 +161,10 @@ mod tests {
             (r#"[]"#, "not an object"),
             (r#"{}"#, "\"deny\" is missing"),
             (r#"{"deny": []}"#, "\"deny\" is empty"),
-            (r#"{"deny": "a"}"#, "\"deny\" is a string"),
+            (r#"{"deny": "a"}"#, "\"deny\" is a string, not an array"),
             (r#"{"deny": [""]}"#, "deny[0] is 0 bytes long"),
-            (r#"{"deny": ["a", 1]}"#, "deny[1] is a number"),
-            (r#"{"deny": ["a"], "replacement": 1}"#, "\"replacement\" is a number"),
+            (r#"{"deny": ["a", 1]}"#, "deny[1] is a number, not a string"),
+            (r#"{"deny": ["a"], "replacement": 1}"#, "\"replacement\" is a number, not a string"),
             (r#"{"deny": ["a"], "extra": 1}"#, "unknown config field \"extra\""),
             (r#"{"deny": "#, "not JSON"),
         ];
