@@ -2,6 +2,8 @@
 SHELL := /bin/bash
 GO    ?= go
 BIN   := bin
+# The SDK packages a plugin compiles (GOOS=wasip1), relative to sdk/.
+SDK_GUEST_PKGS := . ./abi
 NODE_E2E := gateway/e2e/testdata/node
 
 .PHONY: all build plugins run test test-deps modules vet unit low-priority-checks deploycheck fuzz-short fuzz bench drills clean
@@ -53,6 +55,7 @@ low-priority-checks:
 # module cache (a no-op when they are there).
 modules:
 	$(GO) mod download
+	cd sdk && $(GO) mod download
 	cd tools/deploycheck && $(GO) mod download
 
 # Installs what the tests need and is missing: redis-server (tests start
@@ -72,14 +75,18 @@ test-deps:
 	test -z "$$missing" || { apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; }
 	@test -d $(NODE_E2E)/node_modules/openai -a -d $(NODE_E2E)/node_modules/@anthropic-ai/sdk || (cd $(NODE_E2E) && npm ci --no-audit --no-fund)
 
+# vet: both modules, the SDK's guest packages also as a plugin builds them
+# (wasip1), and the SDK module on its own go.mod (its go directive is the Go
+# version plugin authors need).
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	cd sdk && $(GO) vet ./... && GOOS=wasip1 GOARCH=wasm $(GO) vet $(SDK_GUEST_PKGS)
 
 # The end-to-end tests start processes and hold thousands of streams: they
 # run after the package tests rather than beside them on 2 cores.
 unit:
-	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v /gateway/e2e)
+	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... github.com/tollgate/tollgate/sdk/... | grep -v /gateway/e2e)
 	$(GO) test -race -count=1 -timeout 20m ./gateway/e2e/
 
 # deploycheck: the Helm chart rendered with Helm's engine and decoded strictly
