@@ -60,8 +60,10 @@ modules:
 
 # Installs what the tests need and is missing: redis-server (tests start
 # their own on a free port; so do the Postgres tests, from the installed
-# PostgreSQL binaries) and the OpenAI and Anthropic Node SDKs used as real
-# clients by the end-to-end tests. The metrics tests lint /metrics with
+# PostgreSQL binaries), Debian's Rust compiler with its wasm32 standard
+# library and lld (the Rust plugin SDK's tests build plugins with
+# /usr/bin/rustc; rustup's rustc, if any, is not used) and the OpenAI and
+# Anthropic Node SDKs used as real clients by the end-to-end tests. The metrics tests lint /metrics with
 # promlint in-process, the linter `promtool check metrics` runs, so
 # Debian's prometheus package is not needed. What is missing is installed
 # with one `apt-get update` and without recommended packages (npm's
@@ -72,6 +74,8 @@ test-deps:
 	command -v redis-server >/dev/null || test -x /usr/bin/redis-server || missing="$$missing redis-server"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || missing="$$missing postgresql"; \
 	command -v node >/dev/null || missing="$$missing nodejs npm ca-certificates"; \
+	test -x /usr/bin/rustc -a -d /usr/lib/rustlib/wasm32-unknown-unknown || missing="$$missing rustc libstd-rust-dev-wasm32"; \
+	test -x /usr/bin/lld-14 -o -x /usr/lib/llvm-14/bin/lld || missing="$$missing lld-14"; \
 	test -z "$$missing" || { apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; }
 	@test -d $(NODE_E2E)/node_modules/openai -a -d $(NODE_E2E)/node_modules/@anthropic-ai/sdk || (cd $(NODE_E2E) && npm ci --no-audit --no-fund)
 
