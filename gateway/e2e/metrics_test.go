@@ -19,7 +19,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/proxy"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
-	"github.com/tollgate/tollgate/gateway/wasm/wasmbuild"
+	"github.com/tollgate/tollgate/sdk/wasmbuild"
 )
 
 // scrape returns the value of the series whose line starts with series.
@@ -302,7 +302,7 @@ func sseDataEvents(body []byte) int {
 // what happened, and the exposition passes promtool's checks.
 func TestMetricsPhasesAndPromtool(t *testing.T) {
 	_, mockURL := startMock(t, mockllm.Config{Tokens: 4})
-	probe, err := wasmbuild.Cached(repoRoot(t) + "/gateway/wasm/testdata/testplugin")
+	probe, err := wasmbuild.Cached(repoRoot(t) + "/sdk/wasmhost/testdata/testplugin")
 	if err != nil {
 		t.Fatal(err)
 	}

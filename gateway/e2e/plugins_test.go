@@ -13,14 +13,14 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/config"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
-	"github.com/tollgate/tollgate/gateway/wasm/wasmbuild"
+	"github.com/tollgate/tollgate/sdk/wasmbuild"
 )
 
 // testPluginPath builds (once per source change) the configurable test
 // plugin and returns its .wasm path.
 func testPluginPath(t testing.TB) string {
 	t.Helper()
-	p, err := wasmbuild.Cached(repoRoot(t.(*testing.T)) + "/gateway/wasm/testdata/testplugin")
+	p, err := wasmbuild.Cached(repoRoot(t.(*testing.T)) + "/sdk/wasmhost/testdata/testplugin")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,14 +2,14 @@ package proxy
 
 import (
 	"github.com/tollgate/tollgate/gateway/internal/openai"
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // pluginFacts is what plugins are told about a parsed request. The plugin
-// test harness reads the same from a body with wasm.ReadRequestFacts;
+// test harness reads the same from a body with wasmhost.ReadRequestFacts;
 // TestPluginFactsAgree keeps the two in step. Model is borrowed from r.
-func pluginFacts(r *openai.Request) wasm.RequestFacts {
-	f := wasm.RequestFacts{
+func pluginFacts(r *openai.Request) wasmhost.RequestFacts {
+	f := wasmhost.RequestFacts{
 		Model:        r.Model,
 		Stream:       r.Stream,
 		MaxTokens:    -1,

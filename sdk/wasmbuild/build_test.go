@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate/tollgate/gateway/wasm/wasmbuild"
+	"github.com/tollgate/tollgate/sdk/wasmbuild"
 )
 
 // sdkModule returns the path, directory and go version of the module
