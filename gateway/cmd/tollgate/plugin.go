@@ -95,11 +95,12 @@ func (p pluginDir) defaultOut() string {
 	return filepath.Join(p.dir, filepath.Base(p.dir)+".wasm")
 }
 
-// build compiles the plugin into out, with an error that says what to do.
-func (p pluginDir) build(out string) error {
+// build compiles the plugin into out, with an error that says what to do
+// (again: the command to run after a fix, "build DIR" or "test DIR").
+func (p pluginDir) build(out, again string) error {
 	if p.lang == langRust {
 		if err := wasmbuild.BuildRust(p.dir, out); err != nil {
-			return fmt.Errorf("%w\nfix what is above, then run `tollgate plugin build %s` again", err, p.dir)
+			return fmt.Errorf("%w\nfix what is above, then run `tollgate plugin %s` again", err, again)
 		}
 		return nil
 	}
@@ -107,7 +108,7 @@ func (p pluginDir) build(out string) error {
 		return fmt.Errorf("the go command is not installed (or not on PATH; $GO names another): install Go 1.25 or later from https://go.dev/dl/, then run this again")
 	}
 	if err := wasmbuild.Build(p.dir, out); err != nil {
-		return fmt.Errorf("%w\nfix the errors above, then run `tollgate plugin build %s` again", err, p.dir)
+		return fmt.Errorf("%w\nfix the errors above, then run `tollgate plugin %s` again", err, again)
 	}
 	return nil
 }
@@ -154,7 +155,7 @@ func pluginBuild(args []string, stdout, stderr io.Writer) int {
 	if *out == "" {
 		*out = p.defaultOut()
 	}
-	if err := p.build(*out); err != nil {
+	if err := p.build(*out, "build "+dir); err != nil {
 		fmt.Fprintf(stderr, "tollgate plugin build: %v\n", err)
 		return 1
 	}
@@ -182,7 +183,7 @@ func pluginTest(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	out := p.defaultOut()
-	if err := p.build(out); err != nil {
+	if err := p.build(out, "test "+dir); err != nil {
 		fmt.Fprintf(stderr, "tollgate plugin test: %v\n", err)
 		return 1
 	}

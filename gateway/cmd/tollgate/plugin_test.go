@@ -75,13 +75,20 @@ func TestUnpackModule(t *testing.T) {
 		"doc.go":          {Data: []byte("package sdk\n")},
 		"abi/abi.go":      {Data: []byte("package abi\n")},
 		"plugintest/x.go": {Data: []byte("package plugintest\n")},
+		"x_test.go":       {Data: []byte("package sdk\n")},
 	}
 	parent := t.TempDir()
 	dir, err := unpackModule(src, parent)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := os.Stat(filepath.Join(dir, "x_test.go")); err == nil {
+		t.Errorf("x_test.go unpacked: tests are left out")
+	}
 	for name, f := range src {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
 		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(name)))
 		if err != nil || !bytes.Equal(b, f.Data) {
 			t.Errorf("%s: %q, %v; want %q", name, b, err, f.Data)

@@ -48,7 +48,7 @@ func pluginNew(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tollgate plugin new: %v\n", err)
 		return 1
 	}
-	printNextSteps(stdout, *dir, name, *lang)
+	printNextSteps(stdout, *dir, *lang)
 	return 0
 }
 
@@ -69,6 +69,7 @@ func writePlugin(dir, name, lang, sdkDir string, stdout io.Writer) error {
 	if err := writePolicy(dir, name); err != nil {
 		return err
 	}
+	fmt.Fprintf(stdout, "wrote the %s plugin %s into %s\n", lang, name, dir)
 	if lang == langGo {
 		return tidy(dir, stdout)
 	}
@@ -161,8 +162,8 @@ plugins:
     config: %s
 `
 
-func printNextSteps(stdout io.Writer, dir, name, lang string) {
-	fmt.Fprintf(stdout, "wrote the %s plugin %s into %s\n\nnext:\n", lang, name, dir)
+func printNextSteps(stdout io.Writer, dir, lang string) {
+	fmt.Fprint(stdout, "\nnext:\n")
 	fmt.Fprintf(stdout, "  cd %s\n", dir)
 	fmt.Fprintf(stdout, "  tollgate plugin test .                   # build, then run %s\n", map[string]string{langGo: "the Go tests and plugin_test.json", langRust: "plugin_test.json"}[lang])
 	fmt.Fprintf(stdout, "  tollgate plugin build .                  # -> %s.wasm\n", filepath.Base(dir))

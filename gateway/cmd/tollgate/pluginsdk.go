@@ -8,12 +8,15 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"github.com/tollgate/tollgate/sdk"
 )
 
 // sdkSource is the Go SDK module's source built into tollgate (go.mod,
 // go.sum and the packages' Go files), which a new Go plugin's go.mod
 // replaces the SDK with, so that it builds without fetching the SDK.
-var sdkSource fs.FS
+var sdkSource fs.FS = sdk.Source
 
 // unpackSDK writes sdkSource into the user cache dir, in a folder named by
 // its hash (written once, reused by every plugin made with this build of
@@ -29,14 +32,14 @@ func unpackSDK() (string, error) {
 	return unpackModule(sdkSource, filepath.Join(base, "tollgate", "sdk"))
 }
 
-// unpackModule writes src into parent/<hash of src>, unless it is there
-// already, and returns that folder. It writes into a temporary folder
+// unpackModule writes src, less its tests, into parent/<hash of src>,
+// unless it is there already, and returns that folder. It writes into a temporary folder
 // first and renames it, so a folder that exists is complete.
 func unpackModule(src fs.FS, parent string) (string, error) {
 	var files []string
 	h := sha256.New()
 	err := fs.WalkDir(src, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+		if err != nil || d.IsDir() || strings.HasSuffix(p, "_test.go") {
 			return err
 		}
 		b, err := fs.ReadFile(src, p)
