@@ -1,4 +1,4 @@
-package wasm
+package wasmhost
 
 import (
 	"bytes"
@@ -6,9 +6,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/valyala/fasthttp"
 )
+
+// HeaderPeeker looks up a header by name, case-insensitively; it returns
+// nil when the header is absent. The slice is read before the host call
+// returns and not kept. fasthttp's RequestHeader and ResponseHeader satisfy
+// it; the runtime needs nothing else of an HTTP server.
+type HeaderPeeker interface {
+	PeekBytes(name []byte) []byte
+}
 
 // Tenant is the immutable snapshot of the tenant a request belongs to, as
 // resolved by the tenant service. Plugins read it through tenant_field and
@@ -48,8 +54,8 @@ type Request struct {
 	Stream                                     bool
 	MaxTokens                                  int64 // -1 when absent
 	Messages, PromptTokens, PromptChars        int64
-	ClientHeader                               *fasthttp.RequestHeader
-	UpstreamHeader                             *fasthttp.ResponseHeader // set once the upstream answered
+	ClientHeader                               HeaderPeeker
+	UpstreamHeader                             HeaderPeeker // set once the upstream answered
 	Tenant                                     *Tenant
 	// Services serves the request's `call`s. It is per request so that
 	// it can carry the request's own service state as a typed value (the
@@ -271,4 +277,19 @@ func (r *Request) setState(slot int, v []byte) {
 		}
 	}
 	r.states[slot] = append(r.states[slot][:0], v...)
+}
+
+// Headers is a HeaderPeeker over a list of name/value pairs, for callers
+// without an HTTP server's header type (tests, the plugin harness). The
+// first pair whose name matches, ASCII case-insensitively, wins.
+type Headers []Header
+
+// PeekBytes returns the value of the first header named name, or nil.
+func (h Headers) PeekBytes(name []byte) []byte {
+	for i := range h {
+		if bytes.EqualFold(h[i].Name, name) {
+			return h[i].Value
+		}
+	}
+	return nil
 }

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package wasm
+package wasmhost
 
 import "time"
 

@@ -1,4 +1,4 @@
-package wasm
+package wasmhost
 
 // The bytecode reader instrument uses to walk a module's sections and
 // function bodies: just enough of the binary format to find loops and

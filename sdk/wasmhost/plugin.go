@@ -3,7 +3,7 @@
 // callback at a time, implements the host side of the ABI in sdk/ABI.md,
 // enforces the sandbox and limits, and runs the plugins of a policy in
 // order per phase (Pipeline).
-package wasm
+package wasmhost
 
 import (
 	"context"
@@ -234,8 +234,8 @@ func (p *Plugin) load(ctx context.Context) error {
 		return fmt.Errorf("plugin ABI version %d, but this gateway implements version %d: rebuild the plugin against a matching SDK", v, ABIVersion)
 	}
 	for _, e := range phaseExports {
-		if inst.mod.ExportedFunction(e.name) != nil {
-			p.phases |= e.phase
+		if inst.mod.ExportedFunction(e.Export) != nil {
+			p.phases |= e.Phase
 		}
 	}
 	if f := inst.mod.ExportedFunction("tollgate_phases"); f != nil {

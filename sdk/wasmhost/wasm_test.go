@@ -1,4 +1,4 @@
-package wasm
+package wasmhost
 
 import (
 	"bytes"
@@ -12,9 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/valyala/fasthttp"
-
-	"github.com/tollgate/tollgate/gateway/wasm/wasmbuild"
+	"github.com/tollgate/tollgate/sdk/wasmbuild"
 )
 
 // testPlugin returns the built test plugin (testdata/testplugin, built
@@ -98,9 +96,7 @@ func pipeline(t testing.TB, configs ...string) *Pipeline {
 func request(body string) *Request {
 	r := AcquireRequest()
 	r.Model, r.Endpoint, r.RequestID, r.Body = []byte("mock-1"), []byte("chat/completions"), []byte("req-1"), []byte(body)
-	var h fasthttp.RequestHeader
-	h.Set("Authorization", "Bearer sk-client")
-	r.ClientHeader = &h
+	r.ClientHeader = Headers{{Name: []byte("Authorization"), Value: []byte("Bearer sk-client")}}
 	return r
 }
 
@@ -456,9 +452,7 @@ func TestResponseHeadersPhase(t *testing.T) {
 	}
 	r := request(`{}`)
 	defer ReleaseRequest(r)
-	var h fasthttp.ResponseHeader
-	h.Set("X-Upstream", "mock")
-	r.UpstreamHeader = &h
+	r.UpstreamHeader = Headers{{Name: []byte("X-Upstream"), Value: []byte("mock")}}
 	err := pl.ResponseHeaders(r, 200)
 	var rej *RejectError
 	if !errors.As(err, &rej) || rej.Status != 502 || rej.Code != "bad_upstream" || rej.Plugin != "p1" {

@@ -9,7 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io/fs"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,13 +22,7 @@ import (
 // Build compiles the Go main package in dir into out. The go command comes
 // from $GO, else PATH, else /usr/local/go/bin/go.
 func Build(dir, out string) error {
-	goBin := os.Getenv("GO")
-	if goBin == "" {
-		var err error
-		if goBin, err = exec.LookPath("go"); err != nil {
-			goBin = "/usr/local/go/bin/go"
-		}
-	}
+	goBin := goCommand()
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return err
 	}
@@ -53,8 +47,11 @@ var (
 )
 
 // Cached builds dir once per source content: the .wasm goes to the user
-// cache dir under a name derived from a hash of dir's files and of the
-// sdk's, so repeated test runs reuse it. It returns the .wasm path.
+// cache dir under a name derived from a hash of every Go file the build
+// compiles outside the standard library (found by `go list -deps` as a
+// wasip1 build sees them, in whatever module dir belongs to) and of the
+// go.mod files involved, so repeated test runs reuse it. It returns the
+// .wasm path.
 func Cached(dir string) (string, error) {
 	mu.Lock()
 	defer mu.Unlock()
@@ -67,10 +64,8 @@ func Cached(dir string) (string, error) {
 	}
 	h := sha256.New()
 	fmt.Fprintln(h, runtime.Version())
-	for _, d := range []string{abs, filepath.Join(moduleRoot(abs), "sdk")} {
-		if err := hashTree(h, d); err != nil {
-			return "", err
-		}
+	if err := hashSources(h, abs); err != nil {
+		return "", err
 	}
 	base, err := os.UserCacheDir()
 	if err != nil {
@@ -90,22 +85,36 @@ func Cached(dir string) (string, error) {
 	return out, nil
 }
 
-func hashTree(h interface{ Write([]byte) (int, error) }, dir string) error {
-	var files []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (d.Name() == "testdata" && p != dir) {
-			return filepath.SkipDir
-		}
-		if !d.IsDir() && (strings.HasSuffix(p, ".go") || d.Name() == "go.mod") {
-			files = append(files, p)
-		}
-		return nil
-	})
+// hashSources writes to h the paths and contents of the files a wasip1
+// build of the package in dir compiles, outside the standard library, and
+// of the go.mod of each module they come from.
+func hashSources(h io.Writer, dir string) error {
+	cmd := exec.Command(goCommand(), "list", "-deps", "-f",
+		"{{if not .Standard}}{{.Dir}}{{range .GoFiles}} {{.}}{{end}}{{range .EmbedFiles}} {{.}}{{end}}{{with .Module}}\n{{.GoMod}}{{end}}{{end}}", ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		return err
+		return fmt.Errorf("listing the sources of plugin %s: %v\n%s", dir, err, strings.TrimSpace(stderr.String()))
+	}
+	seen := map[string]bool{}
+	var files []string
+	for _, line := range strings.Split(string(out), "\n") {
+		fields := strings.Fields(line)
+		switch {
+		case len(fields) == 0:
+		case len(fields) == 1 && strings.HasSuffix(fields[0], "go.mod"):
+			if !seen[fields[0]] {
+				seen[fields[0]] = true
+				files = append(files, fields[0])
+			}
+		default:
+			for _, f := range fields[1:] {
+				files = append(files, filepath.Join(fields[0], f))
+			}
+		}
 	}
 	sort.Strings(files)
 	for _, f := range files {
@@ -119,14 +128,13 @@ func hashTree(h interface{ Write([]byte) (int, error) }, dir string) error {
 	return nil
 }
 
-// moduleRoot finds the directory of the go.mod above dir.
-func moduleRoot(dir string) string {
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d
-		}
-		if filepath.Dir(d) == d {
-			return dir
-		}
+// goCommand is $GO, else go from PATH, else /usr/local/go/bin/go.
+func goCommand() string {
+	if g := os.Getenv("GO"); g != "" {
+		return g
 	}
+	if g, err := exec.LookPath("go"); err == nil {
+		return g
+	}
+	return "/usr/local/go/bin/go"
 }

@@ -1,4 +1,4 @@
-package wasm
+package wasmhost
 
 import (
 	"context"
@@ -33,7 +33,7 @@ func BenchmarkBuiltinPlugins(b *testing.B) {
 	reply := []byte("Hello! This is the mock's reply of twenty tokens, more or less, as the benchmark sees it.")
 	exchange := func() {
 		r := request(`{"model":"mock-1","messages":[{"role":"user","content":"hi"}],"max_tokens":64}`)
-		r.ClientHeader.Set("Authorization", "Bearer tg_bench_key_0123456789")
+		r.ClientHeader = Headers{{Name: []byte("Authorization"), Value: []byte("Bearer tg_bench_key_0123456789")}}
 		r.Services = instantServices{}
 		r.MaxTokens, r.Messages, r.PromptTokens, r.PromptChars = 64, 1, 8, 2
 		if err := pl.Request(r); err != nil {
