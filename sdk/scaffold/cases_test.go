@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate/tollgate/gateway/wasm/wasmbuild"
 	"github.com/tollgate/tollgate/sdk/plugintest"
 	"github.com/tollgate/tollgate/sdk/scaffold"
+	"github.com/tollgate/tollgate/sdk/wasmbuild"
 )
 
 // caseFile is plugin_test.json: the cases every language's example guard
