@@ -137,9 +137,13 @@ bitset! {
 #[repr(i32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Level {
+    /// Detail for debugging a plugin.
     Debug = 0,
+    /// Normal events.
     Info = 1,
+    /// Something unexpected the plugin handled.
     Warn = 2,
+    /// A failure.
     Error = 3,
 }
 

@@ -195,20 +195,29 @@ fn reject(status: u16, typ: &str, code: &str, msg: &str) -> Verdict {
 /// not set.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Tenant {
+    /// The tenant's id.
     pub id: String,
+    /// The id of the API key the request used.
     pub key_id: String,
+    /// The tenant's plan.
     pub plan: String,
+    /// The tenant's status, as the tenant service reports it.
     pub status: String,
     /// The key's requests per minute where set, else the plan's.
     pub rpm: i64,
     /// The key's tokens per minute where set, else the plan's.
     pub tpm: i64,
+    /// The monthly budget in millionths of the currency unit.
     pub monthly_budget_micros: i64,
     /// The key's cap on max_tokens where set, else the plan's.
     pub max_tokens: i64,
+    /// The plan's requests per minute.
     pub plan_rpm: i64,
+    /// The plan's tokens per minute.
     pub plan_tpm: i64,
+    /// The key's own requests per minute.
     pub key_rpm: i64,
+    /// The key's own tokens per minute.
     pub key_tpm: i64,
 }
 
@@ -332,7 +341,9 @@ impl Response {
 /// unknown.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Usage {
+    /// Prompt tokens.
     pub prompt_tokens: i64,
+    /// Completion tokens.
     pub completion_tokens: i64,
     /// The HTTP status sent to the client.
     pub status: i64,

@@ -12,11 +12,15 @@ use std::fmt;
 /// A JSON value.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
+    /// `null`.
     Null,
+    /// `true` or `false`.
     Bool(bool),
     /// A number, as written.
     Number(String),
+    /// A string, decoded.
     String(String),
+    /// An array's elements in order.
     Array(Vec<Value>),
     /// An object's members in order.
     Object(Vec<(String, Value)>),
@@ -96,7 +100,9 @@ impl Value {
 /// Why a document is not JSON, and the byte offset where that was found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SyntaxError {
+    /// Where the problem was found.
     pub offset: usize,
+    /// What the problem is.
     pub msg: &'static str,
 }
 

@@ -36,6 +36,8 @@
 //! the ABI's negative codes come back as [`Error`]. The SDK does not panic;
 //! a panic in a plugin traps the instance (see [`Plugin`]).
 
+#![warn(missing_docs)]
+
 mod abi;
 mod buffer;
 mod exchange;
