@@ -5,13 +5,15 @@ import (
 )
 
 // TestBadGuestsFailTheirCheck: each purpose-built bad guest fails exactly
-// the check it breaks, and passes (or skips) every other.
+// the check it breaks, and passes (or skips) every other; the good guard
+// fails none.
 func TestBadGuestsFailTheirCheck(t *testing.T) {
 	tests := []struct {
 		dir    string
 		config string
 		fails  string
 	}{
+		{"goodguard", `{"word": "secret"}`, ""},
 		{"globalstate", `{"deny": ["secret"]}`, "state.instances,state.interleaved"},
 		{"holdrequest", `{}`, "phases.request"},
 		{"longtrap", `{}`, "phases.chunk"},

@@ -17,6 +17,7 @@ type probe struct {
 	body     string
 	stream   bool
 	messages int64
+	headers  map[string]string // besides the battery's own
 }
 
 // event is one upstream event of a stream, as the chunk phase sees it.

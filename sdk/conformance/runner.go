@@ -85,6 +85,9 @@ func newRequest(p probe) *wasm.Request {
 	h.Set("Content-Type", "application/json")
 	h.Set("Authorization", "Bearer tg-conformance-key")
 	h.Set("X-Request-Id", string(r.RequestID))
+	for k, v := range p.headers {
+		h.Set(k, v)
+	}
 	r.ClientHeader = h
 	r.Services = services{}
 	return r
@@ -127,6 +130,8 @@ type streamRun struct {
 	held []string
 	out  outcome
 	over bool
+	// rejected is the request phase's REJECT, if it said so
+	rejected *wasm.RejectError
 	// chunk callbacks: their number, total and longest time
 	chunks             int
 	chunkTime, slowest time.Duration
@@ -153,6 +158,7 @@ func (sr *streamRun) step(pl *wasm.Pipeline) bool {
 		if err := pl.Request(sr.r); err != nil {
 			var rej *wasm.RejectError
 			if errors.As(err, &rej) {
+				sr.rejected = rej
 				fmt.Fprintf(&sr.out.trace, "request rejected %d %s;", rej.Status, rej.Code)
 			} else {
 				sr.out.err = err
