@@ -53,7 +53,7 @@ func RunCases(wasmPath string, casesJSON []byte) ([]CaseResult, error) {
 	}
 	results := make([]CaseResult, 0, len(f.cases))
 	for _, tc := range f.cases {
-		if tc.isStream {
+		if tc.isStream || tc.whole != nil {
 			results = append(results, runStreamCase(l.pipe, tc))
 		} else {
 			results = append(results, runRequestCase(l.pipe, tc))
@@ -99,6 +99,9 @@ func runStreamCase(pl *wasm.Pipeline, tc testCase) CaseResult {
 	for _, d := range tc.stream {
 		s.events = append(s.events, event{text: d})
 	}
+	if tc.whole != nil {
+		s.whole, s.events = true, []event{{text: *tc.whole}}
+	}
 	sr := newStreamRun(s, tc.request.probe())
 	for sr.step(pl) {
 	}
@@ -139,6 +142,7 @@ type (
 		request  caseRequest
 		stream   []string
 		isStream bool
+		whole    *string
 		expect   caseExpect
 	}
 	caseRequest struct {
@@ -153,7 +157,7 @@ type (
 	}
 )
 
-// defaultCaseBody is the request of a stream case that gives none.
+// defaultCaseBody is the request of a reply case that gives none.
 const defaultCaseBody = `{"model":"test-model","stream":true,"messages":[{"role":"user","content":"Hello"}]}`
 
 func (cr caseRequest) probe() probe {
@@ -212,7 +216,7 @@ func decodeCases(b []byte) (*casesFile, error) {
 
 func decodeCase(raw json.RawMessage, path string) (testCase, error) {
 	var tc testCase
-	obj, err := object(raw, path, "name", "request", "stream", "expect")
+	obj, err := object(raw, path, "name", "request", "stream", "whole", "expect")
 	if err != nil {
 		return tc, err
 	}
@@ -226,18 +230,25 @@ func decodeCase(raw json.RawMessage, path string) (testCase, error) {
 	if err := field(obj, path, "stream", &tc.stream, false); err != nil {
 		return tc, err
 	}
+	if err := field(obj, path, "whole", &tc.whole, false); err != nil {
+		return tc, err
+	}
+	if tc.isStream && tc.whole != nil {
+		return tc, fmt.Errorf("%s: a case has a stream or a whole reply, not both", path)
+	}
+	reply := tc.isStream || tc.whole != nil
 	if r, ok := obj["request"]; ok {
 		if tc.request, err = decodeRequest(r, path+".request"); err != nil {
 			return tc, err
 		}
-	} else if !tc.isStream {
-		return tc, fmt.Errorf("%s: a case has a request, a stream, or both", path)
+	} else if !reply {
+		return tc, fmt.Errorf("%s: a case has a request, a reply (stream or whole), or both", path)
 	}
 	e, ok := obj["expect"]
 	if !ok {
 		return tc, fmt.Errorf("%s.expect: missing", path)
 	}
-	tc.expect, err = decodeExpect(e, path+".expect", tc.isStream)
+	tc.expect, err = decodeExpect(e, path+".expect", reply)
 	return tc, err
 }
 
@@ -267,9 +278,9 @@ func decodeRequest(raw json.RawMessage, path string) (caseRequest, error) {
 	return cr, nil
 }
 
-func decodeExpect(raw json.RawMessage, path string, isStream bool) (caseExpect, error) {
+func decodeExpect(raw json.RawMessage, path string, reply bool) (caseExpect, error) {
 	var e caseExpect
-	if isStream {
+	if reply {
 		obj, err := object(raw, path, "text", "finish_reason", "stopped")
 		if err != nil {
 			return e, err

@@ -21,6 +21,7 @@ func TestRunCases(t *testing.T) {
 		{Name: "request with the word", OK: true, Got: "reject 400 content_blocked"},
 		{Name: "clean stream", OK: true, Got: `"Hello" finish_reason stop`},
 		{Name: "word split across events", OK: true, Got: `"a sec[blocked]" finish_reason content_filter`},
+		{Name: "whole reply with the word", OK: true, Got: `"[blocked]" finish_reason content_filter`},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d results, want %d: %+v", len(got), len(want), got)
@@ -64,7 +65,9 @@ func TestDecodeCasesErrors(t *testing.T) {
 		{"config not an object", `{"config":[1],"cases":[]}`, "config: want a JSON object"},
 		{"case without name", `{"cases":[{"request":{"body":"{}"},"expect":{"verdict":"continue"}}]}`, "cases[0].name: missing"},
 		{"unknown case field", `{"cases":[{"name":"a","reqest":{}}]}`, `cases[0].reqest: unknown field "reqest"`},
-		{"neither request nor stream", `{"cases":[{"name":"a","expect":{"verdict":"continue"}}]}`, "cases[0]: a case has a request, a stream, or both"},
+		{"neither request nor stream", `{"cases":[{"name":"a","expect":{"verdict":"continue"}}]}`, "cases[0]: a case has a request, a reply (stream or whole), or both"},
+		{"stream and whole", `{"cases":[{"name":"a","stream":["x"],"whole":"x","expect":{"text":"x"}}]}`, "cases[0]: a case has a stream or a whole reply, not both"},
+		{"whole not a string", `{"cases":[{"name":"a","whole":["x"],"expect":{"text":"x"}}]}`, "cases[0].whole: array is not a string"},
 		{"bad body", `{"cases":[{"name":"a","request":{"body":"{"},"expect":{"verdict":"continue"}}]}`, "cases[0].request.body: not valid JSON"},
 		{"body not a string", `{"cases":[{"name":"a","request":{"body":{}},"expect":{"verdict":"continue"}}]}`, "cases[0].request.body: object is not a string"},
 		{"bad verdict", `{"cases":[{"name":"a","request":{"body":"{}"},"expect":{"verdict":"hold"}}]}`, `cases[0].expect.verdict: "hold"`},
@@ -107,7 +110,7 @@ func FuzzDecodeCases(f *testing.F) {
 			if tc.name == "" {
 				t.Fatal("decoded a case without a name")
 			}
-			if !tc.isStream && tc.expect.verdict != "continue" && tc.expect.verdict != "reject" {
+			if !tc.isStream && tc.whole == nil && tc.expect.verdict != "continue" && tc.expect.verdict != "reject" {
 				t.Fatalf("request case %q with verdict %q", tc.name, tc.expect.verdict)
 			}
 		}
