@@ -35,13 +35,14 @@ type Result struct {
 	// Name is the check: exports, configure, phases.request,
 	// phases.response_headers, phases.chunk, phases.end, state.instances,
 	// state.interleaved, limits.memory, limits.growth, limits.deadline.
-	Name string
+	Name string `json:"name"`
 	// OK reports that the module passed. A check that could not run
 	// (Skipped) is not OK and not a failure.
-	OK, Skipped bool
+	OK      bool `json:"ok"`
+	Skipped bool `json:"skipped,omitempty"`
 	// Detail says what was seen; for a failure, what the module must do
 	// instead, citing the section of sdk/ABI.md.
-	Detail string
+	Detail string `json:"detail"`
 }
 
 // Failed reports whether the check ran and the module failed it.
@@ -61,26 +62,28 @@ func skip(name, format string, args ...any) Result {
 
 // Report is what Check found and measured.
 type Report struct {
-	Module  string
-	Results []Result
-	Measurements
+	Module       string   `json:"module"`
+	Results      []Result `json:"results"`
+	Measurements `json:"measurements"`
 }
 
 // Measurements describe the module's cost in the plugin runtime.
 type Measurements struct {
 	// ModuleBytes is the size of the .wasm file.
-	ModuleBytes int
+	ModuleBytes int `json:"module_bytes"`
 	// ColdCompile is wazero's compile of the module with no cache.
-	ColdCompile time.Duration
+	ColdCompile time.Duration `json:"cold_compile_ns"`
 	// InstanceMemory is an instance's linear memory after configure, and
 	// PeakMemory the largest seen while the battery ran, in bytes.
-	InstanceMemory, PeakMemory uint64
+	InstanceMemory uint64 `json:"instance_memory_bytes"`
+	PeakMemory     uint64 `json:"peak_memory_bytes"`
 	// RequestCallback and ChunkCallback are the mean time of one request
 	// phase and one chunk phase callback on a warm instance, host side
 	// included (zero when the module does not take the phase).
-	RequestCallback, ChunkCallback time.Duration
+	RequestCallback time.Duration `json:"request_callback_ns"`
+	ChunkCallback   time.Duration `json:"chunk_callback_ns"`
 	// SlowestCallback is the longest callback of the battery.
-	SlowestCallback time.Duration
+	SlowestCallback time.Duration `json:"slowest_callback_ns"`
 }
 
 // OK reports whether no check failed.
@@ -119,6 +122,8 @@ type checker struct {
 	baseline map[string]string // stream name → outcome on one instance
 	overran  map[string]bool   // streams with a callback stopped at the deadline
 	slowest  time.Duration
+	// growthPeak is the peak memory of the growth check's instance.
+	growthPeak uint64
 }
 
 // Check loads the module at wasmPath in the plugin runtime and runs every
@@ -165,7 +170,7 @@ func (c *checker) run() {
 	c.phasesChecks(main)
 	c.stateChecks(main)
 	c.limitsChecks(main)
-	c.report.PeakMemory = main.rec.peak.Load()
+	c.report.PeakMemory = max(main.rec.peak.Load(), c.growthPeak)
 	c.report.SlowestCallback = c.slowest
 }
 

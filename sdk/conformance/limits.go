@@ -61,6 +61,7 @@ func (c *checker) growthCheck() Result {
 	for round := range warm + 2*window {
 		if round == warm || round == warm+window {
 			marks = append(marks, l.rec.memory.Load())
+			c.growthPeak = l.rec.peak.Load()
 		}
 		if l.plugin.Phases()&wasm.PhaseRequest != 0 {
 			r := newRequest(ps[round%len(ps)])
@@ -84,6 +85,7 @@ func (c *checker) growthCheck() Result {
 		chunks += sr.chunks
 	}
 	marks = append(marks, l.rec.memory.Load())
+	c.growthPeak = l.rec.peak.Load()
 	if reqs > 0 {
 		c.report.RequestCallback = reqTime / time.Duration(reqs)
 	}
