@@ -2,6 +2,8 @@
 SHELL := /bin/bash
 GO    ?= go
 BIN   := bin
+# The SDK packages a plugin compiles (GOOS=wasip1), relative to sdk/.
+SDK_GUEST_PKGS := . ./abi
 NODE_E2E := gateway/e2e/testdata/node
 
 .PHONY: all build plugins run test test-deps modules vet unit low-priority-checks deploycheck fuzz-short fuzz bench drills clean
@@ -53,12 +55,15 @@ low-priority-checks:
 # module cache (a no-op when they are there).
 modules:
 	$(GO) mod download
+	cd sdk && $(GO) mod download
 	cd tools/deploycheck && $(GO) mod download
 
 # Installs what the tests need and is missing: redis-server (tests start
 # their own on a free port; so do the Postgres tests, from the installed
-# PostgreSQL binaries) and the OpenAI and Anthropic Node SDKs used as real
-# clients by the end-to-end tests. The metrics tests lint /metrics with
+# PostgreSQL binaries), Debian's Rust compiler with its wasm32 standard
+# library and lld (the Rust plugin SDK's tests build plugins with
+# /usr/bin/rustc; rustup's rustc, if any, is not used) and the OpenAI and
+# Anthropic Node SDKs used as real clients by the end-to-end tests. The metrics tests lint /metrics with
 # promlint in-process, the linter `promtool check metrics` runs, so
 # Debian's prometheus package is not needed. What is missing is installed
 # with one `apt-get update` and without recommended packages (npm's
@@ -69,17 +74,23 @@ test-deps:
 	command -v redis-server >/dev/null || test -x /usr/bin/redis-server || missing="$$missing redis-server"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || missing="$$missing postgresql"; \
 	command -v node >/dev/null || missing="$$missing nodejs npm ca-certificates"; \
+	test -x /usr/bin/rustc -a -d /usr/lib/rustlib/wasm32-unknown-unknown || missing="$$missing rustc libstd-rust-dev-wasm32"; \
+	test -x /usr/bin/lld-14 -o -x /usr/lib/llvm-14/bin/lld || missing="$$missing lld-14"; \
 	test -z "$$missing" || { apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; }
 	@test -d $(NODE_E2E)/node_modules/openai -a -d $(NODE_E2E)/node_modules/@anthropic-ai/sdk || (cd $(NODE_E2E) && npm ci --no-audit --no-fund)
 
+# vet: both modules, the SDK's guest packages also as a plugin builds them
+# (wasip1), and the SDK module on its own go.mod (its go directive is the Go
+# version plugin authors need).
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	cd sdk && $(GO) vet ./... && GOOS=wasip1 GOARCH=wasm $(GO) vet $(SDK_GUEST_PKGS)
 
 # The end-to-end tests start processes and hold thousands of streams: they
 # run after the package tests rather than beside them on 2 cores.
 unit:
-	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v /gateway/e2e)
+	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... github.com/tollgate/tollgate/sdk/... | grep -v /gateway/e2e)
 	$(GO) test -race -count=1 -timeout 20m ./gateway/e2e/
 
 # deploycheck: the Helm chart rendered with Helm's engine and decoded strictly

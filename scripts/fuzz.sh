@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every Fuzz target in the module for the given budget each.
+# Runs every Fuzz target in the gateway's module and in the SDK's (sdk/) for
+# the given budget each.
 #
 #   scripts/fuzz.sh 20000x   # a count of executions per target (make fuzz-short)
 #   scripts/fuzz.sh 2m       # a duration per target (make fuzz)
@@ -84,6 +85,6 @@ while read -r pkg dir; do
     while [[ ! -e $work/1.test ]] && kill -0 "$!" 2>/dev/null; do sleep 0.2; done
   fi
   while ((${#pids[@]} >= jobs)); do reap; done
-done < <(go list -f '{{.ImportPath}} {{.Dir}}' ./...)
+done < <(go list -f '{{.ImportPath}} {{.Dir}}' ./... github.com/tollgate/tollgate/sdk/...)
 while ((${#pids[@]} > 0)); do reap; done
 exit $failed

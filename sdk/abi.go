@@ -1,67 +1,55 @@
 package sdk
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/tollgate/tollgate/sdk/abi"
+)
 
 // ABIVersion is the plugin ABI this SDK implements (sdk/ABI.md). The SDK's
-// tollgate_abi_version export returns it.
-const ABIVersion = 1
+// tollgate_abi_version export returns it. The ABI's numbers, here and
+// below, come from package abi, which the host uses too.
+const ABIVersion = abi.Version
 
 // Verdict is a phase callback's answer to the host. Which verdicts a phase
 // accepts is part of the ABI; the host treats any other as a plugin failure.
-type Verdict int32
+// Its String method returns the verdict's ABI name in lower case
+// ("continue", ...).
+type Verdict = abi.Verdict
 
 // Verdicts (ABI.md, "Verdicts").
 const (
 	// Continue goes on. In the chunk phase the event is forwarded, after any
 	// events held before it. Valid in every phase.
-	Continue Verdict = 0
+	Continue = abi.Continue
 	// Reject answers the client with the error set by [Request.Reject] or
 	// [Response.Reject] (a default 403 if none) and stops the exchange.
 	// Request and response_headers phases only.
-	Reject Verdict = 1
+	Reject = abi.Reject
 	// Hold keeps this event in the host; it and every later event wait, in
 	// order, until a Release, Continue or Replace. Chunk phase only.
-	Hold Verdict = 2
+	Hold = abi.Hold
 	// Release forwards every held event and this one. Chunk phase only.
-	Release Verdict = 3
+	Release = abi.Release
 	// Replace makes this event's text the bytes emitted during this callback
 	// (empty if none); held events go first. Chunk phase only.
-	Replace Verdict = 4
+	Replace = abi.Replace
 	// Stop ends the reply now: held events and this one are dropped, the
 	// emitted text (if any) is sent as a final delta with the finish reason
 	// set by [Chunk.SetFinishReason] (default "content_filter"), and the
 	// upstream request is canceled. Chunk phase only.
-	Stop Verdict = 5
+	Stop = abi.Stop
 )
 
-// String returns the verdict's ABI name in lower case ("continue", ...).
-func (v Verdict) String() string {
-	switch v {
-	case Continue:
-		return "continue"
-	case Reject:
-		return "reject"
-	case Hold:
-		return "hold"
-	case Release:
-		return "release"
-	case Replace:
-		return "replace"
-	case Stop:
-		return "stop"
-	}
-	return "verdict(" + strconv.Itoa(int(v)) + ")"
-}
-
 // Phases is a set of phases, the bitmask of the tollgate_phases export.
-type Phases uint32
+type Phases = abi.Phase
 
 // The phases a plugin can take part in.
 const (
-	PhaseRequest         Phases = 1 // on_request: the parsed request, before anything goes upstream
-	PhaseResponseHeaders Phases = 2 // on_response_headers: the upstream's status and headers
-	PhaseChunk           Phases = 4 // on_chunk: every streamed event, or the whole reply once
-	PhaseEnd             Phases = 8 // on_end: the exchange is over
+	PhaseRequest         = abi.PhaseRequest         // on_request: the parsed request, before anything goes upstream
+	PhaseResponseHeaders = abi.PhaseResponseHeaders // on_response_headers: the upstream's status and headers
+	PhaseChunk           = abi.PhaseChunk           // on_chunk: every streamed event, or the whole reply once
+	PhaseEnd             = abi.PhaseEnd             // on_end: the exchange is over
 )
 
 // ChunkFlags describe one event passed to the chunk phase.
@@ -69,13 +57,13 @@ type ChunkFlags uint32
 
 // Chunk flags (ABI.md, "on_chunk flags").
 const (
-	ChunkText      ChunkFlags = 1  // the event carries a text delta
-	ChunkToolCalls ChunkFlags = 2  // the event carries tool-call deltas
-	ChunkFinish    ChunkFlags = 4  // the event carries a finish_reason
-	ChunkUsage     ChunkFlags = 8  // the event carries usage
-	ChunkWhole     ChunkFlags = 16 // not a stream: the text is the whole reply
-	ChunkDone      ChunkFlags = 32 // the stream's terminating event
-	ChunkRole      ChunkFlags = 64 // the event carries the assistant role (the first event)
+	ChunkText      ChunkFlags = abi.ChunkText      // the event carries a text delta
+	ChunkToolCalls ChunkFlags = abi.ChunkToolCalls // the event carries tool-call deltas
+	ChunkFinish    ChunkFlags = abi.ChunkFinish    // the event carries a finish_reason
+	ChunkUsage     ChunkFlags = abi.ChunkUsage     // the event carries usage
+	ChunkWhole     ChunkFlags = abi.ChunkWhole     // not a stream: the text is the whole reply
+	ChunkDone      ChunkFlags = abi.ChunkDone      // the stream's terminating event
+	ChunkRole      ChunkFlags = abi.ChunkRole      // the event carries the assistant role (the first event)
 )
 
 // Has reports whether every flag in g is set in f.
@@ -86,12 +74,12 @@ type EndFlags uint32
 
 // End flags (ABI.md, "on_end flags").
 const (
-	EndCompleted     EndFlags = 1  // the upstream reply was complete
-	EndClientGone    EndFlags = 2  // the client disconnected
-	EndUpstreamError EndFlags = 4  // the upstream failed or timed out
-	EndStopped       EndFlags = 8  // a plugin stopped the stream
-	EndRejected      EndFlags = 16 // the request was rejected before or instead of forwarding
-	EndCancelled     EndFlags = 32 // cancelled through POST /v1/requests/{id}/cancel
+	EndCompleted     EndFlags = abi.EndCompleted     // the upstream reply was complete
+	EndClientGone    EndFlags = abi.EndClientGone    // the client disconnected
+	EndUpstreamError EndFlags = abi.EndUpstreamError // the upstream failed or timed out
+	EndStopped       EndFlags = abi.EndStopped       // a plugin stopped the stream
+	EndRejected      EndFlags = abi.EndRejected      // the request was rejected before or instead of forwarding
+	EndCancelled     EndFlags = abi.EndCancelled     // cancelled through POST /v1/requests/{id}/cancel
 )
 
 // Has reports whether every flag in g is set in f.
@@ -102,10 +90,10 @@ type Level int32
 
 // Log levels.
 const (
-	LevelDebug Level = 0
-	LevelInfo  Level = 1
-	LevelWarn  Level = 2
-	LevelError Level = 3
+	LevelDebug Level = abi.LevelDebug
+	LevelInfo  Level = abi.LevelInfo
+	LevelWarn  Level = abi.LevelWarn
+	LevelError Level = abi.LevelError
 )
 
 // Error is a negative result code of a host function. The four codes the
@@ -116,14 +104,14 @@ type Error int32
 // Host result codes (ABI.md, "Conventions").
 const (
 	// ErrAbsent: there is no such value (a header, fact, tenant, ...).
-	ErrAbsent Error = -1
+	ErrAbsent Error = abi.CodeAbsent
 	// ErrInvalid: a bad argument, such as a header value with CR or LF, a
 	// protected header, or a value over one of the host's limits.
-	ErrInvalid Error = -2
+	ErrInvalid Error = abi.CodeInvalid
 	// ErrNotAllowed: the host function is not available in this phase.
-	ErrNotAllowed Error = -3
+	ErrNotAllowed Error = abi.CodeNotAllowed
 	// ErrUnavailable: the service is not configured or is down.
-	ErrUnavailable Error = -4
+	ErrUnavailable Error = abi.CodeUnavailable
 )
 
 // Error describes the code, as "tollgate: invalid argument".
@@ -163,42 +151,42 @@ func status(n int32) error {
 
 // Request fields (request_field / request_int).
 const (
-	fieldModel     = 1
-	fieldEndpoint  = 2
-	fieldRequestID = 3
-	fieldBody      = 4
-	fieldUpstream  = 5
+	fieldModel     = abi.FieldModel
+	fieldEndpoint  = abi.FieldEndpoint
+	fieldRequestID = abi.FieldRequestID
+	fieldBody      = abi.FieldBody
+	fieldUpstream  = abi.FieldUpstream
 
-	intStream       = 1
-	intMaxTokens    = 2
-	intMessages     = 3
-	intPromptTokens = 4
-	intBodyBytes    = 5
-	intPromptChars  = 6
+	intStream       = abi.IntStream
+	intMaxTokens    = abi.IntMaxTokens
+	intMessages     = abi.IntMessages
+	intPromptTokens = abi.IntPromptTokens
+	intBodyBytes    = abi.IntBodyBytes
+	intPromptChars  = abi.IntPromptChars
 )
 
 // Tenant fields (tenant_field / tenant_int).
 const (
-	tenantID     = 1
-	tenantKeyID  = 2
-	tenantPlan   = 3
-	tenantStatus = 4
+	tenantID     = abi.TenantID
+	tenantKeyID  = abi.TenantKeyID
+	tenantPlan   = abi.TenantPlan
+	tenantStatus = abi.TenantStatus
 
-	tenantRPM          = 1
-	tenantTPM          = 2
-	tenantBudgetMicros = 3
-	tenantMaxTokens    = 4
-	tenantPlanRPM      = 5
-	tenantPlanTPM      = 6
-	tenantKeyRPM       = 7
-	tenantKeyTPM       = 8
+	tenantRPM          = abi.TenantRPM
+	tenantTPM          = abi.TenantTPM
+	tenantBudgetMicros = abi.TenantBudgetMicros
+	tenantMaxTokens    = abi.TenantMaxTokens
+	tenantPlanRPM      = abi.TenantPlanRPM
+	tenantPlanTPM      = abi.TenantPlanTPM
+	tenantKeyRPM       = abi.TenantKeyRPM
+	tenantKeyTPM       = abi.TenantKeyTPM
 )
 
 // Usage fields (usage).
 const (
-	usagePrompt     = 1
-	usageCompletion = 2
-	usageStatus     = 3
-	usageTextBytes  = 4
-	usageReported   = 5
+	usagePrompt     = abi.UsagePrompt
+	usageCompletion = abi.UsageCompletion
+	usageStatus     = abi.UsageStatus
+	usageTextBytes  = abi.UsageTextBytes
+	usageReported   = abi.UsageReported
 )

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/tollgate/tollgate/sdk"
@@ -122,6 +123,27 @@ func ExampleCall() {
 			return sdk.Continue
 		case bytes.Contains(res, []byte(`"allowed":false`)):
 			return r.Reject(429, "", "rate_limit_exceeded", "Too many requests.")
+		}
+		return sdk.Continue
+	})
+}
+
+// A guard over the conversation: the SDK hands over each message's parts
+// already decoded, so the plugin needs no JSON parser. Reusing the slice
+// across callbacks makes the read allocation-free.
+func ExampleExchange_Messages() {
+	var parts []sdk.MessagePart
+	sdk.OnRequest(func(r *sdk.Request) sdk.Verdict {
+		parts = r.Messages(parts[:0])
+		for _, p := range parts {
+			if p.Kind == sdk.PartToolCall {
+				continue // the model's own calls; check what users and tools said
+			}
+			if bytes.Contains(bytes.ToLower(p.Text), []byte("ignore previous instructions")) {
+				sdk.Log(sdk.LevelInfo, "blocked: message "+strconv.Itoa(p.Index)+" ("+string(p.Role)+")")
+				return r.Reject(400, "invalid_request_error", "content_blocked",
+					"The request contains a blocked phrase.")
+			}
 		}
 		return sdk.Continue
 	})

@@ -77,8 +77,10 @@ func (x *Exchange) MaxTokens() (int64, bool) {
 	return n, n >= 0
 }
 
-// Messages is the number of messages (or prompts, or inputs) in the request.
-func (x *Exchange) Messages() int { return int(max(hostRequestInt(intMessages), 0)) }
+// MessageCount is the number of messages (or prompts, or inputs) in the
+// request, as the gateway counted them. ([Exchange.Messages] returns the
+// messages themselves.)
+func (x *Exchange) MessageCount() int { return int(max(hostRequestInt(intMessages), 0)) }
 
 // PromptTokensEstimate is the gateway's estimate of the prompt's tokens.
 func (x *Exchange) PromptTokensEstimate() int64 {

@@ -28,6 +28,7 @@ type hostAPI interface {
 	stateSet(b []byte) int32
 	chunkText(buf []byte) int32
 	chunkToolCalls(buf []byte) int32
+	requestMessages(buf []byte) int32
 	emit(text string) int32
 	setFinishReason(reason string) int32
 	reject(status int32, typ, code, msg string) int32
@@ -68,6 +69,7 @@ func hostStateSet(b []byte) int32                    { return host().stateSet(b)
 func hostChunkText(buf []byte) int32                 { return host().chunkText(buf) }
 func hostEmit(text string) int32                     { return host().emit(text) }
 func hostChunkToolCalls(buf []byte) int32            { return host().chunkToolCalls(buf) }
+func hostRequestMessages(buf []byte) int32           { return host().requestMessages(buf) }
 func hostEmitBytes(b []byte) int32 {
 	return host().emit(unsafe.String(unsafe.SliceData(b), len(b)))
 }

@@ -58,6 +58,9 @@ func tgChunkText(buf unsafe.Pointer, cap uint32) int32
 //go:wasmimport tollgate chunk_tool_calls
 func tgChunkToolCalls(buf unsafe.Pointer, cap uint32) int32
 
+//go:wasmimport tollgate request_messages
+func tgRequestMessages(buf unsafe.Pointer, cap uint32) int32
+
 //go:wasmimport tollgate emit
 func tgEmit(text string) int32
 
@@ -132,4 +135,8 @@ func hostCall(service string, req, buf []byte) int32 {
 
 func hostChunkToolCalls(buf []byte) int32 {
 	return tgChunkToolCalls(ptr(buf), uint32(len(buf)))
+}
+
+func hostRequestMessages(buf []byte) int32 {
+	return tgRequestMessages(ptr(buf), uint32(len(buf)))
 }

@@ -33,6 +33,7 @@ type fakeHost struct {
 	hasState   bool
 	text       string
 	toolCalls  string
+	messages   string
 	emitted    []byte
 	finish     string
 	rejected   string
@@ -132,6 +133,7 @@ func (h *fakeHost) chunkText(buf []byte) int32 { return h.out(buf, h.text, true)
 func (h *fakeHost) chunkToolCalls(buf []byte) int32 {
 	return h.out(buf, h.toolCalls, true)
 }
+func (h *fakeHost) requestMessages(buf []byte) int32 { return h.out(buf, h.messages, true) }
 func (h *fakeHost) emit(text string) int32 {
 	if len(h.emitted)+len(text) > 1<<20 {
 		return int32(ErrInvalid)
@@ -244,7 +246,7 @@ func TestRequest(t *testing.T) {
 		if r.Model() != "gpt-4o" || r.Endpoint() != "chat/completions" || r.RequestID() != "req-1" || r.Upstream() != "openai" {
 			t.Error("fields")
 		}
-		if !r.Stream() || r.Messages() != 1 || r.PromptTokensEstimate() != 1250 {
+		if !r.Stream() || r.MessageCount() != 1 || r.PromptTokensEstimate() != 1250 {
 			t.Error("ints")
 		}
 		if n, ok := r.MaxTokens(); n != 100 || !ok {

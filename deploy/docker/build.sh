@@ -28,7 +28,7 @@ export CGO_ENABLED=0
 go build -trimpath -ldflags='-s -w' -o "$out/bin/" ./gateway/cmd/tollgate ./gateway/cmd/mockllm
 
 # Every directory under plugins/ is one plugin (a Go main package), built
-# the way `tollgate plugin build` builds it (gateway/wasm/wasmbuild).
+# the way `tollgate plugin build` builds it (sdk/wasmbuild).
 for dir in plugins/*/; do
   name=$(basename "$dir")
   (cd "$dir" && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o "$out/plugins/$name.wasm" .)

@@ -17,7 +17,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/store/pg"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
-	"github.com/tollgate/tollgate/gateway/wasm/wasmbuild"
+	"github.com/tollgate/tollgate/sdk/wasmbuild"
 )
 
 // The reliability drills (drills_*_test.go) run the gateway under

@@ -17,7 +17,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/config"
 	"github.com/tollgate/tollgate/gateway/internal/proxy"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
-	"github.com/tollgate/tollgate/gateway/wasm/wasmbuild"
+	"github.com/tollgate/tollgate/sdk/wasmbuild"
 )
 
 // The holdback guard (plugins/holdback) between a client and the mock

@@ -19,7 +19,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/proxy"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
-	"github.com/tollgate/tollgate/gateway/wasm/wasmbuild"
+	"github.com/tollgate/tollgate/sdk/wasmbuild"
 )
 
 // scrape returns the value of the series whose line starts with series.

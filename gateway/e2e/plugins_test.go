@@ -13,7 +13,7 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/config"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
-	"github.com/tollgate/tollgate/gateway/wasm/wasmbuild"
+	"github.com/tollgate/tollgate/sdk/wasmbuild"
 )
 
 // testPluginPath builds (once per source change) the configurable test

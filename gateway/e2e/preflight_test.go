@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
-	"github.com/tollgate/tollgate/gateway/wasm/wasmbuild"
+	"github.com/tollgate/tollgate/sdk/wasmbuild"
 )
 
 func sha(key string) string {

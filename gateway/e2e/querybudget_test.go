@@ -23,7 +23,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/pgtest"
-	"github.com/tollgate/tollgate/gateway/wasm/wasmbuild"
+	"github.com/tollgate/tollgate/sdk/wasmbuild"
 )
 
 // Statement budget of one request through preflight with the Postgres

@@ -12,7 +12,7 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
-	"github.com/tollgate/tollgate/gateway/wasm/wasmbuild"
+	"github.com/tollgate/tollgate/sdk/wasmbuild"
 )
 
 // pluginPath builds a plugin of plugins/ once per source change.

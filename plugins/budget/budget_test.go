@@ -5,11 +5,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate/tollgate/gateway/wasm"
 	"github.com/tollgate/tollgate/sdk/plugintest"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
-var acme = &wasm.Tenant{ID: "acme", KeyID: "k-1", Plan: "pro", Status: "active",
+var acme = &wasmhost.Tenant{ID: "acme", KeyID: "k-1", Plan: "pro", Status: "active",
 	RPM: -1, TPM: -1, BudgetMicros: 5_000_000, MaxTokens: -1, PlanRPM: -1, PlanTPM: -1, KeyRPM: -1, KeyTPM: -1}
 
 func load(t testing.TB, config, answer string, err error) *plugintest.Plugin {

@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"strconv"
+
+	"github.com/tollgate/tollgate/sdk/jsonscan"
 )
 
 // mode is how a streamed reply is checked.
@@ -38,32 +40,32 @@ const configKeys = "(keys: markers, case_insensitive, mode, correction)"
 // entry, as the operator sees them when the plugin fails to load.
 func parseConfig(raw []byte) (*guard, error) {
 	g := &guard{correction: defaultCorrection}
-	var s scanner
-	s.reset(raw)
-	if s.peek() != '{' {
+	var s jsonscan.Scanner
+	s.Reset(raw)
+	if s.Peek() != '{' {
 		return nil, errors.New("the config must be a JSON object " + configKeys)
 	}
 	seenMarkers := false
-	err := s.object(func(key []byte) error {
+	err := s.Object(func(key []byte) error {
 		switch string(key) {
 		case "markers":
 			seenMarkers = true
 			return parseMarkers(&s, g)
 		case "case_insensitive":
-			switch s.peek() {
+			switch s.Peek() {
 			case 't':
 				g.caseInsensitive = true
-				return s.literal("true")
+				return s.Literal("true")
 			case 'f':
 				g.caseInsensitive = false
-				return s.literal("false")
+				return s.Literal("false")
 			}
 			return errors.New(`"case_insensitive" must be true or false`)
 		case "mode":
-			if s.peek() != '"' {
+			if s.Peek() != '"' {
 				return errors.New(`"mode" must be "holdback" or "buffer"`)
 			}
-			b, err := s.str()
+			b, err := s.Str()
 			if err != nil {
 				return err
 			}
@@ -77,10 +79,10 @@ func parseConfig(raw []byte) (*guard, error) {
 			}
 			return nil
 		case "correction":
-			if s.peek() != '"' {
+			if s.Peek() != '"' {
 				return errors.New(`"correction" must be a string`)
 			}
-			b, err := s.str()
+			b, err := s.Str()
 			if err != nil {
 				return err
 			}
@@ -93,7 +95,7 @@ func parseConfig(raw []byte) (*guard, error) {
 		return errors.New("unknown key " + strconv.Quote(string(key)) + " " + configKeys)
 	})
 	if err == nil {
-		err = s.end()
+		err = s.End()
 	}
 	if err != nil {
 		return nil, err
@@ -105,18 +107,18 @@ func parseConfig(raw []byte) (*guard, error) {
 	return g, nil
 }
 
-func parseMarkers(s *scanner, g *guard) error {
-	if s.peek() != '[' {
+func parseMarkers(s *jsonscan.Scanner, g *guard) error {
+	if s.Peek() != '[' {
 		return errors.New(`"markers" must be a list of strings`)
 	}
 	g.markers = g.markers[:0]
 	total := 0
-	return s.array(func(i int) error {
+	return s.Array(func(i int) error {
 		entry := "markers[" + strconv.Itoa(i) + "]"
-		if s.peek() != '"' {
+		if s.Peek() != '"' {
 			return errors.New(entry + " must be a string")
 		}
-		b, err := s.str()
+		b, err := s.Str()
 		if err != nil {
 			return err
 		}

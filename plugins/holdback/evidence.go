@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"errors"
+
+	"github.com/tollgate/tollgate/sdk/jsonscan"
 )
 
 // Tool evidence: the URLs around markers in what tools produced, as the
@@ -74,40 +76,40 @@ var errNotObject = errors.New("the request body is not a JSON object")
 // then has no evidence, which stops rather than passes.
 func (g *guard) collectEvidence(body []byte, dst evidence) (evidence, error) {
 	c := collector{ac: g.ac, out: dst[:0]}
-	var s scanner
-	s.reset(body)
-	if s.peek() != '{' {
+	var s jsonscan.Scanner
+	s.Reset(body)
+	if s.Peek() != '{' {
 		return c.out, errNotObject
 	}
-	err := s.object(func(key []byte) error {
+	err := s.Object(func(key []byte) error {
 		switch string(key) {
 		case "messages", "input":
-			if s.peek() != '[' {
-				return s.skip()
+			if s.Peek() != '[' {
+				return s.Skip()
 			}
-			return s.array(func(int) error { return c.item(&s) })
+			return s.Array(func(int) error { return c.item(&s) })
 		}
-		return s.skip()
+		return s.Skip()
 	})
 	if err == nil {
-		err = s.end()
+		err = s.End()
 	}
 	return c.out, err
 }
 
 // item reads one message or input item. Its role and type may come after
 // its content, so a first pass reads them and a second the texts.
-func (c *collector) item(s *scanner) error {
-	if s.peek() != '{' {
-		return s.skip()
+func (c *collector) item(s *jsonscan.Scanner) error {
+	if s.Peek() != '{' {
+		return s.Skip()
 	}
-	start := s.pos
+	start := s.Offset()
 	var role, typ [32]byte
 	var roleN, typN int
-	err := s.object(func(key []byte) error {
+	err := s.Object(func(key []byte) error {
 		k := string(key)
-		if (k == "role" || k == "type") && s.peek() == '"' {
-			v, err := s.str()
+		if (k == "role" || k == "type") && s.Peek() == '"' {
+			v, err := s.Str()
 			if err != nil {
 				return err
 			}
@@ -118,14 +120,14 @@ func (c *collector) item(s *scanner) error {
 			}
 			return nil
 		}
-		return s.skip()
+		return s.Skip()
 	})
 	if err != nil {
 		return err
 	}
 	r, t := string(role[:roleN]), string(typ[:typN])
-	s.pos = start
-	return s.object(func(key []byte) error {
+	s.Seek(start)
+	return s.Object(func(key []byte) error {
 		switch string(key) {
 		case "content":
 			if r == "tool" || r == "function" {
@@ -140,48 +142,48 @@ func (c *collector) item(s *scanner) error {
 				return c.strings(s, 0)
 			}
 		case "tool_calls":
-			if s.peek() == '[' {
-				return s.array(func(int) error { return c.member(s, "function", "arguments") })
+			if s.Peek() == '[' {
+				return s.Array(func(int) error { return c.member(s, "function", "arguments") })
 			}
 		case "function_call":
 			return c.member(s, "arguments")
 		}
-		return s.skip()
+		return s.Skip()
 	})
 }
 
 // member reads the strings at the path of object keys below the cursor.
-func (c *collector) member(s *scanner, path ...string) error {
+func (c *collector) member(s *jsonscan.Scanner, path ...string) error {
 	if len(path) == 0 {
 		return c.strings(s, 0)
 	}
-	if s.peek() != '{' {
-		return s.skip()
+	if s.Peek() != '{' {
+		return s.Skip()
 	}
-	return s.object(func(key []byte) error {
+	return s.Object(func(key []byte) error {
 		if string(key) == path[0] {
 			return c.member(s, path[1:]...)
 		}
-		return s.skip()
+		return s.Skip()
 	})
 }
 
 // strings reads every string in the value at the cursor as evidence text.
-func (c *collector) strings(s *scanner, nested int) error {
-	switch s.peek() {
+func (c *collector) strings(s *jsonscan.Scanner, nested int) error {
+	switch s.Peek() {
 	case '"':
-		t, err := s.str()
+		t, err := s.Str()
 		if err != nil {
 			return err
 		}
 		c.text(t, nested)
 		return nil
 	case '[':
-		return s.array(func(int) error { return c.strings(s, nested) })
+		return s.Array(func(int) error { return c.strings(s, nested) })
 	case '{':
-		return s.object(func([]byte) error { return c.strings(s, nested) })
+		return s.Object(func([]byte) error { return c.strings(s, nested) })
 	}
-	return s.skip()
+	return s.Skip()
 }
 
 // text adds the URL around every marker in t. A text that is a JSON
@@ -191,11 +193,11 @@ func (c *collector) text(t []byte, nested int) {
 	if nested < maxNested {
 		if j := bytes.TrimLeft(t, " \t\r\n"); len(j) > 0 && (j[0] == '{' || j[0] == '[') {
 			n := len(c.out)
-			var s scanner
-			s.reset(t)
+			var s jsonscan.Scanner
+			s.Reset(t)
 			err := c.strings(&s, nested+1)
 			if err == nil {
-				err = s.end()
+				err = s.End()
 			}
 			if err == nil {
 				return

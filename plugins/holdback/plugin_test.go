@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate/tollgate/gateway/wasm"
 	"github.com/tollgate/tollgate/sdk"
 	"github.com/tollgate/tollgate/sdk/plugintest"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // The whole plugin, built to wasm and run by the gateway's plugin host.
@@ -107,7 +107,7 @@ func TestHoldbackPluginPassThrough(t *testing.T) {
 	p := load(t, `{"markers":["oaidalleapiprodscus.blob.core.windows.net", "oaidalle.example"]}`)
 	s := p.Session(plugintest.Request{Body: `{}`})
 	for _, piece := range []string{"Hi", " world,", " no links here."} {
-		if st := s.Send(plugintest.Event{Text: piece}); st.Verdict != wasm.Continue || len(st.Out) != 1 || st.Out[0].Replaced {
+		if st := s.Send(plugintest.Event{Text: piece}); st.Verdict != wasmhost.Continue || len(st.Out) != 1 || st.Out[0].Replaced {
 			t.Fatalf("%q: %+v", piece, st)
 		}
 	}
@@ -137,11 +137,11 @@ func TestHoldbackPluginOrdering(t *testing.T) {
 	s := p.Session(plugintest.Request{Body: `{}`})
 	s.Send(plugintest.Event{Flags: sdk.ChunkRole})
 	s.Send(plugintest.Event{Text: "Calling: oaidalle"})
-	if st := s.Send(plugintest.Event{Flags: sdk.ChunkUsage}); st.Verdict != wasm.Continue || len(st.Out) != 1 {
+	if st := s.Send(plugintest.Event{Flags: sdk.ChunkUsage}); st.Verdict != wasmhost.Continue || len(st.Out) != 1 {
 		t.Fatalf("usage: %+v", st)
 	}
 	st := s.Send(plugintest.Event{Flags: sdk.ChunkToolCalls})
-	if st.Verdict != wasm.Replace || len(st.Out) != 1 || st.Out[0].Text != "oaidalle" || st.Out[0].Flags&sdk.ChunkToolCalls == 0 {
+	if st.Verdict != wasmhost.Replace || len(st.Out) != 1 || st.Out[0].Text != "oaidalle" || st.Out[0].Flags&sdk.ChunkToolCalls == 0 {
 		t.Fatalf("tool call: %+v", st)
 	}
 	s.Send(plugintest.Event{Flags: sdk.ChunkFinish})
@@ -192,7 +192,7 @@ func TestHoldbackPluginBufferMode(t *testing.T) {
 	text := "Look: " + imgURL + " done"
 	s := p.Session(plugintest.Request{Body: toolBody(imgURL)})
 	for i, piece := range splitAt(text, 4, 40, 80) {
-		if st := s.Send(plugintest.Event{Text: piece}); st.Verdict != wasm.Hold || s.Text() != "" || s.HeldEvents() != i+1 {
+		if st := s.Send(plugintest.Event{Text: piece}); st.Verdict != wasmhost.Hold || s.Text() != "" || s.HeldEvents() != i+1 {
 			t.Fatalf("%q: %+v", piece, st)
 		}
 	}

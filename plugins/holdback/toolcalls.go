@@ -4,6 +4,7 @@ import (
 	"bytes"
 
 	"github.com/tollgate/tollgate/sdk"
+	"github.com/tollgate/tollgate/sdk/jsonscan"
 )
 
 // Tool calls in the reply: a URL the model put in the arguments of one of
@@ -95,11 +96,11 @@ func (g *guard) callEvidence(calls []byte, dst evidence) evidence {
 func (c *collector) arguments(t []byte) {
 	if j := bytes.TrimLeft(t, " \t\r\n"); len(j) > 0 && (j[0] == '{' || j[0] == '[') {
 		n := len(c.out)
-		var s scanner
-		s.reset(t)
+		var s jsonscan.Scanner
+		s.Reset(t)
 		err := c.strings(&s, 1)
 		if err == nil {
-			err = s.end()
+			err = s.End()
 		}
 		if err == nil {
 			return

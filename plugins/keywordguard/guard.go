@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/tollgate/tollgate/sdk/jsonscan"
 )
 
 // guard is a parsed, checked configuration.
@@ -16,7 +18,7 @@ type guard struct {
 	headerValue string
 
 	// Reused for every request: an instance serves one at a time.
-	sc    scanner
+	sc    jsonscan.Scanner
 	lower []byte
 }
 
@@ -31,25 +33,25 @@ const (
 func parseConfig(raw []byte) (*guard, error) {
 	g := &guard{message: defaultMessage, status: defaultStatus}
 	s := &g.sc
-	s.reset(raw)
-	if s.peek() != '{' {
+	s.Reset(raw)
+	if s.Peek() != '{' {
 		return nil, errors.New("the config must be a JSON object")
 	}
 	seenDeny := false
-	err := s.object(func(key []byte) error {
+	err := s.Object(func(key []byte) error {
 		switch string(key) {
 		case "deny":
 			seenDeny = true
 			g.rules = g.rules[:0]
-			if s.peek() != '[' {
+			if s.Peek() != '[' {
 				return errors.New(`"deny" must be a list of regular expressions`)
 			}
-			return s.array(func(i int) error {
+			return s.Array(func(i int) error {
 				entry := "deny[" + strconv.Itoa(i) + "]"
-				if s.peek() != '"' {
+				if s.Peek() != '"' {
 					return errors.New(entry + " must be a string")
 				}
-				b, err := s.str()
+				b, err := s.Str()
 				if err != nil {
 					return err
 				}
@@ -65,10 +67,10 @@ func parseConfig(raw []byte) (*guard, error) {
 				return nil
 			})
 		case "message":
-			if s.peek() != '"' {
+			if s.Peek() != '"' {
 				return errors.New(`"message" must be a string`)
 			}
-			b, err := s.str()
+			b, err := s.Str()
 			if err != nil {
 				return err
 			}
@@ -78,7 +80,7 @@ func parseConfig(raw []byte) (*guard, error) {
 			g.message = string(b)
 			return nil
 		case "status":
-			lit, err := s.number()
+			lit, err := s.Number()
 			if err != nil {
 				return errors.New(`"status" must be a number`)
 			}
@@ -89,18 +91,18 @@ func parseConfig(raw []byte) (*guard, error) {
 			g.status = n
 			return nil
 		case "header":
-			if s.peek() != '{' {
+			if s.Peek() != '{' {
 				return errors.New(`"header" must be an object {"name": ..., "value": ...}`)
 			}
-			if err := s.object(func(key []byte) error {
+			if err := s.Object(func(key []byte) error {
 				k := string(key)
 				if k != "name" && k != "value" {
 					return errors.New(`header: unknown key ` + strconv.Quote(k) + ` (keys: name, value)`)
 				}
-				if s.peek() != '"' {
+				if s.Peek() != '"' {
 					return errors.New("header." + k + " must be a string")
 				}
-				b, err := s.str()
+				b, err := s.Str()
 				if err != nil {
 					return err
 				}
@@ -118,7 +120,7 @@ func parseConfig(raw []byte) (*guard, error) {
 		return errors.New("unknown key " + strconv.Quote(string(key)) + " (keys: deny, message, status, header)")
 	})
 	if err == nil {
-		err = s.end()
+		err = s.End()
 	}
 	if err != nil {
 		return nil, err
@@ -173,7 +175,7 @@ var errStop = errors.New("stop")
 // caller fails closed.
 func (g *guard) check(body []byte) (rule int, where string, err error) {
 	s := &g.sc
-	s.reset(body)
+	s.Reset(body)
 	rule = -1
 	match := func(text []byte) bool {
 		lowered := false
@@ -186,10 +188,10 @@ func (g *guard) check(body []byte) (rule int, where string, err error) {
 		}
 		return false
 	}
-	if s.peek() != '{' {
+	if s.Peek() != '{' {
 		return -1, "", errors.New("the request body is not a JSON object")
 	}
-	err = s.object(func(key []byte) error {
+	err = s.Object(func(key []byte) error {
 		switch string(key) {
 		case "messages":
 			where = "messages"
@@ -200,25 +202,25 @@ func (g *guard) check(body []byte) (rule int, where string, err error) {
 		case "suffix":
 			where = "suffix"
 		default:
-			return s.skip()
+			return s.Skip()
 		}
-		return s.texts(match)
+		return texts(s, match)
 	})
 	if err == errStop {
 		return rule, where, nil
 	}
 	if err == nil {
-		err = s.end()
+		err = s.End()
 	}
 	return -1, "", err
 }
 
-// texts calls match for each text in the value at the cursor and returns
+// texts calls match for each text in the value at the cursor of s and returns
 // errStop as soon as match reports true.
-func (s *scanner) texts(match func([]byte) bool) error {
-	switch s.peek() {
+func texts(s *jsonscan.Scanner, match func([]byte) bool) error {
+	switch s.Peek() {
 	case '"':
-		t, err := s.str()
+		t, err := s.Str()
 		if err != nil {
 			return err
 		}
@@ -227,15 +229,15 @@ func (s *scanner) texts(match func([]byte) bool) error {
 		}
 		return nil
 	case '[':
-		return s.array(func(int) error { return s.texts(match) })
+		return s.Array(func(int) error { return texts(s, match) })
 	case '{':
-		return s.object(func(key []byte) error {
+		return s.Object(func(key []byte) error {
 			switch string(key) {
 			case "content", "text":
-				return s.texts(match)
+				return texts(s, match)
 			}
-			return s.skip()
+			return s.Skip()
 		})
 	}
-	return s.skip()
+	return s.Skip()
 }

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/tollgate/tollgate/sdk/jsonscan"
 )
 
 func TestConfig(t *testing.T) {
@@ -113,21 +115,21 @@ func TestCheck(t *testing.T) {
 
 // collect returns every text check would look at, in order.
 func collect(body []byte) ([]string, error) {
-	var s scanner
-	s.reset(body)
+	var s jsonscan.Scanner
+	s.Reset(body)
 	var out []string
-	if s.peek() != '{' {
+	if s.Peek() != '{' {
 		return nil, errors.New("not an object")
 	}
-	err := s.object(func(key []byte) error {
+	err := s.Object(func(key []byte) error {
 		switch string(key) {
 		case "messages", "prompt", "input", "suffix":
-			return s.texts(func(t []byte) bool { out = append(out, string(t)); return false })
+			return texts(&s, func(t []byte) bool { out = append(out, string(t)); return false })
 		}
-		return s.skip()
+		return s.Skip()
 	})
 	if err == nil {
-		err = s.end()
+		err = s.End()
 	}
 	return out, err
 }
@@ -255,7 +257,7 @@ func FuzzScanner(f *testing.F) {
 		if werr != nil {
 			return // valid JSON but not an object
 		}
-		if errors.Is(err, errDepth) {
+		if errors.Is(err, jsonscan.ErrDepth) {
 			return
 		}
 		if err != nil || !reflect.DeepEqual(got, want) {
@@ -287,17 +289,17 @@ func BenchmarkCheck(b *testing.B) {
 
 // BenchmarkScanOnly is the JSON walk without the regular expressions.
 func BenchmarkScanOnly(b *testing.B) {
-	var s scanner
+	var s jsonscan.Scanner
 	b.SetBytes(int64(len(benchBody)))
 	b.ReportAllocs()
 	for b.Loop() {
-		s.reset(benchBody)
-		s.object(func(key []byte) error {
+		s.Reset(benchBody)
+		s.Object(func(key []byte) error {
 			switch string(key) {
 			case "messages", "prompt", "input", "suffix":
-				return s.texts(func([]byte) bool { return false })
+				return texts(&s, func([]byte) bool { return false })
 			}
-			return s.skip()
+			return s.Skip()
 		})
 	}
 }

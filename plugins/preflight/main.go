@@ -101,9 +101,9 @@ func onRequest(r *sdk.Request) sdk.Verdict {
 		return r.Reject(413, "invalid_request_error", "request_too_large",
 			"The request body is larger than this gateway accepts ("+strconv.FormatInt(cfg.MaxBodyBytes, 10)+" bytes).")
 	}
-	if cfg.MaxMessages > 0 && r.Messages() > cfg.MaxMessages {
+	if cfg.MaxMessages > 0 && r.MessageCount() > cfg.MaxMessages {
 		return r.Reject(400, "invalid_request_error", "too_many_messages",
-			"The request has "+strconv.Itoa(r.Messages())+" messages; at most "+strconv.Itoa(cfg.MaxMessages)+" are accepted.")
+			"The request has "+strconv.Itoa(r.MessageCount())+" messages; at most "+strconv.Itoa(cfg.MaxMessages)+" are accepted.")
 	}
 	return sdk.Continue
 }

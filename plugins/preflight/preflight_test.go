@@ -3,8 +3,8 @@ package main
 import (
 	"testing"
 
-	"github.com/tollgate/tollgate/gateway/wasm"
 	"github.com/tollgate/tollgate/sdk/plugintest"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 const chat = `{"model":"mock-1","messages":[{"role":"user","content":"hi"}]}`
@@ -62,7 +62,7 @@ func TestPreflight(t *testing.T) {
 func BenchmarkPreflight(b *testing.B) {
 	p := load(b, "")
 	req := plugintest.Request{Model: "mock-1", Body: chat, Headers: map[string]string{"Authorization": "Bearer tg_good"}, Messages: 1,
-		Tenant: &wasm.Tenant{ID: "t", MaxTokens: -1}}
+		Tenant: &wasmhost.Tenant{ID: "t", MaxTokens: -1}}
 	b.ReportAllocs()
 	for b.Loop() {
 		if res := p.Request(req); res.Rejected || res.Err != nil {

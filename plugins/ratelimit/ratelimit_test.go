@@ -4,11 +4,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate/tollgate/gateway/wasm"
 	"github.com/tollgate/tollgate/sdk/plugintest"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
-var acme = &wasm.Tenant{ID: "acme", KeyID: "k-1", Plan: "pro", Status: "active",
+var acme = &wasmhost.Tenant{ID: "acme", KeyID: "k-1", Plan: "pro", Status: "active",
 	RPM: 60, TPM: 1000, BudgetMicros: -1, MaxTokens: -1, PlanRPM: 60, PlanTPM: 1000, KeyRPM: 5, KeyTPM: -1}
 
 func load(t testing.TB, config string, answer string) *plugintest.Plugin {

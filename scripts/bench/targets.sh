@@ -55,8 +55,8 @@ build_plugins() {
 	done
 	if has_target tollgate-noop4 || has_target tollgate-noop4t; then
 		log "building the no-op test plugin"
-		"$BIN/tollgate" plugin build gateway/wasm/testdata/testplugin -o "$BIN/plugins/noop.wasm" >/dev/null ||
-			die "building gateway/wasm/testdata/testplugin failed"
+		"$BIN/tollgate" plugin build sdk/wasmhost/testdata/testplugin -o "$BIN/plugins/noop.wasm" >/dev/null ||
+			die "building sdk/wasmhost/testdata/testplugin failed"
 	fi
 }
 

@@ -23,10 +23,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/valyala/fasthttp"
-
-	"github.com/tollgate/tollgate/gateway/wasm"
-	"github.com/tollgate/tollgate/gateway/wasm/wasmbuild"
+	"github.com/tollgate/tollgate/sdk/wasmbuild"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // Build returns the .wasm of the plugin in dir: $TOLLGATE_PLUGIN_WASM when
@@ -46,7 +44,7 @@ func Build(t testing.TB, dir string) string {
 // Plugin is a loaded plugin and the fake services it calls.
 type Plugin struct {
 	t        testing.TB
-	pipe     *wasm.Pipeline
+	pipe     *wasmhost.Pipeline
 	Services *Services
 	logs     *logBuffer
 }
@@ -60,7 +58,7 @@ type Options struct {
 
 var (
 	hostOnce sync.Once
-	host     *wasm.Host
+	host     *wasmhost.Host
 	hostErr  error
 	logs     = &logBuffer{}
 )
@@ -85,7 +83,7 @@ func LoadErr(t testing.TB, path, config string, opts ...Options) (*Plugin, error
 		// (the user cache dir), so a plugin is compiled once per machine
 		// rather than once per test process: under the race detector one
 		// compile takes 10-20 s of CPU.
-		host, hostErr = wasm.NewHost("", slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		host, hostErr = wasmhost.NewHost("", slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	})
 	if hostErr != nil {
 		return nil, hostErr
@@ -97,14 +95,14 @@ func LoadErr(t testing.TB, path, config string, opts ...Options) (*Plugin, error
 	if config == "" {
 		config = "{}"
 	}
-	spec := wasm.Spec{Name: "plugin", Module: mod, Config: []byte(config)}
+	spec := wasmhost.Spec{Name: "plugin", Module: mod, Config: []byte(config)}
 	for _, o := range opts {
 		spec.Deadline, spec.MemoryBytes = o.Deadline, o.MemoryBytes
 		if o.FailOpen {
-			spec.OnError = wasm.FailOpen
+			spec.OnError = wasmhost.FailOpen
 		}
 	}
-	pipe, err := wasm.NewPipeline(context.Background(), host, []wasm.Spec{spec})
+	pipe, err := wasmhost.NewPipeline(context.Background(), host, []wasmhost.Spec{spec})
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +131,7 @@ type Request struct {
 	Stream    bool
 	MaxTokens int64 // 0: absent
 	Messages  int64
-	Tenant    *wasm.Tenant
+	Tenant    *wasmhost.Tenant
 }
 
 // RequestResult is what the request phase decided.
@@ -146,18 +144,18 @@ type RequestResult struct {
 	Err                 error             // a plugin failure (trap, deadline, bad verdict)
 }
 
-func (p *Plugin) newRequest(req Request) *wasm.Request {
-	r := wasm.AcquireRequest()
+func (p *Plugin) newRequest(req Request) *wasmhost.Request {
+	r := wasmhost.AcquireRequest()
 	r.Model, r.Endpoint, r.Body, r.RequestID = []byte(or(req.Model, "test-model")), []byte(or(req.Endpoint, "chat/completions")), []byte(req.Body), []byte("req_test")
 	r.Stream, r.Messages, r.Tenant = req.Stream, req.Messages, req.Tenant
 	if req.MaxTokens > 0 {
 		r.MaxTokens = req.MaxTokens
 	}
-	var h fasthttp.RequestHeader
+	h := make(wasmhost.Headers, 0, len(req.Headers))
 	for k, v := range req.Headers {
-		h.Set(k, v)
+		h = append(h, wasmhost.Header{Name: []byte(k), Value: []byte(v)})
 	}
-	r.ClientHeader = &h
+	r.ClientHeader = h
 	r.Services = p.Services
 	return r
 }
@@ -172,10 +170,10 @@ func or(s, def string) string {
 // Request runs the request phase.
 func (p *Plugin) Request(req Request) RequestResult {
 	r := p.newRequest(req)
-	defer wasm.ReleaseRequest(r)
+	defer wasmhost.ReleaseRequest(r)
 	err := p.pipe.Request(r)
 	res := RequestResult{UpstreamHeaders: headerMap(r.SetUpstreamHeaders), ClientHeaders: headerMap(r.SetClientHeaders)}
-	var rej *wasm.RejectError
+	var rej *wasmhost.RejectError
 	switch {
 	case errors.As(err, &rej):
 		res.Rejected, res.Status, res.Type, res.Code, res.Message = true, rej.Status, rej.Type, rej.Code, rej.Message
@@ -185,7 +183,7 @@ func (p *Plugin) Request(req Request) RequestResult {
 	return res
 }
 
-func headerMap(hs []wasm.Header) map[string]string {
+func headerMap(hs []wasmhost.Header) map[string]string {
 	m := make(map[string]string, len(hs))
 	for _, h := range hs {
 		m[string(h.Name)] = string(h.Value)
@@ -209,7 +207,7 @@ type StreamResult struct {
 func (p *Plugin) Stream(req Request, deltas []string) StreamResult {
 	req.Stream = true
 	r := p.newRequest(req)
-	defer wasm.ReleaseRequest(r)
+	defer wasmhost.ReleaseRequest(r)
 	var out strings.Builder
 	var held []string
 	flush := func() {
@@ -219,21 +217,21 @@ func (p *Plugin) Stream(req Request, deltas []string) StreamResult {
 		held = held[:0]
 	}
 	for i, d := range deltas {
-		flags := wasm.ChunkText
+		flags := wasmhost.ChunkText
 		if i == 0 {
-			flags |= wasm.ChunkRole
+			flags |= wasmhost.ChunkRole
 		}
 		res, err := p.pipe.Chunk(r, []byte(d), flags)
 		if err != nil {
 			return StreamResult{Text: out.String(), Err: err}
 		}
 		switch res.Verdict {
-		case wasm.Hold:
+		case wasmhost.Hold:
 			held = append(held, d)
-		case wasm.Replace:
+		case wasmhost.Replace:
 			flush()
 			out.WriteString(string(res.Text))
-		case wasm.Stop:
+		case wasmhost.Stop:
 			out.WriteString(string(res.Text))
 			return StreamResult{Text: out.String(), Stopped: true, FinishReason: or(string(res.FinishReason), "content_filter")}
 		default:
@@ -241,22 +239,22 @@ func (p *Plugin) Stream(req Request, deltas []string) StreamResult {
 			out.WriteString(d)
 		}
 	}
-	res, err := p.pipe.Chunk(r, nil, wasm.ChunkDone)
+	res, err := p.pipe.Chunk(r, nil, wasmhost.ChunkDone)
 	if err != nil {
 		return StreamResult{Text: out.String(), Err: err}
 	}
 	switch res.Verdict {
-	case wasm.Stop:
+	case wasmhost.Stop:
 		out.WriteString(string(res.Text))
 		return StreamResult{Text: out.String(), Stopped: true, FinishReason: or(string(res.FinishReason), "content_filter")}
-	case wasm.Replace:
+	case wasmhost.Replace:
 		flush()
 		out.WriteString(string(res.Text))
 	default:
 		flush()
 	}
 	r.TextBytesSent = int64(out.Len())
-	p.pipe.End(r, wasm.EndCompleted)
+	p.pipe.End(r, wasmhost.EndCompleted)
 	return StreamResult{Text: out.String()}
 }
 
@@ -264,14 +262,14 @@ func (p *Plugin) Stream(req Request, deltas []string) StreamResult {
 // the text the client would receive.
 func (p *Plugin) Whole(req Request, text string) StreamResult {
 	r := p.newRequest(req)
-	defer wasm.ReleaseRequest(r)
-	res, err := p.pipe.Chunk(r, []byte(text), wasm.ChunkText|wasm.ChunkWhole)
+	defer wasmhost.ReleaseRequest(r)
+	res, err := p.pipe.Chunk(r, []byte(text), wasmhost.ChunkText|wasmhost.ChunkWhole)
 	switch {
 	case err != nil:
 		return StreamResult{Err: err}
-	case res.Verdict == wasm.Stop:
+	case res.Verdict == wasmhost.Stop:
 		return StreamResult{Text: string(res.Text), Stopped: true, FinishReason: or(string(res.FinishReason), "content_filter")}
-	case res.Verdict == wasm.Replace:
+	case res.Verdict == wasmhost.Replace:
 		return StreamResult{Text: string(res.Text)}
 	}
 	return StreamResult{Text: text}
@@ -308,14 +306,14 @@ func (s *Services) Calls() []Call {
 	return append([]Call(nil), s.calls...)
 }
 
-// Call implements wasm.Services.
-func (s *Services) Call(_ *wasm.Request, name string, req []byte) ([]byte, error) {
+// Call implements wasmhost.Services.
+func (s *Services) Call(_ *wasmhost.Request, name string, req []byte) ([]byte, error) {
 	s.mu.Lock()
 	s.calls = append(s.calls, Call{Service: name, Request: string(req)})
 	f := s.handlers[name]
 	s.mu.Unlock()
 	if f == nil {
-		return nil, wasm.ErrNoService
+		return nil, wasmhost.ErrNoService
 	}
 	return f(req)
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/tollgate/tollgate/sdk/plugintest"
 )
 
-const testPlugin = "../../gateway/wasm/testdata/testplugin"
+const testPlugin = "../wasmhost/testdata/testplugin"
 
 func TestHarness(t *testing.T) {
 	wasm := plugintest.Build(t, testPlugin)

@@ -3,8 +3,8 @@ package plugintest
 import (
 	"strings"
 
-	"github.com/tollgate/tollgate/gateway/wasm"
 	"github.com/tollgate/tollgate/sdk"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // Event is one upstream event of a streamed reply, as the gateway hands it
@@ -45,7 +45,7 @@ type Sent struct {
 
 // Step is what one event of a Session did.
 type Step struct {
-	Verdict wasm.Verdict
+	Verdict wasmhost.Verdict
 	// Out are the events sent to the client because of this one, in order
 	// (held events released by it first).
 	Out []Sent
@@ -66,7 +66,7 @@ type Step struct {
 // cleanup do so.
 type Session struct {
 	p       *Plugin
-	r       *wasm.Request
+	r       *wasmhost.Request
 	held    []Sent
 	sent    []Sent
 	stopped bool
@@ -98,7 +98,7 @@ func (s *Session) Send(ev Event) Step {
 	}
 	var calls []byte
 	for _, tc := range ev.ToolCalls {
-		calls = wasm.AppendToolCallDelta(calls, tc.Index, []byte(tc.Name), []byte(tc.Arguments))
+		calls = wasmhost.AppendToolCallDelta(calls, tc.Index, []byte(tc.Name), []byte(tc.Arguments))
 	}
 	s.r.ToolCalls = calls
 	defer func() { s.r.ToolCalls = nil }()
@@ -123,13 +123,13 @@ func (s *Session) run(text []byte, flags sdk.ChunkFlags) Step {
 	done := flags&sdk.ChunkDone != 0
 	ev := Sent{Text: string(text), Flags: flags}
 	switch res.Verdict {
-	case wasm.Hold:
+	case wasmhost.Hold:
 		if !done {
 			s.held = append(s.held, ev)
 			break
 		}
 		s.flush()
-	case wasm.Replace:
+	case wasmhost.Replace:
 		s.flush()
 		if done {
 			if len(res.Text) > 0 {
@@ -139,7 +139,7 @@ func (s *Session) run(text []byte, flags sdk.ChunkFlags) Step {
 		}
 		ev.Text, ev.Replaced = string(res.Text), true
 		s.sent = append(s.sent, ev)
-	case wasm.Stop:
+	case wasmhost.Stop:
 		s.held = s.held[:0]
 		fr := string(res.FinishReason)
 		if fr == "" {
@@ -190,7 +190,7 @@ func (s *Session) Fact(key string) (string, bool) {
 	return string(v), ok
 }
 
-// End runs the end phase with flags (wasm.EndCompleted, ...), the text
+// End runs the end phase with flags (wasmhost.EndCompleted, ...), the text
 // bytes sent being those the client received.
 func (s *Session) End(flags uint32) {
 	s.r.TextBytesSent = int64(len(s.Text()))
@@ -200,7 +200,7 @@ func (s *Session) End(flags uint32) {
 // Close releases the session's request; it may be called more than once.
 func (s *Session) Close() {
 	if s.r != nil {
-		wasm.ReleaseRequest(s.r)
+		wasmhost.ReleaseRequest(s.r)
 		s.r = nil
 		s.over = true
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/config"
 	"github.com/tollgate/tollgate/gateway/internal/proxy"
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 const warmUsage = `usage: tollgate plugin warm [-policy FILE] [-cache-dir DIR] [-seed DIR]
@@ -74,7 +74,7 @@ func pluginWarm(args []string, stdout, stderr io.Writer) int {
 // plugin of p through it, reporting each.
 func warm(p *config.Policy, dir, seed string, w io.Writer) error {
 	if dir == "" {
-		dir = wasm.DefaultCacheDir()
+		dir = wasmhost.DefaultCacheDir()
 	}
 	if seed != "" {
 		n, err := copyMissing(seed, dir)
@@ -87,7 +87,7 @@ func warm(p *config.Policy, dir, seed string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	host, err := wasm.NewHost(dir, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	host, err := wasmhost.NewHost(dir, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/calllog"
 	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // Charges fills in row what a finished request's plugins and host
@@ -15,7 +15,7 @@ import (
 // plugin's guard_action fact, else cancelled when the request was), and
 // the cost. row's tokens must be filled already: a cost no budget plugin
 // settled is priced from them by services.
-func (a *Accounting) Charges(row *calllog.Row, r *wasm.Request, services *hostsvc.Set, cancelled bool) {
+func (a *Accounting) Charges(row *calllog.Row, r *wasmhost.Request, services *hostsvc.Set, cancelled bool) {
 	if r == nil {
 		return
 	}

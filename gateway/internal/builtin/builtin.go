@@ -5,7 +5,8 @@
 // them and nothing needs building first.
 //
 // modules/manifest.json records, for each module, a hash of the sources it
-// was built from (the plugin's folder and sdk/); TestModulesMatchSources
+// was built from (the Go files of every package it compiles: the plugin
+// and the SDK packages it imports); TestModulesMatchSources
 // fails when a source changed without the module being rebuilt. Rebuild
 // with `make plugins`, or:
 //

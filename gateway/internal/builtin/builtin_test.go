@@ -11,14 +11,15 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/tollgate/tollgate/gateway/wasm"
-	"github.com/tollgate/tollgate/gateway/wasm/wasmbuild"
+	"github.com/tollgate/tollgate/sdk/wasmbuild"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 var update = flag.Bool("update", false, "rebuild modules/ from plugins/ and sdk/ and rewrite modules/manifest.json")
@@ -43,31 +44,57 @@ type manifestEntry struct {
 	ModuleBytes  int    `json:"module_bytes"`
 }
 
-// sourcesHash hashes what a plugin's module is built from: the non-test Go
-// files of plugins/NAME and of sdk (the only package plugins import), by
-// path relative to the root and content. Tests, testdata and subfolders
-// (sdk/plugintest) are not part of the module.
+// sourcesHash hashes what a plugin's module is built from: the Go files
+// that a wasip1 build of plugins/NAME compiles, in every package it
+// depends on outside the standard library (the plugin, sdk, sdk/abi, ...),
+// by path relative to the root and content. Tests and packages the plugin
+// does not import (sdk/plugintest, the host runtime) are not part of it.
 func sourcesHash(name string) (string, error) {
+	cmd := exec.Command(goCommand(), "list", "-deps", "-f",
+		"{{if not .Standard}}{{.Dir}}{{range .GoFiles}} {{.}}{{end}}{{end}}", "./plugins/"+name)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go list -deps ./plugins/%s: %w", name, err)
+	}
+	absRoot, err := filepath.Abs(root)
+	if err != nil {
+		return "", err
+	}
+	var files []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		rel, err := filepath.Rel(absRoot, fields[0])
+		if err != nil || strings.HasPrefix(rel, "..") {
+			return "", fmt.Errorf("plugins/%s depends on %s, outside the repository", name, fields[0])
+		}
+		for _, f := range fields[1:] {
+			files = append(files, filepath.ToSlash(filepath.Join(rel, f)))
+		}
+	}
+	slices.Sort(files)
 	h := sha256.New()
-	for _, dir := range []string{"plugins/" + name, "sdk"} {
-		files, err := filepath.Glob(filepath.Join(root, dir, "*.go"))
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {
 			return "", err
 		}
-		slices.Sort(files)
-		for _, f := range files {
-			if strings.HasSuffix(f, "_test.go") {
-				continue
-			}
-			b, err := os.ReadFile(f)
-			if err != nil {
-				return "", err
-			}
-			fmt.Fprintf(h, "%s/%s\x00%d\x00", dir, filepath.Base(f), len(b))
-			h.Write(b)
-		}
+		fmt.Fprintf(h, "%s\x00%d\x00", f, len(b))
+		h.Write(b)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// goCommand is $GO, else go from PATH.
+func goCommand() string {
+	if g := os.Getenv("GO"); g != "" {
+		return g
+	}
+	return "go"
 }
 
 func readManifest(t *testing.T) manifest {
@@ -183,7 +210,7 @@ func TestModulesLoad(t *testing.T) {
 	// The cache a gateway uses by default: entries are keyed on the module
 	// bytes, so a rerun with unchanged modules skips compiling (minutes
 	// under -race on a busy machine).
-	host, err := wasm.NewHost("", nil)
+	host, err := wasmhost.NewHost("", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,12 +218,12 @@ func TestModulesLoad(t *testing.T) {
 	tests := []struct {
 		name   string
 		config string
-		phases wasm.Phase
+		phases wasmhost.Phase
 	}{
-		{"preflight", `{}`, wasm.PhaseRequest},
-		{"ratelimit", `{"default_max_tokens":64}`, wasm.PhaseRequest},
-		{"budget", `{"default_max_tokens":64}`, wasm.PhaseRequest | wasm.PhaseChunk},
-		{"holdback", `{"markers":["example.invalid"]}`, wasm.PhaseChunk},
+		{"preflight", `{}`, wasmhost.PhaseRequest},
+		{"ratelimit", `{"default_max_tokens":64}`, wasmhost.PhaseRequest},
+		{"budget", `{"default_max_tokens":64}`, wasmhost.PhaseRequest | wasmhost.PhaseChunk},
+		{"holdback", `{"markers":["example.invalid"]}`, wasmhost.PhaseChunk},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -204,7 +231,7 @@ func TestModulesLoad(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := host.Load(context.Background(), wasm.Spec{Name: tt.name, Module: mod, Config: []byte(tt.config), Instances: 1})
+			p, err := host.Load(context.Background(), wasmhost.Spec{Name: tt.name, Module: mod, Config: []byte(tt.config), Instances: 1})
 			if err != nil {
 				t.Fatal(err)
 			}

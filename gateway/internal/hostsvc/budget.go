@@ -10,7 +10,7 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/budget"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // PriceReader is what the budget services need: the cache's prices.
@@ -34,7 +34,7 @@ type Budget struct {
 // a repeated id for the same request (one hold, one settlement), so a
 // client sending one id with many requests would otherwise have them all
 // share a single hold and pay for one.
-func (b *Budget) holdID(c *Session, r *wasm.Request) string {
+func (b *Budget) holdID(c *Session, r *wasmhost.Request) string {
 	if b.newID == nil {
 		return string(r.RequestID) // plugin tests: no gateway request
 	}
@@ -46,7 +46,7 @@ func (b *Budget) holdID(c *Session, r *wasm.Request) string {
 }
 
 // Cost prices tokens of r's model, rounding up to the micro.
-func (b *Budget) Cost(r *wasm.Request, prompt, completion int64) (int64, bool) {
+func (b *Budget) Cost(r *wasmhost.Request, prompt, completion int64) (int64, bool) {
 	if b.prices == nil {
 		return 0, false
 	}
@@ -81,7 +81,7 @@ func budgetMonth(now time.Time) string { return now.UTC().Format("2006-01") }
 //	noprice                         the model has no price: nothing held
 //	notenant                        no tenant is resolved
 //	unavailable                     the counter (Redis) is down
-func (b *Budget) Reserve(c *Session, r *wasm.Request, req []byte) ([]byte, error) {
+func (b *Budget) Reserve(c *Session, r *wasmhost.Request, req []byte) ([]byte, error) {
 	var buf [4][]byte
 	f := fields(buf[:], req)
 	if len(f) != 3 {
@@ -115,7 +115,7 @@ func (b *Budget) Reserve(c *Session, r *wasm.Request, req []byte) ([]byte, error
 // Extend is budget.extend: "MORE_COMPLETION_TOKENS LEASE_MS", to grow
 // the hold of a stream that may run past what was reserved, and renew its
 // lease. The result is as for budget.reserve.
-func (b *Budget) Extend(c *Session, r *wasm.Request, req []byte) ([]byte, error) {
+func (b *Budget) Extend(c *Session, r *wasmhost.Request, req []byte) ([]byte, error) {
 	var buf [3][]byte
 	f := fields(buf[:], req)
 	if len(f) != 2 {
@@ -173,7 +173,7 @@ func budgetResult(res budget.Reservation, err error, amount int64, counts *[Budg
 
 // settle releases the request's hold and charges its real cost, and
 // records the cost for the call log.
-func (b *Budget) settle(c *Session, r *wasm.Request, prompt, completion int64) {
+func (b *Budget) settle(c *Session, r *wasmhost.Request, prompt, completion int64) {
 	m := &c.meter
 	if m.month == "" || r.Tenant == nil {
 		return

@@ -5,7 +5,7 @@
 // Each service is a typed value (Tenants, RateLimits, Budget) that a Set
 // registers under its ABI name. A request's Session binds a Set to the
 // request's own meter — what it charged and holds, settled when the
-// request ends — and is the wasm.Services the plugin host calls, so a
+// request ends — and is the wasmhost.Services the plugin host calls, so a
 // service reaches its request's state through a typed value, never
 // through an untyped owner field. Plugins say what to limit and hold; the
 // services do the mechanics natively (reading the tenant's limits,

@@ -9,30 +9,30 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/budget"
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // Service is one host service: it answers req, the guest's bytes (copied:
 // a service may keep them), for the request r of the session c. Errors
-// wasm.ErrBadServiceRequest and wasm.ErrNoService map to the ABI's
+// wasmhost.ErrBadServiceRequest and wasmhost.ErrNoService map to the ABI's
 // INVALID and UNAVAILABLE codes; any other error is UNAVAILABLE.
 type Service interface {
-	Serve(c *Session, r *wasm.Request, req []byte) ([]byte, error)
+	Serve(c *Session, r *wasmhost.Request, req []byte) ([]byte, error)
 }
 
 // ServiceFunc is a Service written as a function (or a method value).
-type ServiceFunc func(c *Session, r *wasm.Request, req []byte) ([]byte, error)
+type ServiceFunc func(c *Session, r *wasmhost.Request, req []byte) ([]byte, error)
 
 // Serve implements Service.
-func (f ServiceFunc) Serve(c *Session, r *wasm.Request, req []byte) ([]byte, error) {
+func (f ServiceFunc) Serve(c *Session, r *wasmhost.Request, req []byte) ([]byte, error) {
 	return f(c, r, req)
 }
 
 var (
-	_ Service       = ServiceFunc(nil)
-	_ Service       = (*Tenants)(nil)
-	_ Service       = (*RateLimits)(nil)
-	_ wasm.Services = (*Session)(nil)
+	_ Service           = ServiceFunc(nil)
+	_ Service           = (*Tenants)(nil)
+	_ Service           = (*RateLimits)(nil)
+	_ wasmhost.Services = (*Session)(nil)
 )
 
 // Config is what a Set's services are built from. Nil fields mean the
@@ -97,11 +97,11 @@ func (s *Set) Register(name string, svc Service) { s.byName[name] = svc }
 
 // Cost prices tokens of r's model, rounding up to the micro; false when
 // the model has no price.
-func (s *Set) Cost(r *wasm.Request, prompt, completion int64) (int64, bool) {
+func (s *Set) Cost(r *wasmhost.Request, prompt, completion int64) (int64, bool) {
 	return s.budget.Cost(r, prompt, completion)
 }
 
-// Session is one request's binding of a Set: the wasm.Services its
+// Session is one request's binding of a Set: the wasmhost.Services its
 // plugins call, and the request's meter. It lives inside the request's
 // own state (no allocation per request); Bind it before the first phase
 // and Reset it when the request is freed.
@@ -119,14 +119,14 @@ func (c *Session) Reset() {
 	c.meter.reset()
 }
 
-// Call implements wasm.Services: the service registered under name.
-func (c *Session) Call(r *wasm.Request, name string, req []byte) ([]byte, error) {
+// Call implements wasmhost.Services: the service registered under name.
+func (c *Session) Call(r *wasmhost.Request, name string, req []byte) ([]byte, error) {
 	if c.set == nil {
-		return nil, wasm.ErrNoService
+		return nil, wasmhost.ErrNoService
 	}
 	svc := c.set.byName[name]
 	if svc == nil {
-		return nil, wasm.ErrNoService
+		return nil, wasmhost.ErrNoService
 	}
 	return svc.Serve(c, r, req)
 }
@@ -139,7 +139,7 @@ func (c *Session) NeedsUsage() bool { return c.meter.needsUsage() }
 // hold with the real usage (prompt and completion tokens), recording the
 // cost in r for the call log. It runs before the reply's last byte goes
 // out, so a client's next request sees the counters already corrected.
-func (c *Session) Settle(r *wasm.Request, prompt, completion int64) {
+func (c *Session) Settle(r *wasmhost.Request, prompt, completion int64) {
 	if c.set == nil {
 		return
 	}
@@ -177,7 +177,7 @@ var (
 	BudgetResultNames = [BudgetResults]string{"held", "insufficient", "unavailable"}
 )
 
-var errBadRequest = wasm.ErrBadServiceRequest
+var errBadRequest = wasmhost.ErrBadServiceRequest
 
 // fields splits b on spaces into at most cap(dst) fields.
 func fields(dst [][]byte, b []byte) [][]byte {

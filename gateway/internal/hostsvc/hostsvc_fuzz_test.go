@@ -12,7 +12,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/budget"
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // fuzzKey is the one API key the fuzzed tenant store knows.
@@ -68,11 +68,11 @@ func FuzzServiceCall(f *testing.F) {
 	f.Fuzz(func(t *testing.T, name string, req []byte, withTenant bool, model string) {
 		var sv Session
 		sv.Bind(fuzzServices())
-		r := wasm.AcquireRequest()
-		defer wasm.ReleaseRequest(r)
+		r := wasmhost.AcquireRequest()
+		defer wasmhost.ReleaseRequest(r)
 		r.Model, r.RequestID = []byte(model), []byte("req-fuzz")
 		if withTenant && name != "tenant.resolve" {
-			r.Tenant = &wasm.Tenant{ID: "acme", KeyID: "k1", PlanRPM: 60, PlanTPM: 10_000, KeyRPM: 5, KeyTPM: -1, BudgetMicros: 1_000_000}
+			r.Tenant = &wasmhost.Tenant{ID: "acme", KeyID: "k1", PlanRPM: 60, PlanTPM: 10_000, KeyRPM: 5, KeyTPM: -1, BudgetMicros: 1_000_000}
 		}
 		orig := bytes.Clone(req)
 		out, err := sv.Call(r, name, req)
@@ -80,7 +80,7 @@ func FuzzServiceCall(f *testing.F) {
 			t.Fatal("a service changed its request")
 		}
 		if err != nil {
-			if !errors.Is(err, wasm.ErrBadServiceRequest) && !errors.Is(err, wasm.ErrNoService) && !errors.Is(err, budget.ErrInvalid) {
+			if !errors.Is(err, wasmhost.ErrBadServiceRequest) && !errors.Is(err, wasmhost.ErrNoService) && !errors.Is(err, budget.ErrInvalid) {
 				t.Fatalf("%s(%q): unexpected error %v", name, req, err)
 			}
 		} else if len(out) == 0 || len(out) > 4096 || bytes.ContainsAny(out, "\r\x00") {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/budget"
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // The session serves what its set registered, by name, and nothing when
@@ -20,7 +20,7 @@ import (
 func TestSessionCall(t *testing.T) {
 	set := fuzzServices()
 	var seen *Session
-	set.Register("test.echo", ServiceFunc(func(c *Session, _ *wasm.Request, req []byte) ([]byte, error) {
+	set.Register("test.echo", ServiceFunc(func(c *Session, _ *wasmhost.Request, req []byte) ([]byte, error) {
 		seen = c
 		return append([]byte("echo "), req...), nil
 	}))
@@ -33,8 +33,8 @@ func TestSessionCall(t *testing.T) {
 	}{
 		{"registered", true, "test.echo", "echo hi", nil},
 		{"built in", true, "tenant.resolve", "invalid", nil},
-		{"unknown", true, "test.nope", "", wasm.ErrNoService},
-		{"unbound", false, "test.echo", "", wasm.ErrNoService},
+		{"unknown", true, "test.nope", "", wasmhost.ErrNoService},
+		{"unbound", false, "test.echo", "", wasmhost.ErrNoService},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -42,8 +42,8 @@ func TestSessionCall(t *testing.T) {
 			if tt.bind {
 				c.Bind(set)
 			}
-			r := wasm.AcquireRequest()
-			defer wasm.ReleaseRequest(r)
+			r := wasmhost.AcquireRequest()
+			defer wasmhost.ReleaseRequest(r)
 			seen = nil
 			out, err := c.Call(r, tt.service, []byte("hi"))
 			if !errors.Is(err, tt.wantErr) || string(out) != tt.want {
@@ -97,9 +97,9 @@ func TestSessionHoldAndSettle(t *testing.T) {
 	} {
 		counter.ids = nil
 		c.Bind(set)
-		r := wasm.AcquireRequest()
+		r := wasmhost.AcquireRequest()
 		r.Model, r.RequestID = []byte("mock-1"), []byte("client-chosen")
-		r.Tenant = &wasm.Tenant{ID: "acme", BudgetMicros: 1_000_000}
+		r.Tenant = &wasmhost.Tenant{ID: "acme", BudgetMicros: 1_000_000}
 		if out, err := c.Call(r, "budget.reserve", []byte("10 100 60000")); err != nil || string(out[:3]) != "ok " {
 			t.Fatalf("round %d: reserve = %q, %v", round, out, err)
 		}
@@ -125,7 +125,7 @@ func TestSessionHoldAndSettle(t *testing.T) {
 				t.Fatalf("round %d: ids %q, want %q", round, counter.ids, want)
 			}
 		}
-		wasm.ReleaseRequest(r)
+		wasmhost.ReleaseRequest(r)
 		c.Reset()
 	}
 }

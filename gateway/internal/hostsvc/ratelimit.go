@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // anonymousTenant is the limiter tenant of a request no plugin resolved a
@@ -61,7 +61,7 @@ type RateLimits struct {
 // corrects the tokens charged with the real usage. The result is
 // "allowed", "limited requests|tokens LIMIT RETRY_AFTER_MS", "unlimited"
 // (no limit applies) or "unavailable" (Redis down under fail_closed).
-func (rl *RateLimits) Serve(c *Session, r *wasm.Request, req []byte) ([]byte, error) {
+func (rl *RateLimits) Serve(c *Session, r *wasmhost.Request, req []byte) ([]byte, error) {
 	head, rest, _ := bytes.Cut(req, []byte{'\n'})
 	var buf [5][]byte
 	f := fields(buf[:], head)
@@ -180,7 +180,7 @@ func (rl *RateLimits) Serve(c *Session, r *wasm.Request, req []byte) ([]byte, er
 
 // setRateHeaders sets OpenAI's rate-limit headers for the most restrictive
 // limit of each kind.
-func setRateHeaders(r *wasm.Request, d *limiter.Decision) {
+func setRateHeaders(r *wasmhost.Request, d *limiter.Decision) {
 	var b [32]byte
 	if d.LimitRequests > 0 {
 		r.AddClientHeader("x-ratelimit-limit-requests", strconv.AppendInt(b[:0], d.LimitRequests, 10))

@@ -23,7 +23,7 @@ type Histogram struct {
 	_      [0]func()       // not comparable
 }
 
-// ObserveDuration records d (wasm.Observer).
+// ObserveDuration records d (wasmhost.Observer).
 func (h *Histogram) ObserveDuration(d time.Duration) {
 	ns := int64(d)
 	i := 0

@@ -17,7 +17,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/proxy/observe"
 	"github.com/tollgate/tollgate/gateway/internal/proxy/stream"
 	"github.com/tollgate/tollgate/gateway/internal/upstream"
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // maxResponseBytes bounds a non-streamed upstream reply held in memory.
@@ -32,8 +32,8 @@ type exchange struct {
 	req    openai.Request
 	ep     openai.Endpoint
 	client *upstream.Client
-	wr     *wasm.Request // nil without plugins
-	conn   *clientConn   // the client's connection; nil when not served by Serve
+	wr     *wasmhost.Request // nil without plugins
+	conn   *clientConn       // the client's connection; nil when not served by Serve
 
 	reqBody []byte // the client's body, kept while plugins may read it
 	body    []byte // request body as sent upstream, when rewritten
@@ -90,7 +90,7 @@ var exchangePool = sync.Pool{New: func() any { return new(exchange) }}
 func (x *exchange) free() {
 	x.abandonTrace()
 	if x.wr != nil {
-		wasm.ReleaseRequest(x.wr)
+		wasmhost.ReleaseRequest(x.wr)
 		x.wr = nil
 	}
 	if x.st != nil {
@@ -151,7 +151,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 	pipe := x.st.pipeline
 	if pipe != nil {
 		x.startPlugins(ctx, body)
-		if pipe.Has(wasm.PhaseRequest) {
+		if pipe.Has(wasmhost.PhaseRequest) {
 			if err := pipe.Request(x.wr); err != nil {
 				x.pluginRefused(ctx, err)
 				return
@@ -186,16 +186,16 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 			// No upstream of the route can take this request as it is.
 			writeError(ctx, re.e)
 			x.applyClientHeaders(ctx)
-			x.end(wasm.EndRejected, re.e.Status)
+			x.end(wasmhost.EndRejected, re.e.Status)
 			return
 		}
 		s.upstreamFailed(ctx, x.client, err, context.Cause(rctx))
-		x.end(wasm.EndUpstreamError, clientStatus(ctx))
+		x.end(wasmhost.EndUpstreamError, clientStatus(ctx))
 		return
 	}
 	x.firstByte = time.Since(x.start)
 	status := ex.StatusCode()
-	if pipe.Wants(x.wr, wasm.PhaseResponseHeaders) {
+	if pipe.Wants(x.wr, wasmhost.PhaseResponseHeaders) {
 		x.wr.UpstreamHeader, x.wr.Status = ex.Header(), status
 		if err := pipe.ResponseHeaders(x.wr, status); err != nil {
 			x.closeUpstream(cancels.ErrPluginStopped)
@@ -240,13 +240,13 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 	x.closeUpstream(nil)
 	if err != nil {
 		s.upstreamFailed(ctx, x.client, err, cause)
-		x.end(wasm.EndUpstreamError, clientStatus(ctx))
+		x.end(wasmhost.EndUpstreamError, clientStatus(ctx))
 		return
 	}
 	if status >= 400 {
-		x.end(wasm.EndUpstreamError, status)
+		x.end(wasmhost.EndUpstreamError, status)
 	} else {
-		x.end(wasm.EndCompleted, status)
+		x.end(wasmhost.EndCompleted, status)
 	}
 }
 
@@ -285,7 +285,7 @@ func clientStatus(ctx *fasthttp.RequestCtx) int {
 // startPlugins fills the plugins' view of the request.
 func (x *exchange) startPlugins(ctx *fasthttp.RequestCtx, body []byte) {
 	r := &x.req
-	wr := wasm.AcquireRequest()
+	wr := wasmhost.AcquireRequest()
 	x.reqBody = append(x.reqBody[:0], body...)
 	wr.Model = r.Model // borrowed from x.parser, which lives as long as x
 	wr.Endpoint = endpointNames[x.ep]
@@ -311,7 +311,7 @@ func (x *exchange) buildHeader(ctx *fasthttp.RequestCtx, f *headerFilter) {
 	x.header = append(x.header[:0], "X-Request-Id: "...)
 	x.header = append(x.header, x.id...)
 	x.header = append(x.header, "\r\n"...)
-	var set []wasm.Header
+	var set []wasmhost.Header
 	if x.wr != nil {
 		set = x.wr.SetUpstreamHeaders
 	}
@@ -344,8 +344,8 @@ func (x *exchange) applyClientHeaders(ctx *fasthttp.RequestCtx) {
 // pluginRefused answers a request a plugin rejected, or whose plugin failed
 // under fail_closed.
 func (x *exchange) pluginRefused(ctx *fasthttp.RequestCtx, err error) {
-	var rej *wasm.RejectError
-	var fail *wasm.FailureError
+	var rej *wasmhost.RejectError
+	var fail *wasmhost.FailureError
 	var e *openai.Error
 	switch {
 	case errors.As(err, &rej):
@@ -361,7 +361,7 @@ func (x *exchange) pluginRefused(ctx *fasthttp.RequestCtx, err error) {
 	}
 	writeError(ctx, e)
 	x.applyClientHeaders(ctx)
-	x.end(wasm.EndRejected, e.Status)
+	x.end(wasmhost.EndRejected, e.Status)
 }
 
 func defaultErrorType(status int) string {
@@ -388,7 +388,7 @@ func (x *exchange) finishWhole(status int) ([]byte, int) {
 	if status >= 300 {
 		return x.resp, status
 	}
-	if !pipe.Wants(x.wr, wasm.PhaseChunk) && !pipe.Wants(x.wr, wasm.PhaseEnd) && !x.svc.NeedsUsage() {
+	if !pipe.Wants(x.wr, wasmhost.PhaseChunk) && !pipe.Wants(x.wr, wasmhost.PhaseEnd) && !x.svc.NeedsUsage() {
 		// Nothing before the reply needs its usage: the end work reads it
 		// afterwards (metrics, access log, call log).
 		x.usagePending = true
@@ -403,15 +403,15 @@ func (x *exchange) finishWhole(status int) ([]byte, int) {
 	}
 	x.wr.Status = status
 	x.wr.TextBytesSent = int64(len(text))
-	if !pipe.Wants(x.wr, wasm.PhaseChunk) {
+	if !pipe.Wants(x.wr, wasmhost.PhaseChunk) {
 		return x.resp, status
 	}
 	x.wr.ClientHeader = nil
-	flags := wasm.ChunkText | wasm.ChunkWhole
+	flags := wasmhost.ChunkText | wasmhost.ChunkWhole
 	// The message's tool calls, for chunk_tool_calls: rendered into x.out,
 	// which is free until the reply is rewritten after the chunk phase.
 	if calls := stream.AppendReplyToolCalls(x.out[:0], x.resp); len(calls) > 0 {
-		flags |= wasm.ChunkToolCalls
+		flags |= wasmhost.ChunkToolCalls
 		x.wr.ToolCalls, x.out = calls, calls[:0]
 	}
 	res, err := pipe.Chunk(x.wr, text, flags)
@@ -422,12 +422,12 @@ func (x *exchange) finishWhole(status int) ([]byte, int) {
 		x.s.log.Error("plugin failed on a reply; reply withheld (fail_closed)", "err", err)
 		x.wr.TextBytesSent = 0
 		return stream.PluginFailed(err, " while checking the reply.").AppendJSON(x.out[:0]), fasthttp.StatusInternalServerError
-	case res.Verdict == wasm.Stop:
+	case res.Verdict == wasmhost.Stop:
 		finish = res.FinishReason
 		if len(finish) == 0 {
 			finish = []byte("content_filter")
 		}
-	case res.Verdict != wasm.Replace:
+	case res.Verdict != wasmhost.Replace:
 		return x.resp, status
 	}
 	out, err := stream.AppendWithText(x.out[:0], x.resp, res.Text, finish, false)
@@ -455,7 +455,7 @@ func (x *exchange) parseReply() ([]byte, error) {
 // client was sent.
 func (x *exchange) runEnd(flags uint32, status int) {
 	prompt, completion, reported := x.tokens(flags)
-	if wr := x.wr; wr != nil && x.st.pipeline.Wants(wr, wasm.PhaseEnd) {
+	if wr := x.wr; wr != nil && x.st.pipeline.Wants(wr, wasmhost.PhaseEnd) {
 		wr.PromptTokensUsed, wr.CompletionTokensUsed, wr.UsageReported = prompt, completion, reported
 		x.st.pipeline.End(wr, flags)
 	}
@@ -488,7 +488,7 @@ func (x *exchange) tokens(flags uint32) (prompt, completion int64, reported bool
 	if x.usage.Present {
 		return x.usage.PromptTokens, x.usage.CompletionTokens, true
 	}
-	if x.firstByte < 0 || (flags&wasm.EndUpstreamError != 0 && x.up.Text == 0) {
+	if x.firstByte < 0 || (flags&wasmhost.EndUpstreamError != 0 && x.up.Text == 0) {
 		// Nothing was sent upstream, it never answered, or it answered
 		// with an error: nothing was generated.
 		return 0, 0, false

@@ -11,7 +11,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // alwaysForwarded are the client headers every upstream receives.
@@ -91,7 +91,7 @@ func (f *headerFilter) withhold(names ...string) {
 // appendForwarded appends the allowed client headers as "Name: value\r\n"
 // lines, leaving out those named in override (set by plugins). fasthttp
 // has already rejected CR, LF and NUL in header values.
-func (f *headerFilter) appendForwarded(dst []byte, h *fasthttp.RequestHeader, scratch []byte, override []wasm.Header) ([]byte, []byte) {
+func (f *headerFilter) appendForwarded(dst []byte, h *fasthttp.RequestHeader, scratch []byte, override []wasmhost.Header) ([]byte, []byte) {
 	for k, v := range h.All() {
 		scratch = append(scratch[:0], k...)
 		lowerASCII(scratch)
@@ -106,7 +106,7 @@ func (f *headerFilter) appendForwarded(dst []byte, h *fasthttp.RequestHeader, sc
 	return dst, scratch
 }
 
-func overridden(lower []byte, set []wasm.Header) bool {
+func overridden(lower []byte, set []wasmhost.Header) bool {
 	for _, h := range set {
 		if bytes.EqualFold(h.Name, lower) {
 			return true

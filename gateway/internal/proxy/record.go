@@ -3,7 +3,7 @@ package proxy
 import (
 	"github.com/tollgate/tollgate/gateway/internal/calllog"
 	"github.com/tollgate/tollgate/gateway/internal/proxy/observe"
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // record observes the finished request — metrics, the access log line,
@@ -24,7 +24,7 @@ func (x *exchange) record(flags uint32, status int, prompt, completion int64) {
 		UpSent:   x.upSent, TTFT: x.up.TTFT, Events: x.up.Events, Fallback: x.try.fallback,
 		Plugins: x.st.pipeline.Plugins(), AccessLog: x.st.policy.Server.AccessLog,
 	}
-	x.st.acct.Charges(&f.Row, x.wr, x.st.services, flags&wasm.EndCancelled != 0)
+	x.st.acct.Charges(&f.Row, x.wr, x.st.services, flags&wasmhost.EndCancelled != 0)
 	x.s.obs.Record(&f, x.trace, x.s.log)
 	x.finishTrace(&f)
 	if err := x.st.acct.WriteRow(&f.Row); err != nil {

@@ -22,7 +22,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/obs"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
 	"github.com/tollgate/tollgate/gateway/internal/proxy/observe"
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // ErrCancelled is the cancel cause of a request cancelled through
@@ -49,7 +49,7 @@ var ErrShuttingDown = cancels.ErrShuttingDown
 // with Shutdown.
 type Server struct {
 	log      *slog.Logger
-	host     *wasm.Host
+	host     *wasmhost.Host
 	pgTracer pgx.QueryTracer
 	// ledgerTracer traces the ledger's pool.
 	ledgerTracer pgx.QueryTracer
@@ -100,7 +100,7 @@ func New(p *config.Policy, log *slog.Logger, opts ...Option) (*Server, error) {
 	for _, o := range opts {
 		o(s)
 	}
-	host, err := wasm.NewHost(p.PluginRuntime.CacheDir, log)
+	host, err := wasmhost.NewHost(p.PluginRuntime.CacheDir, log)
 	if err != nil {
 		return nil, err
 	}

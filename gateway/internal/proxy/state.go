@@ -14,7 +14,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
 	"github.com/tollgate/tollgate/gateway/internal/upstream"
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // state is everything derived from one policy: routes, upstream pools and
@@ -30,7 +30,7 @@ type state struct {
 	// health is each upstream's breaker, in-flight count and attempt
 	// counters, in policy order (metrics read it).
 	health   []*balance.Upstream
-	pipeline *wasm.Pipeline
+	pipeline *wasmhost.Pipeline
 	services *hostsvc.Set
 	tenants  *tenant.Cache // the tenant store's cache
 	admin    http.Handler  // nil without the Postgres store
@@ -53,15 +53,15 @@ func (s *Server) newState(p *config.Policy) (_ *state, err error) {
 	if err := s.openTenants(st, p); err != nil {
 		return nil, err
 	}
-	var specs []wasm.Spec
+	var specs []wasmhost.Spec
 	if specs, err = PluginSpecs(p); err != nil {
 		return nil, err
 	}
 	if len(specs) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		var pipe *wasm.Pipeline
-		if pipe, err = wasm.NewPipeline(ctx, s.host, specs); err != nil {
+		var pipe *wasmhost.Pipeline
+		if pipe, err = wasmhost.NewPipeline(ctx, s.host, specs); err != nil {
 			return nil, err
 		}
 		st.pipeline = pipe

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/gateway/internal/calllog"
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // Finished is what the metrics, the access log line and the trace need of
@@ -35,7 +35,7 @@ type Finished struct {
 	Fallback string
 	// Plugins are the policy's plugins (the trace names the chunk
 	// phase's spans by slot).
-	Plugins []*wasm.Plugin
+	Plugins []*wasmhost.Plugin
 	// AccessLog: the policy asks for the access log line.
 	AccessLog bool
 }

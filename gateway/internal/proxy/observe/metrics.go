@@ -16,7 +16,7 @@ import (
 // docs/OBSERVABILITY.md). Most are read from the components' own counters
 // at scrape time; the per-request ones are observed once the reply is
 // flushed (Observe); on the request path itself only the plugin callbacks
-// are timed (wasm.Instruments, a few tens of nanoseconds each).
+// are timed (wasmhost.Instruments, a few tens of nanoseconds each).
 func (o *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{Registry: o.reg})
 }

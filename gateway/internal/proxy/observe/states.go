@@ -9,7 +9,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/calllog"
 	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // Scrape-time metrics of the parts a policy state owns (its plugins and
@@ -27,13 +27,13 @@ type stateTotals struct {
 	plugins map[string]*pluginTotals
 }
 
-// pluginTotals sums wasm.Stats of one plugin name.
+// pluginTotals sums wasmhost.Stats of one plugin name.
 type pluginTotals struct {
 	calls, traps, timeouts, waits, overdue, created, discarded int64
 	events                                                     map[string]int64
 }
 
-func (t *pluginTotals) add(s *wasm.Stats) {
+func (t *pluginTotals) add(s *wasmhost.Stats) {
 	t.calls += s.Calls.Load()
 	t.traps += s.Traps.Load()
 	t.timeouts += s.Timeouts.Load()
@@ -73,7 +73,7 @@ func addCacheStats(dst *tenant.CacheStats, s tenant.CacheStats) {
 // attached is a policy state's parts the metrics read: its plugins and
 // its tenant cache (nil when it has none).
 type attached struct {
-	pipeline *wasm.Pipeline
+	pipeline *wasmhost.Pipeline
 	cache    *tenant.Cache
 }
 
@@ -82,24 +82,24 @@ type attached struct {
 // (cache nil: none) among the live states' until the returned retire
 // runs; the state calls it when it closes. Call Attach once the state is
 // complete, before it serves.
-func (o *Metrics) Attach(pipeline *wasm.Pipeline, cache *tenant.Cache) (retire func()) {
+func (o *Metrics) Attach(pipeline *wasmhost.Pipeline, cache *tenant.Cache) (retire func()) {
 	st := &attached{pipeline: pipeline, cache: cache}
 	for _, p := range st.pipeline.Plugins() {
 		name, ph := p.Name(), p.Phases()
-		var in wasm.Instruments
-		if ph&wasm.PhaseRequest != 0 {
+		var in wasmhost.Instruments
+		if ph&wasmhost.PhaseRequest != 0 {
 			in.Request = o.plugins.With(name, "request")
 		}
-		if ph&wasm.PhaseResponseHeaders != 0 {
+		if ph&wasmhost.PhaseResponseHeaders != 0 {
 			in.ResponseHeaders = o.plugins.With(name, "response_headers")
 		}
-		if ph&wasm.PhaseChunk != 0 {
+		if ph&wasmhost.PhaseChunk != 0 {
 			in.Chunk = o.plugins.With(name, "chunk")
 		}
-		if ph&wasm.PhaseEnd != 0 {
+		if ph&wasmhost.PhaseEnd != 0 {
 			in.End = o.plugins.With(name, "end")
 		}
-		if ph&(wasm.PhaseRequest|wasm.PhaseResponseHeaders) != 0 {
+		if ph&(wasmhost.PhaseRequest|wasmhost.PhaseResponseHeaders) != 0 {
 			in.Rejections = o.rejections.WithLabelValues(name)
 		}
 		st.pipeline.Instrument(name, in)

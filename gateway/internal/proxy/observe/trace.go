@@ -12,7 +12,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/obs"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
 	"github.com/tollgate/tollgate/gateway/internal/upstream"
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // Tracing (docs/OBSERVABILITY.md). A request that found a route is one
@@ -48,7 +48,7 @@ type chunkCalls struct {
 	failed      bool
 }
 
-var _ wasm.CallTracer = (*Trace)(nil)
+var _ wasmhost.CallTracer = (*Trace)(nil)
 
 // TraceStart is what a request's root span is made of.
 type TraceStart struct {
@@ -82,18 +82,18 @@ func StartTrace(tracer trace.Tracer, peek func(key string) string, in *TraceStar
 	return tr
 }
 
-// CallTracer is what the plugins' wasm.Request reports callbacks to: nil
+// CallTracer is what the plugins' wasmhost.Request reports callbacks to: nil
 // (an untyped nil interface) unless the request is traced and sampled.
-func (tr *Trace) CallTracer() wasm.CallTracer {
+func (tr *Trace) CallTracer() wasmhost.CallTracer {
 	if tr == nil || !tr.root.IsRecording() {
 		return nil
 	}
 	return tr
 }
 
-// PluginCall implements wasm.CallTracer.
-func (tr *Trace) PluginCall(plugin string, slot int, ph wasm.Phase, start time.Time, d time.Duration, v wasm.Verdict, err error) {
-	if ph == wasm.PhaseChunk {
+// PluginCall implements wasmhost.CallTracer.
+func (tr *Trace) PluginCall(plugin string, slot int, ph wasmhost.Phase, start time.Time, d time.Duration, v wasmhost.Verdict, err error) {
+	if ph == wasmhost.PhaseChunk {
 		for len(tr.chunks) <= slot {
 			tr.chunks = append(tr.chunks, chunkCalls{})
 		}
@@ -237,7 +237,7 @@ func (tr *Trace) Finish(f *Finished) {
 }
 
 // endChunks makes each plugin's one span of the chunk phase.
-func (tr *Trace) endChunks(plugins []*wasm.Plugin) {
+func (tr *Trace) endChunks(plugins []*wasmhost.Plugin) {
 	for slot, c := range tr.chunks {
 		if c.calls == 0 {
 			continue

@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/tollgate/tollgate/gateway/internal/obs"
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // A streamed request's trace: the root span named by operation and model
@@ -30,8 +30,8 @@ func TestTraceSpans(t *testing.T) {
 	if h := string(tr.AppendTraceContext(nil)); len(h) == 0 {
 		t.Fatal("no traceparent for the upstream")
 	}
-	tr.PluginCall("guard", 0, wasm.PhaseChunk, start.Add(25*time.Millisecond), time.Millisecond, 0, nil)
-	tr.PluginCall("guard", 0, wasm.PhaseChunk, start.Add(35*time.Millisecond), time.Millisecond, 0, nil)
+	tr.PluginCall("guard", 0, wasmhost.PhaseChunk, start.Add(25*time.Millisecond), time.Millisecond, 0, nil)
+	tr.PluginCall("guard", 0, wasmhost.PhaseChunk, start.Add(35*time.Millisecond), time.Millisecond, 0, nil)
 	tr.UpstreamEnd(&UpstreamServed{Upstream: "a", Provider: "openai", Attempts: 2, Status: 503}, nil)
 	f := finished()
 	f.Start, f.Row.Status = start, 503

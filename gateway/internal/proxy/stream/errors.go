@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/tollgate/tollgate/gateway/internal/openai"
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // Cancelled ends a request cancelled through the cancel API: the client's
@@ -19,7 +19,7 @@ func Cancelled() *openai.Error {
 // fail_closed; outcome ends the message (", so the request was not served.").
 func PluginFailed(err error, outcome string) *openai.Error {
 	msg := "The gateway's policy plugin failed" + outcome
-	var fail *wasm.FailureError
+	var fail *wasmhost.FailureError
 	if errors.As(err, &fail) {
 		msg = fmt.Sprintf("The gateway's policy plugin %q failed%s", fail.Plugin, outcome)
 	}

@@ -4,7 +4,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/anthropic"
 	"github.com/tollgate/tollgate/gateway/internal/cancels"
 	"github.com/tollgate/tollgate/gateway/internal/sse"
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // A native Messages API stream (POST /v1/messages to an Anthropic
@@ -155,7 +155,7 @@ func (st *Stream) readNative(raw []byte, guarded bool) (ev *anthropic.Event, fla
 		}
 		return ev, 0, false
 	case c.Done:
-		return ev, wasm.ChunkDone, true
+		return ev, wasmhost.ChunkDone, true
 	}
 	return ev, chunkFlags(c), true
 }
@@ -166,7 +166,7 @@ func (st *Stream) runNative(raw []byte, ev *anthropic.Event, flags uint32) {
 	if calls := st.chunk.ToolCalls; len(calls) > 0 {
 		st.calls = st.calls[:0]
 		for _, tc := range calls {
-			st.calls = wasm.AppendToolCallDelta(st.calls, tc.Index, tc.Name, tc.Arguments)
+			st.calls = wasmhost.AppendToolCallDelta(st.calls, tc.Index, tc.Name, tc.Arguments)
 		}
 		wr.ToolCalls = st.calls
 	}
@@ -183,15 +183,15 @@ func (st *Stream) runNative(raw []byte, ev *anthropic.Event, flags uint32) {
 }
 
 // applyNative applies a plugin's verdict on event ev (text is its text).
-func (st *Stream) applyNative(raw []byte, ev *anthropic.Event, text []byte, res wasm.ChunkResult) {
+func (st *Stream) applyNative(raw []byte, ev *anthropic.Event, text []byte, res wasmhost.ChunkResult) {
 	n := &st.nat
 	switch res.Verdict {
-	case wasm.Hold:
+	case wasmhost.Hold:
 		if ev.Type != anthropic.EventMessageStop { // nothing follows it: holding it would lose the end
 			st.hold(raw, ev, int64(len(text)))
 			return
 		}
-	case wasm.Replace:
+	case wasmhost.Replace:
 		st.flushHeld()
 		switch {
 		case ev.Type == anthropic.EventContentBlockDelta && ev.Delta == anthropic.DeltaText:
@@ -214,7 +214,7 @@ func (st *Stream) applyNative(raw []byte, ev *anthropic.Event, text []byte, res 
 		st.release(res.Text, ev)
 		st.placeOut(raw, ev)
 		return
-	case wasm.Stop:
+	case wasmhost.Stop:
 		st.stopNative(res.Text, res.FinishReason, ev)
 		return
 	}
@@ -413,6 +413,6 @@ func (st *Stream) stopNative(text, finish []byte, ev *anthropic.Event) {
 	n.open, n.text, n.end = -1, false, n.end[:0] // the plugin's end replaces the upstream's
 	st.out = anthropic.AppendMessageEndEvents(st.out, anthropic.StopReason(finish), n.view.Usage().CompletionTokens)
 	st.stopped, st.finished = true, true
-	st.endFlags |= wasm.EndStopped
+	st.endFlags |= wasmhost.EndStopped
 	st.cancel(cancels.ErrPluginStopped)
 }

@@ -14,11 +14,11 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/anthropic"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
 	"github.com/tollgate/tollgate/gateway/internal/sse"
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // decider plays a chunk plugin: the verdict for one event a plugin reads.
-type decider func(c *openai.Chunk, flags uint32) wasm.ChunkResult
+type decider func(c *openai.Chunk, flags uint32) wasmhost.ChunkResult
 
 // runNativeScript sends a recorded Messages API stream through a native
 // stream whose plugin verdicts come from decide, and returns what the
@@ -165,9 +165,9 @@ func TestNativeStreamVerdicts(t *testing.T) {
 	if len(files) < 6 {
 		t.Fatalf("%d recordings", len(files))
 	}
-	cont := wasm.ChunkResult{Verdict: wasm.Continue}
-	stop := func(text string) wasm.ChunkResult {
-		return wasm.ChunkResult{Verdict: wasm.Stop, Text: []byte(text), FinishReason: []byte("content_filter")}
+	cont := wasmhost.ChunkResult{Verdict: wasmhost.Continue}
+	stop := func(text string) wasmhost.ChunkResult {
+		return wasmhost.ChunkResult{Verdict: wasmhost.Stop, Text: []byte(text), FinishReason: []byte("content_filter")}
 	}
 	for _, file := range files {
 		rec, err := os.ReadFile(file)
@@ -180,7 +180,7 @@ func TestNativeStreamVerdicts(t *testing.T) {
 		hasTool := bytes.Contains(rec, []byte(`"tool_use"`))
 		t.Run(name, func(t *testing.T) {
 			t.Run("continue: the upstream's bytes", func(t *testing.T) {
-				if out := runNativeScript(t, rec, func(*openai.Chunk, uint32) wasm.ChunkResult { return cont }); !bytes.Equal(out, rec) {
+				if out := runNativeScript(t, rec, func(*openai.Chunk, uint32) wasmhost.ChunkResult { return cont }); !bytes.Equal(out, rec) {
 					t.Errorf("got\n%s", out)
 				}
 			})
@@ -188,13 +188,13 @@ func TestNativeStreamVerdicts(t *testing.T) {
 				// What the holdback guard does: every text delta is kept
 				// back and released with the next tool call, finish or end.
 				var held []byte
-				out := runNativeScript(t, rec, func(c *openai.Chunk, flags uint32) wasm.ChunkResult {
+				out := runNativeScript(t, rec, func(c *openai.Chunk, flags uint32) wasmhost.ChunkResult {
 					switch {
-					case flags&wasm.ChunkText != 0:
+					case flags&wasmhost.ChunkText != 0:
 						held = append(held, c.Text...)
-						return wasm.ChunkResult{Verdict: wasm.Replace, Text: []byte{}}
-					case flags&(wasm.ChunkToolCalls|wasm.ChunkFinish|wasm.ChunkDone) != 0 && len(held) > 0:
-						r := wasm.ChunkResult{Verdict: wasm.Replace, Text: held}
+						return wasmhost.ChunkResult{Verdict: wasmhost.Replace, Text: []byte{}}
+					case flags&(wasmhost.ChunkToolCalls|wasmhost.ChunkFinish|wasmhost.ChunkDone) != 0 && len(held) > 0:
+						r := wasmhost.ChunkResult{Verdict: wasmhost.Replace, Text: held}
 						held = nil
 						return r
 					}
@@ -207,13 +207,13 @@ func TestNativeStreamVerdicts(t *testing.T) {
 			})
 			t.Run("release everything at the end", func(t *testing.T) {
 				var held []byte
-				out := runNativeScript(t, rec, func(c *openai.Chunk, flags uint32) wasm.ChunkResult {
+				out := runNativeScript(t, rec, func(c *openai.Chunk, flags uint32) wasmhost.ChunkResult {
 					held = append(held, c.Text...)
-					if flags&wasm.ChunkDone != 0 {
-						return wasm.ChunkResult{Verdict: wasm.Replace, Text: held}
+					if flags&wasmhost.ChunkDone != 0 {
+						return wasmhost.ChunkResult{Verdict: wasmhost.Replace, Text: held}
 					}
 					if len(c.Text) > 0 {
-						return wasm.ChunkResult{Verdict: wasm.Replace, Text: []byte{}}
+						return wasmhost.ChunkResult{Verdict: wasmhost.Replace, Text: []byte{}}
 					}
 					return cont
 				})
@@ -222,18 +222,18 @@ func TestNativeStreamVerdicts(t *testing.T) {
 				}
 			})
 			t.Run("hold everything, stop at the finish", func(t *testing.T) {
-				out := runNativeScript(t, rec, func(c *openai.Chunk, flags uint32) wasm.ChunkResult {
-					if flags&wasm.ChunkFinish != 0 {
+				out := runNativeScript(t, rec, func(c *openai.Chunk, flags uint32) wasmhost.ChunkResult {
+					if flags&wasmhost.ChunkFinish != 0 {
 						return stop("[stopped]")
 					}
-					return wasm.ChunkResult{Verdict: wasm.Hold}
+					return wasmhost.ChunkResult{Verdict: wasmhost.Hold}
 				})
 				if r := checkNativeStream(t, out); !failing && (r.text != "[stopped]" || r.stopReason != "refusal" || !r.complete) {
 					t.Errorf("%+v\n%s", r, out)
 				}
 			})
 			t.Run("stop at the first event", func(t *testing.T) {
-				out := runNativeScript(t, rec, func(*openai.Chunk, uint32) wasm.ChunkResult { return stop("[no]") })
+				out := runNativeScript(t, rec, func(*openai.Chunk, uint32) wasmhost.ChunkResult { return stop("[no]") })
 				if r := checkNativeStream(t, out); r.text != "[no]" || r.stopReason != "refusal" || !r.complete {
 					t.Errorf("%+v\n%s", r, out)
 				}
@@ -244,8 +244,8 @@ func TestNativeStreamVerdicts(t *testing.T) {
 						return
 					}
 					seen, before := 0, ""
-					out := runNativeScript(t, rec, func(c *openai.Chunk, flags uint32) wasm.ChunkResult {
-						if flags&wasm.ChunkToolCalls != 0 {
+					out := runNativeScript(t, rec, func(c *openai.Chunk, flags uint32) wasmhost.ChunkResult {
+						if flags&wasmhost.ChunkToolCalls != 0 {
 							if seen++; seen == k {
 								return stop("[tool stopped]")
 							}

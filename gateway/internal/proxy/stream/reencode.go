@@ -8,7 +8,7 @@ import (
 
 	"github.com/valyala/fastjson"
 
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // Re-encoding: the only bytes the gateway writes itself in a reply are the
@@ -110,7 +110,7 @@ func ReplyText(body []byte) (text []byte, prompt, completion int64, hasUsage boo
 
 // AppendReplyToolCalls appends the tool calls of choices[0].message of a
 // non-streamed reply to dst, one record each as chunk_tool_calls renders a
-// delta (wasm.AppendToolCallDelta) with the call's whole arguments; dst
+// delta (wasmhost.AppendToolCallDelta) with the call's whole arguments; dst
 // unchanged when it has none. Replies without "tool_calls" are not parsed.
 func AppendReplyToolCalls(dst, body []byte) []byte {
 	if !bytes.Contains(body, []byte(`"tool_calls"`)) {
@@ -131,7 +131,7 @@ func AppendReplyToolCalls(dst, body []byte) []byte {
 		if tc.Exists("index") {
 			index = tc.GetInt("index")
 		}
-		dst = wasm.AppendToolCallDelta(dst, index, tc.GetStringBytes("function", "name"), tc.GetStringBytes("function", "arguments"))
+		dst = wasmhost.AppendToolCallDelta(dst, index, tc.GetStringBytes("function", "name"), tc.GetStringBytes("function", "arguments"))
 	}
 	return dst
 }

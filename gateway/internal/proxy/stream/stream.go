@@ -13,7 +13,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/openai"
 	"github.com/tollgate/tollgate/gateway/internal/sse"
 	"github.com/tollgate/tollgate/gateway/internal/upstream"
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // maxEventBytes bounds one SSE event from an upstream.
@@ -31,7 +31,7 @@ const maxEventBytes = 1 << 20
 type Stream struct {
 	x      Exchange
 	up     *Counters
-	wr     *wasm.Request // nil without plugins
+	wr     *wasmhost.Request // nil without plugins
 	log    *slog.Logger
 	id     []byte // the request's id and model, for events the gateway writes
 	model  []byte
@@ -39,7 +39,7 @@ type Stream struct {
 	ex     *upstream.Exchange
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	pipe   *wasm.Pipeline // nil or without chunk plugins: pass-through
+	pipe   *wasmhost.Pipeline // nil or without chunk plugins: pass-through
 
 	rd     *sse.Reader
 	parser openai.ChunkParser
@@ -78,7 +78,7 @@ var streamPool = sync.Pool{New: func() any { return &Stream{rd: sse.NewReader(ni
 // Exchange is the request a stream belongs to, as the stream sees it.
 type Exchange interface {
 	// StreamClosed ends the request once fasthttp closed the body: flags
-	// are the end phase's (wasm.End*), usage the upstream's last report.
+	// are the end phase's (wasmhost.End*), usage the upstream's last report.
 	// The request's upstream exchange is its own to release.
 	StreamClosed(flags uint32, usage openai.Usage)
 }
@@ -99,8 +99,8 @@ type Config struct {
 	Start time.Time
 	// Request is the plugins' view of the request (nil without plugins),
 	// Pipeline the plugins (nil: none).
-	Request  *wasm.Request
-	Pipeline *wasm.Pipeline
+	Request  *wasmhost.Request
+	Pipeline *wasmhost.Pipeline
 	Log      *slog.Logger
 	// ID and Model are the request's, for events the gateway writes
 	// itself; they must stay valid until Close.
@@ -125,7 +125,7 @@ func Acquire(c Config) *Stream {
 	ex := c.Upstream
 	st.x, st.up, st.wr, st.log, st.id, st.model, st.start = c.Exchange, c.Counters, c.Request, c.Log, c.ID, c.Model, c.Start
 	st.ex, st.ctx, st.cancel, st.stripUsage = ex, c.Ctx, c.Cancel, c.StripUsage
-	if c.Pipeline.Wants(c.Request, wasm.PhaseChunk) {
+	if c.Pipeline.Wants(c.Request, wasmhost.PhaseChunk) {
 		st.pipe = c.Pipeline
 	}
 	if st.wr != nil {
@@ -199,7 +199,7 @@ func (st *Stream) process(raw []byte) {
 	}
 	if sse.IsDone(st.data) {
 		st.sawDone = true
-		if st.pipe != nil && !st.runChunk(raw, nil, wasm.ChunkDone) {
+		if st.pipe != nil && !st.runChunk(raw, nil, wasmhost.ChunkDone) {
 			return
 		}
 		st.flushHeld()
@@ -236,7 +236,7 @@ func (st *Stream) process(raw []byte) {
 	}
 	st.calls = st.calls[:0]
 	for _, tc := range c.ToolCalls {
-		st.calls = wasm.AppendToolCallDelta(st.calls, tc.Index, tc.Name, tc.Arguments)
+		st.calls = wasmhost.AppendToolCallDelta(st.calls, tc.Index, tc.Name, tc.Arguments)
 	}
 	wr := st.wr
 	wr.ToolCalls = st.calls
@@ -249,19 +249,19 @@ func (st *Stream) process(raw []byte) {
 func chunkFlags(c *openai.Chunk) uint32 {
 	var flags uint32
 	if len(c.Text) > 0 { // text is set only with HasText
-		flags |= wasm.ChunkText
+		flags |= wasmhost.ChunkText
 	}
 	if len(c.ToolCalls) > 0 {
-		flags |= wasm.ChunkToolCalls
+		flags |= wasmhost.ChunkToolCalls
 	}
 	if c.FinishReason != nil {
-		flags |= wasm.ChunkFinish
+		flags |= wasmhost.ChunkFinish
 	}
 	if c.Usage.Present {
-		flags |= wasm.ChunkUsage
+		flags |= wasmhost.ChunkUsage
 	}
 	if c.Role != nil {
-		flags |= wasm.ChunkRole
+		flags |= wasmhost.ChunkRole
 	}
 	return flags
 }
@@ -279,16 +279,16 @@ func (st *Stream) runChunk(raw, text []byte, flags uint32) bool {
 		st.cancel(cancels.ErrPluginStopped)
 		return false
 	}
-	done := flags&wasm.ChunkDone != 0
+	done := flags&wasmhost.ChunkDone != 0
 	switch res.Verdict {
-	case wasm.Hold:
+	case wasmhost.Hold:
 		if done { // nothing follows [DONE]: holding it would lose the end
 			return true
 		}
 		st.held = append(st.held, raw...)
 		st.heldText += int64(len(text))
 		return false
-	case wasm.Replace:
+	case wasmhost.Replace:
 		st.flushHeld()
 		if done {
 			if len(res.Text) > 0 {
@@ -305,7 +305,7 @@ func (st *Stream) runChunk(raw, text []byte, flags uint32) bool {
 		st.out = appendEvent(st.out, st.enc)
 		st.countText(int64(len(res.Text)))
 		return false
-	case wasm.Stop:
+	case wasmhost.Stop:
 		st.held, st.heldText = st.held[:0], 0
 		finish := res.FinishReason
 		if len(finish) == 0 {
@@ -314,7 +314,7 @@ func (st *Stream) runChunk(raw, text []byte, flags uint32) bool {
 		st.synthesize(res.Text, finish)
 		st.out = append(st.out, "data: [DONE]\n\n"...)
 		st.stopped, st.finished = true, true
-		st.endFlags |= wasm.EndStopped
+		st.endFlags |= wasmhost.EndStopped
 		st.cancel(cancels.ErrPluginStopped)
 		return false
 	}
@@ -375,20 +375,20 @@ func (st *Stream) finish(err error) {
 			st.flushDeferred()
 		}
 		st.finished = true
-		st.endFlags |= wasm.EndCompleted
+		st.endFlags |= wasmhost.EndCompleted
 		return
 	}
 	cause := context.Cause(st.ctx)
 	if errors.Is(cause, cancels.ErrClientGone) {
 		st.finished = true
-		st.endFlags |= wasm.EndClientGone
+		st.endFlags |= wasmhost.EndClientGone
 		return
 	}
 	var e *openai.Error
 	switch {
 	case errors.Is(cause, cancels.ErrCancelled):
 		st.endWithError(Cancelled())
-		st.endFlags = st.endFlags&^wasm.EndUpstreamError | wasm.EndCancelled
+		st.endFlags = st.endFlags&^wasmhost.EndUpstreamError | wasmhost.EndCancelled
 		return
 	case errors.Is(cause, cancels.ErrShuttingDown):
 		e = &openai.Error{Status: 503, Type: "server_error", Code: "shutting_down",
@@ -418,7 +418,7 @@ func (st *Stream) endWithError(e *openai.Error) {
 		st.out = append(st.out, "\n\n"...)
 	}
 	st.finished = true
-	st.endFlags |= wasm.EndUpstreamError
+	st.endFlags |= wasmhost.EndUpstreamError
 }
 
 // Close implements io.Closer; fasthttp calls it once the body is written or
@@ -427,7 +427,7 @@ func (st *Stream) endWithError(e *openai.Error) {
 // upstream exchange ends) and returns the stream to the pool.
 func (st *Stream) Close() error {
 	if !st.finished || st.sent < len(st.out) {
-		st.endFlags |= wasm.EndClientGone
+		st.endFlags |= wasmhost.EndClientGone
 	}
 	st.x.StreamClosed(st.endFlags, st.usage)
 	st.rd.Reset(nil)

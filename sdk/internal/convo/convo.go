@@ -1,0 +1,210 @@
+// Package convo encodes a request body's conversation as the plugin ABI's
+// request_messages value (sdk/ABI.md, "Request messages"): one record per
+// part of each message, in order,
+//
+//	INDEX SP KIND SP ROLE_LEN SP NAME_LEN SP TEXT_LEN LF ROLE NAME TEXT LF
+//
+// so that a guard reads the texts of a chat, completions, embeddings or
+// Anthropic Messages request without a JSON parser of its own.
+//
+// What is read, by top-level key (every copy of a duplicated key, in the
+// order the body gives them, as a guard must: a parser that keeps the
+// first copy and one that keeps the last disagree on what was sent):
+//
+//   - "system" (Anthropic): message 0 and the ones before the others
+//     wherever it stands, role system; a string or text blocks.
+//   - "messages": each object is a message. Its "content" (a string, or an
+//     array of parts: "text" parts, and Anthropic "tool_use" and
+//     "tool_result" blocks), its "tool_calls" (OpenAI), and, for role
+//     "tool", its content as one tool_result named by "tool_call_id".
+//   - "prompt", "input" and "suffix": each string (the value, or each
+//     string of an array) is a user message with one text part; an object
+//     in an "input" array is read as a message (Responses-style items).
+//
+// Scalars that select or name (role, type, name, tool_call_id,
+// tool_use_id, function.name, function.arguments, input) take the last
+// copy, as encoding/json does; texts take every copy. Strings are decoded
+// exactly as encoding/json decodes them. A body that is not a JSON object
+// gives no records; a malformed one gives the records read before the
+// error. Append never panics.
+package convo
+
+import (
+	"strconv"
+
+	"github.com/tollgate/tollgate/sdk/jsonscan"
+)
+
+// Part kinds, as written in a record.
+const (
+	KindText       = "text"
+	KindToolCall   = "tool_call"
+	KindToolResult = "tool_result"
+)
+
+// maxDepth is above the nesting the gateway's request parser accepts (300),
+// so a body that reached a plugin is never cut short by the scanner's
+// bound.
+const maxDepth = 1024
+
+// Append appends the request_messages encoding of body to dst and returns
+// it.
+func Append(dst, body []byte) []byte {
+	e := encoder{dst: dst, body: body}
+	e.s.MaxDepth = maxDepth
+	e.s.Reset(body)
+	if e.s.Peek() != '{' {
+		return dst
+	}
+	start := e.s.Offset()
+	// System first: it is message 0 wherever it stands in the body.
+	// A malformed body still gives what the second pass reads before the
+	// error.
+	_ = e.s.Object(func(key []byte) error {
+		if string(key) == "system" {
+			return e.system()
+		}
+		return e.s.Skip()
+	})
+	e.s.Reset(body)
+	e.s.Seek(start)
+	_ = e.s.Object(func(key []byte) error {
+		switch string(key) {
+		case "messages":
+			return e.messages()
+		case "prompt", "input", "suffix":
+			return e.prompts(string(key) == "input")
+		}
+		return e.s.Skip()
+	})
+	return e.dst
+}
+
+type encoder struct {
+	s     jsonscan.Scanner
+	body  []byte
+	dst   []byte
+	index int // the next message's INDEX
+}
+
+// A span is where a string value starts in the body (its opening quote);
+// -1 when absent. Strings are decoded again from their span when a record
+// needs them, since a decoded string lives only until the next is read.
+type span int
+
+const none span = -1
+
+// str appends the string at sp, decoded, to the record being written.
+func (e *encoder) str(sp span) (int, error) {
+	if sp == none {
+		return 0, nil
+	}
+	cur := e.s.Offset()
+	e.s.Seek(int(sp))
+	b, err := e.s.Str()
+	e.s.Seek(cur)
+	e.dst = append(e.dst, b...)
+	return len(b), err
+}
+
+// lit appends a fixed string to the record being written.
+func (e *encoder) lit(v string) int {
+	e.dst = append(e.dst, v...)
+	return len(v)
+}
+
+// finish ends the record whose ROLE NAME TEXT start at start, writing its
+// header before them.
+func (e *encoder) finish(start int, kind string, roleLen, nameLen int) {
+	textLen := len(e.dst) - start - roleLen - nameLen
+	var hb [80]byte
+	h := strconv.AppendInt(hb[:0], int64(e.index), 10)
+	h = append(h, ' ')
+	h = append(h, kind...)
+	h = append(h, ' ')
+	h = strconv.AppendInt(h, int64(roleLen), 10)
+	h = append(h, ' ')
+	h = strconv.AppendInt(h, int64(nameLen), 10)
+	h = append(h, ' ')
+	h = strconv.AppendInt(h, int64(textLen), 10)
+	h = append(h, '\n')
+	end := len(e.dst)
+	e.dst = append(e.dst, h...)
+	copy(e.dst[start+len(h):], e.dst[start:end])
+	copy(e.dst[start:], h)
+	e.dst = append(e.dst, '\n')
+}
+
+// stringSpan returns the span of the string at the cursor, consuming it;
+// none, after skipping it, for any other value.
+func (e *encoder) stringSpan() (span, error) {
+	if e.s.Peek() != '"' {
+		return none, e.s.Skip()
+	}
+	sp := span(e.s.Offset())
+	_, err := e.s.Str()
+	return sp, err
+}
+
+// system reads a top-level "system": a string or an array of text blocks.
+func (e *encoder) system() error {
+	switch e.s.Peek() {
+	case '"', '[':
+	default:
+		return e.s.Skip()
+	}
+	m := message{role: none, fixedRole: "system", toolCallID: none}
+	err := e.content(&m)
+	e.index++
+	return err
+}
+
+// prompts reads "prompt", "input" or "suffix": a string, or an array of
+// strings (and, in "input", of message objects); other values are skipped.
+func (e *encoder) prompts(items bool) error {
+	switch e.s.Peek() {
+	case '"':
+		return e.userText()
+	case '[':
+		return e.s.Array(func(int) error {
+			switch e.s.Peek() {
+			case '"':
+				return e.userText()
+			case '{':
+				if items {
+					return e.message()
+				}
+			}
+			return e.s.Skip()
+		})
+	}
+	return e.s.Skip()
+}
+
+// userText writes the string at the cursor as a message of its own, role
+// user.
+func (e *encoder) userText() error {
+	start := len(e.dst)
+	n := e.lit("user")
+	b, err := e.s.Str()
+	if err != nil {
+		e.dst = e.dst[:start]
+		return err
+	}
+	e.dst = append(e.dst, b...)
+	e.finish(start, KindText, n, 0)
+	e.index++
+	return nil
+}
+
+func (e *encoder) messages() error {
+	if e.s.Peek() != '[' {
+		return e.s.Skip()
+	}
+	return e.s.Array(func(int) error {
+		if e.s.Peek() != '{' {
+			return e.s.Skip()
+		}
+		return e.message()
+	})
+}

@@ -1,0 +1,225 @@
+package convo
+
+// message is what a message's first pass learns: the scalars its records
+// need, which may come after its content.
+type message struct {
+	role       span
+	fixedRole  string // the role when there is no "role" member (system)
+	toolCallID span
+	isTool     bool // role is "tool": its content is one tool_result
+}
+
+// message reads the message object at the cursor: a first pass for its
+// role and tool_call_id, a second for its content and tool calls.
+func (e *encoder) message() error {
+	start := e.s.Offset()
+	m := message{role: none, toolCallID: none}
+	err := e.s.Object(func(key []byte) error {
+		switch string(key) {
+		case "role":
+			sp, err := e.stringSpan()
+			if sp != none {
+				m.role = sp
+			}
+			return err
+		case "tool_call_id":
+			sp, err := e.stringSpan()
+			if sp != none {
+				m.toolCallID = sp
+			}
+			return err
+		}
+		return e.s.Skip()
+	})
+	if err != nil {
+		return err
+	}
+	if m.role != none {
+		mark := len(e.dst)
+		if _, err := e.str(m.role); err != nil {
+			return err
+		}
+		m.isTool = string(e.dst[mark:]) == "tool"
+		e.dst = e.dst[:mark]
+	}
+	end := e.s.Offset()
+	e.s.Seek(start)
+	if m.isTool {
+		err = e.toolMessage(&m)
+	} else {
+		err = e.s.Object(func(key []byte) error {
+			switch string(key) {
+			case "content":
+				return e.content(&m)
+			case "tool_calls":
+				return e.toolCalls(&m)
+			}
+			return e.s.Skip()
+		})
+	}
+	e.s.Seek(end)
+	e.index++
+	return err
+}
+
+// role appends the message's role to the record being written.
+func (e *encoder) role(m *message) (int, error) {
+	if m.role == none {
+		return e.lit(m.fixedRole), nil
+	}
+	return e.str(m.role)
+}
+
+// content reads a message's content: a string is a text part, an array
+// holds parts; other values have none.
+func (e *encoder) content(m *message) error {
+	switch e.s.Peek() {
+	case '"':
+		start := len(e.dst)
+		n, err := e.role(m)
+		if err != nil {
+			return err
+		}
+		b, err := e.s.Str()
+		if err != nil {
+			e.dst = e.dst[:start]
+			return err
+		}
+		e.dst = append(e.dst, b...)
+		e.finish(start, KindText, n, 0)
+		return nil
+	case '[':
+		return e.s.Array(func(int) error {
+			if e.s.Peek() != '{' {
+				return e.s.Skip()
+			}
+			return e.part(m)
+		})
+	}
+	return e.s.Skip()
+}
+
+// toolMessage reads an OpenAI role "tool" message: its content, every
+// copy, is one tool_result record named by tool_call_id.
+func (e *encoder) toolMessage(m *message) error {
+	start := len(e.dst)
+	rn, err := e.role(m)
+	if err != nil {
+		return err
+	}
+	nn, err := e.str(m.toolCallID)
+	if err != nil {
+		return err
+	}
+	found := false
+	err = e.s.Object(func(key []byte) error {
+		if string(key) != "content" {
+			return e.s.Skip()
+		}
+		switch e.s.Peek() {
+		case '"', '[':
+			found = true
+		}
+		return e.resultText()
+	})
+	if err != nil || !found {
+		e.dst = e.dst[:start]
+		return err
+	}
+	e.finish(start, KindToolResult, rn, nn)
+	return nil
+}
+
+// resultText appends a tool result's text: a string, or the text of the
+// text blocks of an array, with no separator.
+func (e *encoder) resultText() error {
+	switch e.s.Peek() {
+	case '"':
+		b, err := e.s.Str()
+		e.dst = append(e.dst, b...)
+		return err
+	case '[':
+		return e.s.Array(func(int) error {
+			if e.s.Peek() != '{' {
+				return e.s.Skip()
+			}
+			p, err := e.partScalars()
+			if err != nil {
+				return err
+			}
+			if !p.is("text") {
+				e.s.Seek(p.end)
+				return nil
+			}
+			return e.s.Object(func(key []byte) error {
+				if string(key) != "text" || e.s.Peek() != '"' {
+					return e.s.Skip()
+				}
+				b, err := e.s.Str()
+				e.dst = append(e.dst, b...)
+				return err
+			})
+		})
+	}
+	return e.s.Skip()
+}
+
+// toolCalls reads OpenAI tool_calls: each call is a tool_call record, NAME
+// function.name, TEXT function.arguments.
+func (e *encoder) toolCalls(m *message) error {
+	if e.s.Peek() != '[' {
+		return e.s.Skip()
+	}
+	return e.s.Array(func(int) error {
+		if e.s.Peek() != '{' {
+			return e.s.Skip()
+		}
+		name, args := none, none
+		err := e.s.Object(func(key []byte) error {
+			if string(key) != "function" || e.s.Peek() != '{' {
+				return e.s.Skip()
+			}
+			return e.s.Object(func(key []byte) error {
+				var sp span
+				var err error
+				switch string(key) {
+				case "name":
+					if sp, err = e.stringSpan(); sp != none {
+						name = sp
+					}
+				case "arguments":
+					if sp, err = e.stringSpan(); sp != none {
+						args = sp
+					}
+				default:
+					err = e.s.Skip()
+				}
+				return err
+			})
+		})
+		if err != nil {
+			return err
+		}
+		return e.record(KindToolCall, m, name, args)
+	})
+}
+
+// record writes a record of the message's role whose name and text are
+// the strings at two spans.
+func (e *encoder) record(kind string, m *message, name, text span) error {
+	start := len(e.dst)
+	rn, err := e.role(m)
+	if err != nil {
+		return err
+	}
+	nn, err := e.str(name)
+	if err == nil {
+		_, err = e.str(text)
+	}
+	if err != nil {
+		e.dst = e.dst[:start]
+		return err
+	}
+	e.finish(start, kind, rn, nn)
+	return nil
+}

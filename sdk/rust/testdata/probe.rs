@@ -1,0 +1,116 @@
+//! A plugin that exercises every part of the SDK for probe_test.go: the
+//! request header `x-action` picks what the request phase does, and the
+//! chunk phase acts on the event's text or tool calls.
+
+use tollgate::json;
+use tollgate::{Chunk, End, Error, Level, Phases, Plugin, Request, Response, Verdict};
+
+#[derive(Default)]
+struct Probe {
+    tag: String,
+}
+
+impl Plugin for Probe {
+    const PHASES: Phases = Phases::REQUEST.union(Phases::RESPONSE_HEADERS).union(Phases::CHUNK).union(Phases::END);
+
+    fn on_configure(&mut self, config: &[u8]) -> Result<(), String> {
+        let v = json::parse(config).map_err(|e| e.to_string())?;
+        if let Some(msg) = v.get("refuse").and_then(json::Value::as_str) {
+            return Err(msg.to_string());
+        }
+        self.tag = v.get("tag").and_then(json::Value::as_str).unwrap_or("none").to_string();
+        tollgate::log(Level::Info, &format!("probe configured with tag {}", self.tag));
+        Ok(())
+    }
+
+    fn on_request(&mut self, r: &Request) -> Verdict {
+        match self.act(r) {
+            Ok(v) => v,
+            Err(e) => tollgate::fail_callback(&format!("probe: {}", e)),
+        }
+    }
+
+    fn on_response_headers(&mut self, _r: &Response) -> Verdict {
+        Verdict::Continue
+    }
+
+    fn on_chunk(&mut self, c: &Chunk) -> Verdict {
+        if c.flags().contains(tollgate::ChunkFlags::TOOL_CALLS) {
+            let calls = c.tool_calls().unwrap();
+            for d in calls.deltas() {
+                let d = d.unwrap();
+                let s = format!("{}:{}:{};", d.index, String::from_utf8_lossy(d.name), String::from_utf8_lossy(d.arguments));
+                c.emit(s.as_bytes()).unwrap();
+            }
+            return Verdict::Replace;
+        }
+        let text = c.text().unwrap();
+        assert_eq!(text.len(), c.len());
+        match &text[..] {
+            b"upper" => c.replace(&text.to_ascii_uppercase()),
+            b"stop" => c.stop(b"bye", "length"),
+            b"count" => {
+                // The state carries a count across the events of a request.
+                let n = c.state().unwrap().map(|s| s.len()).unwrap_or(0);
+                c.set_state(&vec![b'x'; n + 1]).unwrap();
+                c.replace(format!("{}", n + 1).as_bytes())
+            }
+            _ => Verdict::Continue,
+        }
+    }
+
+    fn on_end(&mut self, e: &End) {
+        if e.flags().contains(tollgate::EndFlags::COMPLETED) {
+            tollgate::metric_add("ends", 1).unwrap();
+        }
+    }
+}
+
+impl Probe {
+    fn act(&self, r: &Request) -> Result<Verdict, Error> {
+        let action = r.header("x-action")?.unwrap_or_default();
+        let up = |v: &str| r.set_header("x-up", v);
+        match action.as_str() {
+            "headers" => {
+                up(&r.header("x-in")?.unwrap_or_else(|| "absent".into()))?;
+                r.set_response_header("x-client", &self.tag)?;
+                let missing = r.header("x-missing")?;
+                r.set_response_header("x-missing", if missing.is_none() { "none" } else { "some" })?;
+            }
+            "reject" => return Ok(r.reject(451, "", "probe_code", "probe message")),
+            "panic" => panic!("probe panic"),
+            "fail" => tollgate::fail_callback("probe failing"),
+            "facts" => {
+                let v = format!("{}|{}|{}", r.model()?, r.endpoint()?, r.request_id()?);
+                r.set_fact("probe.k", v.as_bytes())?;
+                r.set_state(b"s1")?;
+                let fact = r.fact("probe.k")?.unwrap_or_default();
+                up(&String::from_utf8_lossy(&fact))?;
+                let state = r.state()?.unwrap_or_default();
+                r.set_response_header("x-state", &String::from_utf8_lossy(&state))?;
+                r.set_response_header("x-nofact", &format!("{:?}", r.fact("probe.none")?))?;
+            }
+            "body" => {
+                let body = r.body()?;
+                up(&format!("{}|{}|{}|{:?}", body.len(), r.body_bytes(), r.stream(), r.max_tokens()))?;
+            }
+            "bigheader" => up(&r.header("x-big")?.unwrap_or_default().len().to_string())?,
+            "tenant" => up(&format!("{:?}", r.tenant()?.map(|t| t.id)))?,
+            "call" => {
+                let res = tollgate::call("svc", b"req")?;
+                up(&format!("{}", res.len()))?;
+                let missing = tollgate::call("nosuch", b"");
+                r.set_response_header("x-nosuch", &format!("{:?}", missing))?;
+            }
+            "errors" => {
+                let e = r.set_header("Host", "x").unwrap_err();
+                up(&format!("{:?}|{}", e, e))?;
+            }
+            "skip" => r.skip_phases(Phases::CHUNK.union(Phases::END))?,
+            _ => {}
+        }
+        Ok(Verdict::Continue)
+    }
+}
+
+tollgate::export_plugin!(Probe);
