@@ -18,9 +18,10 @@ const pluginUsage = `usage:
   tollgate plugin build DIR [-o FILE]   build the plugin in DIR (Go or Rust) into FILE (default DIR/<dir name>.wasm)
   tollgate plugin test DIR [go test flags]   build it, run its Go tests against the built module, then the cases in DIR/plugin_test.json
   tollgate plugin warm [-policy FILE] [-cache-dir DIR] [-seed DIR]   compile a policy's plugins into the compilation cache
+  tollgate plugin check [-config JSON|@FILE] [-json] FILE.wasm...   run the conformance suite against built modules (any language)
 `
 
-// plugin runs `tollgate plugin new|build|test|warm`.
+// plugin runs `tollgate plugin new|build|test|warm|check`.
 func plugin(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, pluginUsage)
@@ -35,6 +36,8 @@ func plugin(args []string, stdout, stderr io.Writer) int {
 		return pluginTest(args[1:], stdout, stderr)
 	case "warm":
 		return pluginWarm(args[1:], stdout, stderr)
+	case "check":
+		return pluginCheck(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, pluginUsage)
 		return 0
