@@ -41,7 +41,7 @@ func pluginKitFlow(t *testing.T, lang string) {
 		t.Fatalf("temp dir %s is inside the checkout %s", work, root)
 	}
 	tollgate := filepath.Join(binDir, "tollgate")
-	out := runIn(t, work, tollgate, "plugin", "new", "myguard", "-lang", lang)
+	out := runIn(t, work, tollgate, "plugin", "new", "-lang", lang, "myguard")
 	for _, w := range []string{"tollgate plugin test .", "tollgate plugin build .", "tollgate serve -policy policy.yaml"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("plugin new's next steps lack %q:\n%s", w, out)

@@ -49,6 +49,7 @@ func TestPluginErrors(t *testing.T) {
 		{"test without a folder", []string{"plugin", "test", "-v"}, 2, []string{"usage: tollgate plugin test DIR"}},
 		{"new without a name", []string{"plugin", "new"}, 2, []string{"usage: tollgate plugin new NAME"}},
 		{"new in another language", []string{"plugin", "new", "g", "-lang", "cobol"}, 2, []string{`-lang "cobol"`, "-lang go or -lang rust"}},
+		{"new with flags first", []string{"plugin", "new", "-lang", "cobol", "g"}, 2, []string{`-lang "cobol"`}},
 		{"new with a bad name", []string{"plugin", "new", "My Guard", "-lang", "rust", "-dir", filepath.Join(empty, "g")}, 1, []string{`plugin name "My Guard"`, "lower-case letters"}},
 		{"new into a folder that has files", []string{"plugin", "new", "g", "-lang", "rust", "-dir", taken}, 1, []string{"not empty", "notes.txt", "-dir DIR"}},
 		{"new with a wrong -sdk", []string{"plugin", "new", "g", "-dir", filepath.Join(empty, "g"), "-sdk", empty}, 1, []string{"no go.mod of module github.com/tollgate/tollgate/sdk", "leave -sdk out"}},
