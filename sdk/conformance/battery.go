@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // probe is one request of the battery: what the gateway would tell a
@@ -100,20 +100,20 @@ func streams(words []string, quick bool) []stream {
 			stream{name: fmt.Sprintf("%q whole", w), whole: true, events: []event{{text: pre + w + post}}})
 	}
 	calls := func(index int, name, args string) []byte {
-		return wasm.AppendToolCallDelta(nil, index, []byte(name), []byte(args))
+		return wasmhost.AppendToolCallDelta(nil, index, []byte(name), []byte(args))
 	}
 	ss = append(ss,
-		stream{name: "plain text", events: []event{{text: "Hello"}, {text: ", world"}, {text: "."}, {flags: wasm.ChunkFinish}}},
+		stream{name: "plain text", events: []event{{text: "Hello"}, {text: ", world"}, {text: "."}, {flags: wasmhost.ChunkFinish}}},
 		stream{name: "unicode text", events: []event{{text: "Grüße "}, {text: "世界 🌍"}, {text: "\u2028 done"}}},
 		stream{name: "empty text", events: []event{{}, {text: ""}, {text: "x"}, {}}},
 		stream{name: "tool calls", events: []event{
-			{flags: wasm.ChunkToolCalls, toolCalls: calls(0, "get_weather", `{"ci`)},
-			{flags: wasm.ChunkToolCalls, toolCalls: calls(0, "", `ty":"Paris"}`)},
-			{flags: wasm.ChunkToolCalls, toolCalls: append(calls(1, "lookup", `{}`), calls(2, "again", `{"q":1}`)...)},
-			{flags: wasm.ChunkFinish}}},
-		stream{name: "usage", events: []event{{text: "Done."}, {flags: wasm.ChunkFinish}, {flags: wasm.ChunkUsage, usage: true}}},
+			{flags: wasmhost.ChunkToolCalls, toolCalls: calls(0, "get_weather", `{"ci`)},
+			{flags: wasmhost.ChunkToolCalls, toolCalls: calls(0, "", `ty":"Paris"}`)},
+			{flags: wasmhost.ChunkToolCalls, toolCalls: append(calls(1, "lookup", `{}`), calls(2, "again", `{"q":1}`)...)},
+			{flags: wasmhost.ChunkFinish}}},
+		stream{name: "usage", events: []event{{text: "Done."}, {flags: wasmhost.ChunkFinish}, {flags: wasmhost.ChunkUsage, usage: true}}},
 		stream{name: "whole plain", whole: true, events: []event{{text: "A whole reply."}}},
-		stream{name: "whole with tool calls", whole: true, events: []event{{text: "", flags: wasm.ChunkToolCalls, toolCalls: calls(0, "get_weather", `{"city":"Paris"}`)}}},
+		stream{name: "whole with tool calls", whole: true, events: []event{{text: "", flags: wasmhost.ChunkToolCalls, toolCalls: calls(0, "get_weather", `{"city":"Paris"}`)}}},
 		stream{name: "whole long text", whole: true, events: []event{{text: strings.Repeat("A long reply. ", largeBody/14)}}},
 		stream{name: "long event", events: []event{{text: strings.Repeat("x", 64<<10)}, {text: "end"}}},
 	)

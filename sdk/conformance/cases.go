@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // CaseResult is the outcome of one case of a plugin_test.json.
@@ -41,7 +41,7 @@ func RunCases(wasmPath string, casesJSON []byte) ([]CaseResult, error) {
 	if len(config) == 0 {
 		config = []byte("{}")
 	}
-	c := &checker{opts: Options{Deadline: wasm.DefaultDeadline, MemoryBytes: wasm.DefaultMemoryBytes}, module: module}
+	c := &checker{opts: Options{Deadline: wasmhost.DefaultDeadline, MemoryBytes: wasmhost.DefaultMemoryBytes}, module: module}
 	defer func() {
 		for _, f := range c.closers {
 			f()
@@ -62,13 +62,13 @@ func RunCases(wasmPath string, casesJSON []byte) ([]CaseResult, error) {
 	return results, nil
 }
 
-func runRequestCase(pl *wasm.Pipeline, tc testCase) CaseResult {
+func runRequestCase(pl *wasmhost.Pipeline, tc testCase) CaseResult {
 	res := CaseResult{Name: tc.name}
 	r := newRequest(tc.request.probe())
-	defer wasm.ReleaseRequest(r)
+	defer wasmhost.ReleaseRequest(r)
 	err := pl.Request(r)
 	verdict, status, code := "continue", 0, ""
-	var rej *wasm.RejectError
+	var rej *wasmhost.RejectError
 	switch {
 	case errors.As(err, &rej):
 		verdict, status, code = "reject", rej.Status, rej.Code
@@ -93,7 +93,7 @@ func runRequestCase(pl *wasm.Pipeline, tc testCase) CaseResult {
 	return res
 }
 
-func runStreamCase(pl *wasm.Pipeline, tc testCase) CaseResult {
+func runStreamCase(pl *wasmhost.Pipeline, tc testCase) CaseResult {
 	res := CaseResult{Name: tc.name}
 	s := stream{name: tc.name}
 	for _, d := range tc.stream {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/tetratelabs/wazero/api"
 
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // Options tune Check. The zero value checks with config {} under the
@@ -138,10 +138,10 @@ func Check(wasmPath string, o Options) (*Report, error) {
 		o.Config = []byte("{}")
 	}
 	if o.Deadline == 0 {
-		o.Deadline = wasm.DefaultDeadline
+		o.Deadline = wasmhost.DefaultDeadline
 	}
 	if o.MemoryBytes == 0 {
-		o.MemoryBytes = wasm.DefaultMemoryBytes
+		o.MemoryBytes = wasmhost.DefaultMemoryBytes
 	}
 	c := &checker{opts: o, module: module, config: o.Config,
 		report:   &Report{Module: wasmPath, Measurements: Measurements{ModuleBytes: len(module)}},
@@ -180,7 +180,7 @@ func (c *checker) add(r Result) { c.report.Results = append(c.report.Results, r)
 // is refused with a reason or accepted, never a trap.
 func (c *checker) configureCheck(main *loaded, err error) Result {
 	if err != nil {
-		if errors.Is(err, wasm.ErrPluginFailed) {
+		if errors.Is(err, wasmhost.ErrPluginFailed) {
 			return fail("configure", "on_configure failed with the given config: %v; it must return 0, or call fail(reason) and return non-zero (ABI.md, Guest exports)", err)
 		}
 		return fail("configure", "the module did not load with the given config: %v", err)
@@ -189,7 +189,7 @@ func (c *checker) configureCheck(main *loaded, err error) Result {
 	switch {
 	case bad == nil:
 		return pass("configure", "config accepted; a config that is not JSON is accepted too")
-	case errors.Is(bad, wasm.ErrPluginFailed):
+	case errors.Is(bad, wasmhost.ErrPluginFailed):
 		return fail("configure", "a config that is not JSON made on_configure fail: %v; it must call fail(reason) and return non-zero, not trap (ABI.md, Host imports: fail)", bad)
 	}
 	msg := bad.Error()

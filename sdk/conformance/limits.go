@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // growthWindows are the request rounds of the memory growth check: a
@@ -63,14 +63,14 @@ func (c *checker) growthCheck() Result {
 			marks = append(marks, l.rec.memory.Load())
 			c.growthPeak = l.rec.peak.Load()
 		}
-		if l.plugin.Phases()&wasm.PhaseRequest != 0 {
+		if l.plugin.Phases()&wasmhost.PhaseRequest != 0 {
 			r := newRequest(ps[round%len(ps)])
 			start := time.Now()
 			err := l.pipe.Request(r)
 			reqTime += time.Since(start)
 			reqs++
-			wasm.ReleaseRequest(r)
-			var rej *wasm.RejectError
+			wasmhost.ReleaseRequest(r)
+			var rej *wasmhost.RejectError
 			if err != nil && !errors.As(err, &rej) {
 				return c.growthFailure(round, err)
 			}
@@ -89,7 +89,7 @@ func (c *checker) growthCheck() Result {
 	if reqs > 0 {
 		c.report.RequestCallback = reqTime / time.Duration(reqs)
 	}
-	if chunks > 0 && l.plugin.Phases()&wasm.PhaseChunk != 0 {
+	if chunks > 0 && l.plugin.Phases()&wasmhost.PhaseChunk != 0 {
 		c.report.ChunkCallback = chunkTime / time.Duration(chunks)
 	}
 	grew := marks[2] - marks[0]

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // phasesChecks runs the battery once on one instance: every request
@@ -19,12 +19,12 @@ func (c *checker) phasesChecks(main *loaded) {
 		c.add(fail("phases", "the module takes part in no phase: export the callbacks of the phases it handles, and report them in tollgate_phases (ABI.md, Guest exports)"))
 		return
 	}
-	if ph&wasm.PhaseRequest != 0 || ph&wasm.PhaseResponseHeaders != 0 {
+	if ph&wasmhost.PhaseRequest != 0 || ph&wasmhost.PhaseResponseHeaders != 0 {
 		req, hdr := c.requestBattery(main.pipe)
-		if ph&wasm.PhaseRequest != 0 {
+		if ph&wasmhost.PhaseRequest != 0 {
 			c.add(req)
 		}
-		if ph&wasm.PhaseResponseHeaders != 0 {
+		if ph&wasmhost.PhaseResponseHeaders != 0 {
 			c.add(hdr)
 		}
 	}
@@ -44,11 +44,11 @@ func (c *checker) phasesChecks(main *loaded) {
 			endProblems = append(endProblems, fmt.Sprintf("stream %s: on_end trapped", s.name))
 		}
 	}
-	if ph&wasm.PhaseChunk != 0 {
+	if ph&wasmhost.PhaseChunk != 0 {
 		c.add(verdictResult("phases.chunk", chunkProblems, ran, "streams",
 			"on_chunk must return CONTINUE, HOLD, RELEASE, REPLACE or STOP and not trap (ABI.md, Verdicts)"))
 	}
-	if ph&wasm.PhaseEnd != 0 {
+	if ph&wasmhost.PhaseEnd != 0 {
 		c.add(verdictResult("phases.end", endProblems, ran, "streams", "on_end must not trap (ABI.md, Guest exports)"))
 	}
 }
@@ -61,7 +61,7 @@ func defaultProbe() probe {
 
 // requestBattery runs each request through the request phase and, when
 // it passes, the response_headers phase with a 200 and a 500.
-func (c *checker) requestBattery(pl *wasm.Pipeline) (req, hdr Result) {
+func (c *checker) requestBattery(pl *wasmhost.Pipeline) (req, hdr Result) {
 	var reqProblems, hdrProblems []string
 	var rejected int
 	ps := requests(c.words)
@@ -70,7 +70,7 @@ func (c *checker) requestBattery(pl *wasm.Pipeline) (req, hdr Result) {
 		start := time.Now()
 		err := pl.Request(r)
 		c.timed(time.Since(start))
-		var rej *wasm.RejectError
+		var rej *wasmhost.RejectError
 		switch {
 		case errors.As(err, &rej):
 			rejected++
@@ -79,6 +79,7 @@ func (c *checker) requestBattery(pl *wasm.Pipeline) (req, hdr Result) {
 		case err != nil:
 			reqProblems = append(reqProblems, fmt.Sprintf("request %s: %v", p.name, err))
 		default:
+			answered(r)
 			for _, status := range []int{200, 500} {
 				start := time.Now()
 				err := pl.ResponseHeaders(r, status)
@@ -90,7 +91,7 @@ func (c *checker) requestBattery(pl *wasm.Pipeline) (req, hdr Result) {
 				}
 			}
 		}
-		wasm.ReleaseRequest(r)
+		wasmhost.ReleaseRequest(r)
 	}
 	req = verdictResult("phases.request", reqProblems, len(ps), "requests",
 		"on_request must return CONTINUE or REJECT and not trap (ABI.md, Verdicts)")

@@ -8,16 +8,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/valyala/fasthttp"
-
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // loaded is one load of the module under test: a pipeline of it alone,
 // and the recorder watching its instances.
 type loaded struct {
-	pipe   *wasm.Pipeline
-	plugin *wasm.Plugin
+	pipe   *wasmhost.Pipeline
+	plugin *wasmhost.Plugin
 	rec    *recorder
 }
 
@@ -25,14 +23,14 @@ type loaded struct {
 // compilation cache's engine, which keeps one compiled module, with the
 // listeners of the load that compiled it, for all of them.
 func (c *checker) load(instances int, config []byte) (*loaded, error) {
-	host, err := wasm.NewHost(c.opts.CacheDir, slog.New(slog.DiscardHandler))
+	host, err := wasmhost.NewHost(c.opts.CacheDir, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return nil, err
 	}
 	rec := &recorder{}
-	spec := wasm.Spec{Name: "plugin", Module: c.module, Config: config,
+	spec := wasmhost.Spec{Name: "plugin", Module: c.module, Config: config,
 		Deadline: c.opts.Deadline, MemoryBytes: c.opts.MemoryBytes, Instances: instances}
-	pipe, err := wasm.NewPipeline(rec.with(context.Background()), host, []wasm.Spec{spec})
+	pipe, err := wasmhost.NewPipeline(rec.with(context.Background()), host, []wasmhost.Spec{spec})
 	// The host's functions are defined before the module is compiled, so
 	// they are known even when it failed.
 	c.noteHost(rec)
@@ -56,10 +54,10 @@ func (c *checker) noteHost(rec *recorder) {
 // plugin that calls them lets the battery through to its later phases.
 type services struct{}
 
-func (services) Call(r *wasm.Request, name string, _ []byte) ([]byte, error) {
+func (services) Call(r *wasmhost.Request, name string, _ []byte) ([]byte, error) {
 	switch name {
 	case "tenant.resolve":
-		r.Tenant = &wasm.Tenant{ID: "t_conformance", KeyID: "k_conformance", Plan: "conformance", Status: "active",
+		r.Tenant = &wasmhost.Tenant{ID: "t_conformance", KeyID: "k_conformance", Plan: "conformance", Status: "active",
 			RPM: -1, TPM: -1, BudgetMicros: -1, MaxTokens: -1, PlanRPM: -1, PlanTPM: -1, KeyRPM: -1, KeyTPM: -1}
 		return []byte("ok\n"), nil
 	case "ratelimit.admit":
@@ -67,30 +65,46 @@ func (services) Call(r *wasm.Request, name string, _ []byte) ([]byte, error) {
 	case "budget.reserve", "budget.extend":
 		return []byte("unlimited"), nil
 	}
-	return nil, wasm.ErrNoService
+	return nil, wasmhost.ErrNoService
 }
 
 // newRequest is the host's view of p, as the gateway fills it.
-func newRequest(p probe) *wasm.Request {
-	r := wasm.AcquireRequest()
+func newRequest(p probe) *wasmhost.Request {
+	r := wasmhost.AcquireRequest()
 	r.Model, r.Endpoint, r.Body = []byte("conformance-model"), []byte(p.endpoint), []byte(p.body)
 	r.RequestID = []byte(fmt.Sprintf("req_conformance_%d", r.ID()))
 	r.Upstream = []byte("conformance-upstream")
 	r.Stream, r.Messages = p.stream, p.messages
 	r.PromptChars = int64(len(p.body))
 	r.PromptTokens = r.PromptChars / 4
-	h := &fasthttp.RequestHeader{}
-	h.SetMethod("POST")
-	h.SetRequestURI("/v1/" + p.endpoint)
-	h.Set("Content-Type", "application/json")
-	h.Set("Authorization", "Bearer tg-conformance-key")
-	h.Set("X-Request-Id", string(r.RequestID))
+	// Headers given by a case come first: the first match wins.
+	var h wasmhost.Headers
 	for k, v := range p.headers {
-		h.Set(k, v)
+		h = append(h, wasmhost.Header{Name: []byte(k), Value: []byte(v)})
+	}
+	for _, kv := range [][2]string{
+		{"Content-Type", "application/json"},
+		{"Authorization", "Bearer tg-conformance-key"},
+		{"X-Request-Id", string(r.RequestID)},
+	} {
+		h = append(h, wasmhost.Header{Name: []byte(kv[0]), Value: []byte(kv[1])})
 	}
 	r.ClientHeader = h
 	r.Services = services{}
 	return r
+}
+
+// answered sets the upstream's response headers, as the gateway does
+// before the response_headers phase.
+func answered(r *wasmhost.Request) {
+	ct := "application/json"
+	if r.Stream {
+		ct = "text/event-stream"
+	}
+	r.UpstreamHeader = wasmhost.Headers{
+		{Name: []byte("Content-Type"), Value: []byte(ct)},
+		{Name: []byte("X-Ratelimit-Remaining-Requests"), Value: []byte("99")},
+	}
 }
 
 // outcome is what one callback, request or stream came to, in a form
@@ -125,13 +139,13 @@ func failure(err error) (deadline bool) {
 type streamRun struct {
 	s    stream
 	req  probe
-	r    *wasm.Request
+	r    *wasmhost.Request
 	next int // the next event; len(events) is DONE
 	held []string
 	out  outcome
 	over bool
 	// rejected is the request phase's REJECT, if it said so
-	rejected *wasm.RejectError
+	rejected *wasmhost.RejectError
 	// chunk callbacks: their number, total and longest time
 	chunks             int
 	chunkTime, slowest time.Duration
@@ -149,39 +163,40 @@ func newStreamRun(s stream, req probe) *streamRun {
 
 // step runs the next callback on pl; it reports false when the stream is
 // over (the end phase has run).
-func (sr *streamRun) step(pl *wasm.Pipeline) bool {
+func (sr *streamRun) step(pl *wasmhost.Pipeline) bool {
 	if sr.over {
 		return false
 	}
 	if sr.r == nil {
 		sr.r = newRequest(sr.req)
 		if err := pl.Request(sr.r); err != nil {
-			var rej *wasm.RejectError
+			var rej *wasmhost.RejectError
 			if errors.As(err, &rej) {
 				sr.rejected = rej
 				fmt.Fprintf(&sr.out.trace, "request rejected %d %s;", rej.Status, rej.Code)
 			} else {
 				sr.out.err = err
 			}
-			sr.finish(pl, wasm.EndRejected)
+			sr.finish(pl, wasmhost.EndRejected)
 			return false
 		}
+		answered(sr.r)
 		if err := pl.ResponseHeaders(sr.r, 200); err != nil {
 			sr.out.err = err
-			sr.finish(pl, wasm.EndRejected)
+			sr.finish(pl, wasmhost.EndRejected)
 			return false
 		}
 		return true
 	}
 	if sr.s.whole {
 		ev := sr.s.events[0]
-		flags := wasm.ChunkWhole | ev.flags
+		flags := wasmhost.ChunkWhole | ev.flags
 		if ev.text != "" {
-			flags |= wasm.ChunkText
+			flags |= wasmhost.ChunkText
 		}
 		sr.chunk(pl, ev, flags)
 		if !sr.over {
-			sr.finish(pl, wasm.EndCompleted)
+			sr.finish(pl, wasmhost.EndCompleted)
 		}
 		return false
 	}
@@ -189,23 +204,23 @@ func (sr *streamRun) step(pl *wasm.Pipeline) bool {
 		ev := sr.s.events[sr.next]
 		flags := ev.flags
 		if ev.text != "" {
-			flags |= wasm.ChunkText
+			flags |= wasmhost.ChunkText
 		}
 		if sr.next == 0 {
-			flags |= wasm.ChunkRole
+			flags |= wasmhost.ChunkRole
 		}
 		sr.next++
 		sr.chunk(pl, ev, flags)
 		return !sr.over
 	}
-	sr.chunk(pl, event{}, wasm.ChunkDone)
+	sr.chunk(pl, event{}, wasmhost.ChunkDone)
 	if !sr.over {
-		sr.finish(pl, wasm.EndCompleted)
+		sr.finish(pl, wasmhost.EndCompleted)
 	}
 	return false
 }
 
-func (sr *streamRun) chunk(pl *wasm.Pipeline, ev event, flags uint32) {
+func (sr *streamRun) chunk(pl *wasmhost.Pipeline, ev event, flags uint32) {
 	r := sr.r
 	r.ToolCalls = ev.toolCalls
 	if ev.usage {
@@ -221,21 +236,21 @@ func (sr *streamRun) chunk(pl *wasm.Pipeline, ev event, flags uint32) {
 	o := &sr.out
 	if err != nil {
 		o.err = err
-		sr.finish(pl, wasm.EndUpstreamError)
+		sr.finish(pl, wasmhost.EndUpstreamError)
 		return
 	}
 	fmt.Fprintf(&o.trace, "%s", res.Verdict)
 	switch res.Verdict {
-	case wasm.Hold:
-		if flags&(wasm.ChunkDone|wasm.ChunkWhole) == 0 {
+	case wasmhost.Hold:
+		if flags&(wasmhost.ChunkDone|wasmhost.ChunkWhole) == 0 {
 			sr.held = append(sr.held, ev.text)
 			break
 		}
 		sr.flush(ev.text)
-	case wasm.Replace:
+	case wasmhost.Replace:
 		sr.flush(string(res.Text))
 		fmt.Fprintf(&o.trace, "(%q)", res.Text)
-	case wasm.Stop:
+	case wasmhost.Stop:
 		sr.held = sr.held[:0]
 		o.text.Write(res.Text)
 		o.stopped, o.finish = true, string(res.FinishReason)
@@ -243,7 +258,7 @@ func (sr *streamRun) chunk(pl *wasm.Pipeline, ev event, flags uint32) {
 			o.finish = "content_filter"
 		}
 		fmt.Fprintf(&o.trace, "(%q %s)", res.Text, o.finish)
-		sr.finish(pl, wasm.EndStopped|wasm.EndCompleted)
+		sr.finish(pl, wasmhost.EndStopped|wasmhost.EndCompleted)
 		return
 	default:
 		sr.flush(ev.text)
@@ -260,7 +275,7 @@ func (sr *streamRun) flush(text string) {
 }
 
 // finish runs the end phase and releases the request.
-func (sr *streamRun) finish(pl *wasm.Pipeline, flags uint32) {
+func (sr *streamRun) finish(pl *wasmhost.Pipeline, flags uint32) {
 	if sr.r == nil || sr.over {
 		return
 	}
@@ -278,6 +293,6 @@ func (sr *streamRun) finish(pl *wasm.Pipeline, flags uint32) {
 	if !sr.out.stopped && sr.out.err == nil {
 		sr.out.finish = "stop"
 	}
-	wasm.ReleaseRequest(sr.r)
+	wasmhost.ReleaseRequest(sr.r)
 	sr.r = nil
 }

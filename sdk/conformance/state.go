@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/tollgate/tollgate/gateway/wasm"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // spread is the number of instances the state check spreads a stream's
@@ -17,7 +17,7 @@ const spread = 3
 func (c *checker) stateChecks(main *loaded) {
 	const must = "keep per-request data with state_set/state_get or facts, which live in the host, not in guest globals: two callbacks of one request may run on different instances, and one instance serves many requests (ABI.md, Guest exports)"
 	ss := streams(c.words, c.opts.Quick)
-	pipes := make([]*wasm.Pipeline, spread)
+	pipes := make([]*wasmhost.Pipeline, spread)
 	for i := range pipes {
 		l, err := c.load(1, c.config)
 		if err != nil {
