@@ -4,11 +4,11 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"strconv"
 
 	"github.com/tollgate/tollgate/sdk"
+	"github.com/tollgate/tollgate/sdk/jsonscan"
 )
 
 // main is required of a main package but is not run: a c-shared module's
@@ -44,48 +44,88 @@ type guard struct {
 
 const example = `{"deny": ["secret"], "replacement": "[blocked]"}`
 
+// configError is a problem with the config's content, as opposed to its
+// JSON syntax.
+type configError struct{ msg string }
+
+func (e *configError) Error() string { return "denyguard: " + e.msg }
+
+func problem(msg string) error { return &configError{msg} }
+
+// wrongKind is the problem msg with the value at the cursor, unless that
+// value is not JSON at all: then it is the syntax error.
+func wrongKind(s *jsonscan.Scanner, msg string) error {
+	if err := s.Skip(); err != nil {
+		return err
+	}
+	return problem(msg)
+}
+
+// parseConfig reads the config strictly: unknown fields are errors, and
+// every message says what to write instead.
 func parseConfig(raw []byte) (*guard, error) {
-	if !json.Valid(raw) {
-		return nil, errors.New("denyguard: the config is not JSON: write " + example)
-	}
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &members); err != nil || members == nil {
-		return nil, errors.New("denyguard: the config is not an object: write " + example)
-	}
 	g := &guard{replacement: "[blocked]"}
-	for key, v := range members {
-		switch key {
-		case "deny":
-			var terms []json.RawMessage
-			if err := json.Unmarshal(v, &terms); err != nil || terms == nil {
-				return nil, errors.New(`denyguard: "deny" is not an array: write an array of terms, e.g. ` + example)
-			}
-			if len(terms) == 0 {
-				return nil, errors.New(`denyguard: "deny" is empty: list at least one term, e.g. ` + example)
-			}
-			for i, t := range terms {
-				var s string
-				if err := json.Unmarshal(t, &s); err != nil || t[0] != '"' {
-					return nil, errors.New("denyguard: deny[" + strconv.Itoa(i) + "] is not a string: every term is a string")
-				}
-				if len(s) == 0 || len(s) > maxTerm {
-					return nil, errors.New("denyguard: deny[" + strconv.Itoa(i) + "] is " + strconv.Itoa(len(s)) + " bytes long: a term has 1 to " + strconv.Itoa(maxTerm) + " bytes")
-				}
-				g.deny = append(g.deny, lowerASCII(s))
-				g.longest = max(g.longest, len(s))
-			}
-		case "replacement":
-			if err := json.Unmarshal(v, &g.replacement); err != nil || v[0] != '"' {
-				return nil, errors.New(`denyguard: "replacement" is not a string: write a string, e.g. "[blocked]"`)
-			}
-		default:
-			return nil, errors.New("denyguard: unknown config field " + strconv.Quote(key) + `: the fields are "deny" and "replacement"`)
+	var s jsonscan.Scanner
+	s.Reset(raw)
+	if s.Peek() != '{' {
+		if s.Skip() == nil && s.End() == nil {
+			return nil, problem("the config is not an object: write " + example)
 		}
 	}
-	if len(g.deny) == 0 {
-		return nil, errors.New(`denyguard: "deny" is missing: write ` + example)
+	err := s.Object(func(key []byte) error {
+		switch string(key) {
+		case "deny":
+			return g.readTerms(&s)
+		case "replacement":
+			if s.Peek() != '"' {
+				return wrongKind(&s, `"replacement" is not a string: write e.g. "[blocked]"`)
+			}
+			b, err := s.Str()
+			g.replacement = string(b)
+			return err
+		}
+		return wrongKind(&s, "unknown config field "+strconv.Quote(string(key))+`: the fields are "deny" and "replacement"`)
+	})
+	if err == nil {
+		err = s.End()
+	}
+	var ce *configError
+	switch {
+	case errors.As(err, &ce):
+		return nil, err
+	case err != nil:
+		return nil, problem("the config is not JSON (" + err.Error() + "): write " + example)
+	case g.deny == nil:
+		return nil, problem(`"deny" is missing: write ` + example)
 	}
 	return g, nil
+}
+
+// readTerms reads the deny array at the scanner's cursor.
+func (g *guard) readTerms(s *jsonscan.Scanner) error {
+	if s.Peek() != '[' {
+		return wrongKind(s, `"deny" is not an array: write an array of terms, e.g. `+example)
+	}
+	g.deny, g.longest = [][]byte{}, 0
+	err := s.Array(func(i int) error {
+		if s.Peek() != '"' {
+			return wrongKind(s, "deny["+strconv.Itoa(i)+"] is not a string: every term is a string")
+		}
+		b, err := s.Str()
+		if err != nil {
+			return err
+		}
+		if len(b) == 0 || len(b) > maxTerm {
+			return problem("deny[" + strconv.Itoa(i) + "] is " + strconv.Itoa(len(b)) + " bytes long: a term has 1 to " + strconv.Itoa(maxTerm) + " bytes")
+		}
+		g.deny = append(g.deny, lowerASCII(b))
+		g.longest = max(g.longest, len(b))
+		return nil
+	})
+	if err == nil && len(g.deny) == 0 {
+		return problem(`"deny" is empty: list at least one term, e.g. ` + example)
+	}
+	return err
 }
 
 // parts is reused from request to request.
@@ -174,8 +214,9 @@ func equalFoldASCII(s, lower []byte) bool {
 	return true
 }
 
-func lowerASCII(s string) []byte {
-	b := []byte(s)
+// lowerASCII returns a lower-case copy of s.
+func lowerASCII(s []byte) []byte {
+	b := append([]byte(nil), s...)
 	for i, c := range b {
 		if 'A' <= c && c <= 'Z' {
 			b[i] = c + 'a' - 'A'

@@ -28,6 +28,8 @@ func TestConfig(t *testing.T) {
 		{"long term", `{"deny": ["` + strings.Repeat("x", maxTerm+1) + `"]}`, "deny[0] is 257 bytes long"},
 		{"replacement not a string", `{"deny": ["a"], "replacement": 1}`, `"replacement" is not a string`},
 		{"unknown field", `{"deny": ["a"], "mode": "x"}`, `unknown config field "mode"`},
+		{"data after the object", `{"deny": ["a"]} x`, "the config is not JSON"},
+		{"bad value of an unknown field", `{"mode": tru}`, "the config is not JSON"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -40,6 +42,34 @@ func TestConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+func FuzzParseConfig(f *testing.F) {
+	for _, seed := range []string{config, `{"deny": ["A\u00e9"], "replacement": ""}`, `{"deny": []}`, `[1]`, `{"deny": ["a"], "deny": ["bb"]}`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		g, err := parseConfig(raw)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "denyguard: ") {
+				t.Fatalf("error without the plugin's name: %v", err)
+			}
+			return
+		}
+		if len(g.deny) == 0 {
+			t.Fatal("accepted without terms")
+		}
+		longest := 0
+		for _, term := range g.deny {
+			if len(term) == 0 || len(term) > maxTerm || string(term) != string(lowerASCII(term)) {
+				t.Fatalf("term %q", term)
+			}
+			longest = max(longest, len(term))
+		}
+		if longest != g.longest {
+			t.Fatalf("longest %d, want %d", g.longest, longest)
+		}
+	})
 }
 
 func TestContainsFold(t *testing.T) {
