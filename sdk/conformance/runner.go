@@ -146,9 +146,10 @@ type streamRun struct {
 	over bool
 	// rejected is the request phase's REJECT, if it said so
 	rejected *wasmhost.RejectError
-	// chunk callbacks: their number, total and longest time
-	chunks             int
-	chunkTime, slowest time.Duration
+	// chunk callbacks: their number, times and the longest
+	chunks  int
+	times   []time.Duration
+	slowest time.Duration
 	// on_end failures (end results are not returned, only counted)
 	endFailures int
 	endOverran  bool
@@ -229,7 +230,7 @@ func (sr *streamRun) chunk(pl *wasmhost.Pipeline, ev event, flags uint32) {
 	start := time.Now()
 	res, err := pl.Chunk(r, []byte(ev.text), flags)
 	d := time.Since(start)
-	sr.chunkTime += d
+	sr.times = append(sr.times, d)
 	sr.slowest = max(sr.slowest, d)
 	sr.chunks++
 	r.ToolCalls = nil
