@@ -77,9 +77,9 @@ type Measurements struct {
 	// PeakMemory the largest seen while the battery ran, in bytes.
 	InstanceMemory uint64 `json:"instance_memory_bytes"`
 	PeakMemory     uint64 `json:"peak_memory_bytes"`
-	// RequestCallback and ChunkCallback are the mean time of one request
-	// phase and one chunk phase callback on a warm instance, host side
-	// included (zero when the module does not take the phase).
+	// RequestCallback and ChunkCallback are the median time of one
+	// request phase and one chunk phase callback on a warm instance, host
+	// side included (zero when the module does not take the phase).
 	RequestCallback time.Duration `json:"request_callback_ns"`
 	ChunkCallback   time.Duration `json:"chunk_callback_ns"`
 	// SlowestCallback is the longest callback of the battery.

@@ -79,6 +79,7 @@ func (c *checker) requestBattery(pl *wasmhost.Pipeline) (req, hdr Result) {
 		case err != nil:
 			reqProblems = append(reqProblems, fmt.Sprintf("request %s: %v", p.name, err))
 		default:
+			answered(r)
 			for _, status := range []int{200, 500} {
 				start := time.Now()
 				err := pl.ResponseHeaders(r, status)

@@ -77,17 +77,34 @@ func newRequest(p probe) *wasmhost.Request {
 	r.Stream, r.Messages = p.stream, p.messages
 	r.PromptChars = int64(len(p.body))
 	r.PromptTokens = r.PromptChars / 4
-	// The probe's own headers first: the first of a name is the one read.
-	h := make(wasmhost.Headers, 0, len(p.headers)+3)
+	// Headers given by a case come first: the first match wins.
+	var h wasmhost.Headers
 	for k, v := range p.headers {
 		h = append(h, wasmhost.Header{Name: []byte(k), Value: []byte(v)})
 	}
-	for _, kv := range [][2]string{{"Content-Type", "application/json"}, {"Authorization", "Bearer tg-conformance-key"}, {"X-Request-Id", string(r.RequestID)}} {
+	for _, kv := range [][2]string{
+		{"Content-Type", "application/json"},
+		{"Authorization", "Bearer tg-conformance-key"},
+		{"X-Request-Id", string(r.RequestID)},
+	} {
 		h = append(h, wasmhost.Header{Name: []byte(kv[0]), Value: []byte(kv[1])})
 	}
 	r.ClientHeader = h
 	r.Services = services{}
 	return r
+}
+
+// answered sets the upstream's response headers, as the gateway does
+// before the response_headers phase.
+func answered(r *wasmhost.Request) {
+	ct := "application/json"
+	if r.Stream {
+		ct = "text/event-stream"
+	}
+	r.UpstreamHeader = wasmhost.Headers{
+		{Name: []byte("Content-Type"), Value: []byte(ct)},
+		{Name: []byte("X-Ratelimit-Remaining-Requests"), Value: []byte("99")},
+	}
 }
 
 // outcome is what one callback, request or stream came to, in a form
@@ -129,9 +146,10 @@ type streamRun struct {
 	over bool
 	// rejected is the request phase's REJECT, if it said so
 	rejected *wasmhost.RejectError
-	// chunk callbacks: their number, total and longest time
-	chunks             int
-	chunkTime, slowest time.Duration
+	// chunk callbacks: their number, times and the longest
+	chunks  int
+	times   []time.Duration
+	slowest time.Duration
 	// on_end failures (end results are not returned, only counted)
 	endFailures int
 	endOverran  bool
@@ -163,6 +181,7 @@ func (sr *streamRun) step(pl *wasmhost.Pipeline) bool {
 			sr.finish(pl, wasmhost.EndRejected)
 			return false
 		}
+		answered(sr.r)
 		if err := pl.ResponseHeaders(sr.r, 200); err != nil {
 			sr.out.err = err
 			sr.finish(pl, wasmhost.EndRejected)
@@ -211,7 +230,7 @@ func (sr *streamRun) chunk(pl *wasmhost.Pipeline, ev event, flags uint32) {
 	start := time.Now()
 	res, err := pl.Chunk(r, []byte(ev.text), flags)
 	d := time.Since(start)
-	sr.chunkTime += d
+	sr.times = append(sr.times, d)
 	sr.slowest = max(sr.slowest, d)
 	sr.chunks++
 	r.ToolCalls = nil

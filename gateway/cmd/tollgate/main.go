@@ -6,6 +6,7 @@
 //	tollgate plugin new NAME [-lang go|rust]       write a new plugin to start from
 //	tollgate plugin build|test DIR                 build or test a plugin
 //	tollgate plugin warm [-policy FILE]            compile a policy's plugins into the cache
+//	tollgate plugin check FILE.wasm...             run the conformance suite against a module
 //	tollgate version                               print the version
 package main
 
@@ -39,6 +40,7 @@ Usage:
   tollgate plugin build DIR [-o FILE]            build a Go or Rust plugin into a .wasm module
   tollgate plugin test DIR [go test flags]       build it, run its Go tests and DIR/plugin_test.json against the module
   tollgate plugin warm [-policy FILE]            compile a policy's plugins into the compilation cache, then exit
+  tollgate plugin check [-config JSON] FILE.wasm...   run the conformance suite against built modules (any language)
   tollgate migrate [up | status | down-to N]      apply the Postgres schema ($TOLLGATE_DATABASE_URL)
   tollgate keys create|revoke|list               manage API keys through the admin API
   tollgate version                               print the version
