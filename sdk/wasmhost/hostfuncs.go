@@ -380,6 +380,14 @@ func (p *Plugin) hostFuncs() []hostFunc {
 			_, r := current(ctx)
 			s[0] = out(m, uint32(s[0]), uint32(s[1]), r.callResult)
 		}},
+		{"request_messages", 2, nil, i32, func(ctx context.Context, m api.Module, s []uint64) {
+			inst, r := current(ctx)
+			if r.configuring || inst.phase == 0 {
+				s[0] = code(codeNotAllowed)
+				return
+			}
+			s[0] = out(m, uint32(s[0]), uint32(s[1]), r.conversation())
+		}},
 	}
 }
 

@@ -58,7 +58,7 @@ func (fuzzServices) Call(_ *Request, name string, req []byte) ([]byte, error) {
 var outWindow = map[string][2]int{
 	"config": {0, 1}, "request_header": {2, 3}, "response_header": {2, 3}, "request_field": {1, 2},
 	"tenant_field": {1, 2}, "fact": {2, 3}, "state_get": {0, 1}, "chunk_text": {0, 1},
-	"chunk_tool_calls": {0, 1}, "call": {4, 5}, "call_result": {0, 1},
+	"chunk_tool_calls": {0, 1}, "call": {4, 5}, "call_result": {0, 1}, "request_messages": {0, 1},
 }
 
 // fuzzPhases are the phases a fuzzed call runs in; 0 is on_configure.
@@ -102,6 +102,9 @@ func FuzzHostFunctions(f *testing.F) {
 		{2, [][]byte{call("response_header", 0, 8, 100, 16), call("set_response_header", 9, 6, 0xFFFFFF00, 4096)}},
 		{3, [][]byte{call("chunk_text", 100, 8), call("emit", 16, 5), call("set_finish_reason", 43, 5), call("chunk_tool_calls", 100, 8)}},
 		{4, [][]byte{call("usage", usagePrompt), call("metric_add", 9, 6), call("log", 1, 22, 15)}},
+		{0, [][]byte{call("request_messages", 100, 64)}},
+		{1, [][]byte{call("request_messages", 100, 8), call("request_messages", 100, 128)}},
+		{3, [][]byte{call("request_messages", 0xFFFFFF00, 4096)}},
 	}
 	for _, s := range seeds {
 		f.Add(s.phase, bytes.Join(s.prog, nil), mem)
@@ -145,7 +148,7 @@ func FuzzHostFunctions(f *testing.F) {
 func fuzzRequest() *Request {
 	r := AcquireRequest()
 	r.Model, r.Endpoint, r.RequestID = []byte("mock-1"), []byte("chat/completions"), []byte("req-1")
-	r.Body, r.Upstream = []byte(`{"model":"mock-1"}`), []byte("up")
+	r.Body, r.Upstream = []byte(`{"model":"mock-1","system":"s","messages":[{"role":"user","content":"hi"}]}`), []byte("up")
 	r.ClientHeader = Headers{{Name: []byte("X-Tenant"), Value: []byte("acme")}, {Name: []byte("Authorization"), Value: []byte("Bearer k")}}
 	r.UpstreamHeader = Headers{{Name: []byte("X-Tenant"), Value: []byte("up")}}
 	r.Tenant = &Tenant{ID: "acme", KeyID: "k1", Plan: "p", Status: "active", RPM: 60}

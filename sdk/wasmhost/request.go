@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tollgate/tollgate/sdk/internal/convo"
 )
 
 // HeaderPeeker looks up a header by name, case-insensitively; it returns
@@ -110,6 +112,11 @@ type Request struct {
 	finishReason []byte
 	callResult   []byte
 
+	// messages is the request_messages value, rendered from Body when a
+	// plugin first asks for it (messagesDone) and kept for the request.
+	messages     []byte
+	messagesDone bool
+
 	// headerBytes holds the names and values of SetUpstreamHeaders and
 	// SetClientHeaders (addHeader), reused from one request to the next.
 	headerBytes []byte
@@ -148,6 +155,7 @@ func ReleaseRequest(r *Request) {
 		finishReason:       r.finishReason[:0],
 		callResult:         r.callResult[:0],
 		headerBytes:        r.headerBytes[:0],
+		messages:           r.messages[:0],
 	}
 	requestPool.Put(r)
 }
@@ -292,4 +300,14 @@ func (h Headers) PeekBytes(name []byte) []byte {
 		}
 	}
 	return nil
+}
+
+// conversation returns the request's messages as request_messages hands
+// them out (sdk/ABI.md, "Request messages"), encoding Body on the first
+// call of the request.
+func (r *Request) conversation() []byte {
+	if !r.messagesDone {
+		r.messages, r.messagesDone = convo.Append(r.messages[:0], r.Body), true
+	}
+	return r.messages
 }

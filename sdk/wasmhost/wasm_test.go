@@ -227,6 +227,56 @@ func TestChunkToolCalls(t *testing.T) {
 	}
 }
 
+// request_messages hands every phase the request's conversation, rendered
+// from the body once per request; configure may not call it.
+func TestRequestMessages(t *testing.T) {
+	pl := pipeline(t, `{"request":"messages","response_headers":"messages","chunk":"messages","end":"messages"}`)
+	body := `{"system":"Be brief.","messages":[{"role":"user","content":"Hi"},` +
+		`{"role":"assistant","content":[{"type":"tool_use","name":"f","input":{"a":1}}]}]}`
+	want := "0|text|system||Be brief.;1|text|user||Hi;2|tool_call|assistant|f|{\"a\":1};"
+	r := request(body)
+	defer ReleaseRequest(r)
+	if err := pl.Request(r); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := r.Fact("messages"); string(got) != want {
+		t.Fatalf("request phase: %q, want %q", got, want)
+	}
+	// Rendered once: a body changed afterwards does not change the value.
+	r.Body = []byte(`{"messages":[]}`)
+	r.facts = r.facts[:0]
+	if err := pl.ResponseHeaders(r, 200); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := r.Fact("messages"); string(got) != want {
+		t.Fatalf("response_headers phase: %q", got)
+	}
+	res, err := pl.Chunk(r, []byte("x"), ChunkText)
+	if err != nil || res.Verdict != Replace || string(res.Text) != want {
+		t.Fatalf("chunk phase: %v %q %v", res.Verdict, res.Text, err)
+	}
+	pl.End(r, EndCompleted)
+	// (The log line quotes the message: compare up to the first quote.)
+	if !strings.Contains(logs.String(), "messages "+want[:strings.IndexByte(want, '"')]) {
+		t.Fatalf("end phase logs: %s", logs.String())
+	}
+
+	// A released Request renders its next body afresh.
+	r2 := request(`{"input":["a"]}`)
+	defer ReleaseRequest(r2)
+	if err := pl.Request(r2); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := r2.Fact("messages"); string(got) != "0|text|user||a;" {
+		t.Fatalf("next request: %q", got)
+	}
+
+	_, err = NewPipeline(context.Background(), testHost(t), []Spec{{Name: "x", Module: testPlugin(t), Config: []byte(`{"configure":"messages"}`)}})
+	if err == nil || !strings.Contains(err.Error(), "request_messages: -3") {
+		t.Fatalf("configure: %v", err)
+	}
+}
+
 // Each plugin sees the text as the one before it left it.
 func TestChunkChain(t *testing.T) {
 	pl := pipeline(t, `{"chunk":"replace_upper"}`, `{"chunk":["emit:<","replace:x"]}`)

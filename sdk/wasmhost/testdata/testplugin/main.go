@@ -11,7 +11,7 @@
 // Config (every key optional; unknown keys are refused):
 //
 //	{
-//	  "configure": "continue",            // or "fail", "trap", "loop", "membomb", "wildptr", "wildbuf"
+//	  "configure": "continue",            // or "fail", "messages", "trap", "loop", "membomb", "wildptr", "wildbuf"
 //	  "request": "continue",              // an action or a list of actions, run in order
 //	  "response_headers": "continue",
 //	  "chunk": "continue",
@@ -36,6 +36,9 @@
 //	replace_upper                    chunk: emit the chunk text upper-cased (ASCII), verdict replace
 //	stop:<correction>                chunk: stop with that correction and finish_reason
 //	emit:<text>                      chunk: emit text, verdict unchanged
+//	messages                         the request's message parts, "INDEX|KIND|ROLE|NAME|TEXT;" each:
+//	                                 chunk: emitted, verdict replace; end: log "messages <parts>";
+//	                                 request, response_headers: the fact "messages"
 //	trap                             panic (the Go runtime exits with code 2)
 //	loop                             spin forever without allocating
 //	membomb                          allocate 1 MiB blocks until memory runs out
@@ -126,6 +129,9 @@ func configure(raw []byte) error {
 				cfg.FailMessage = "testplugin: configure_fail"
 			}
 			return errors.New(cfg.FailMessage)
+		case "messages":
+			// request_messages is not allowed here: report its code.
+			return fmt.Errorf("testplugin: request_messages: %d", messagesCode())
 		default:
 			if !disaster(a) {
 				return fmt.Errorf("testplugin config: configure: unknown action %q", a)
@@ -239,6 +245,25 @@ func run(acts actions, e *env) sdk.Verdict {
 			}
 			check(e.chunk.EmitBytes(out))
 			v = sdk.Replace
+		case "messages":
+			// The request's message parts, "INDEX|KIND|ROLE|NAME|TEXT;"
+			// each: the chunk's replacement text, else the fact
+			// "messages" (end: a log line).
+			var out []byte
+			for _, p := range e.x.Messages(nil) {
+				out = strconv.AppendInt(out, int64(p.Index), 10)
+				out = append(append(out, '|'), p.Kind.String()...)
+				out = append(append(append(append(append(append(append(out, '|'), p.Role...), '|'), p.Name...), '|'), p.Text...), ';')
+			}
+			switch {
+			case e.chunk != nil:
+				check(e.chunk.EmitBytes(out))
+				v = sdk.Replace
+			case e.end != nil:
+				sdk.Log(sdk.LevelInfo, "messages "+string(out))
+			default:
+				check(e.x.SetFact("messages", string(out)))
+			}
 		case "stop":
 			v = e.chunk.Stop(arg, cfg.FinishReason)
 		case "emit":
