@@ -15,12 +15,16 @@ const pluginUsage = `usage:
   tollgate plugin build DIR [-o FILE]   build the Go plugin in DIR into FILE (default DIR/<name>.wasm)
   tollgate plugin test DIR [go test flags]   build it, then run its tests against the built module
   tollgate plugin warm [-policy FILE] [-cache-dir DIR] [-seed DIR]   compile a policy's plugins into the compilation cache
+  tollgate plugin check [-config JSON|@FILE] [-json] FILE.wasm...   run the conformance suite against built modules (any language)
 `
 
 // plugin runs `tollgate plugin build|test|warm`.
 func plugin(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "warm" {
 		return pluginWarm(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "check" {
+		return pluginCheck(args[1:], stdout, stderr)
 	}
 	if len(args) < 2 || (args[0] != "build" && args[0] != "test") {
 		fmt.Fprint(stderr, pluginUsage)
