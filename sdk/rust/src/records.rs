@@ -246,7 +246,9 @@ mod tests {
 
     #[test]
     fn tool_call_deltas() {
-        let tests: Vec<(&str, &[u8], Vec<(i64, &str, &str)>, bool)> = vec![
+        // name, value, the deltas as (index, name, arguments), well-formed
+        type Case<'a> = (&'a str, &'a [u8], Vec<(i64, &'a str, &'a str)>, bool);
+        let tests: Vec<Case> = vec![
             ("empty", b"", vec![], true),
             (
                 "two events of one call",
