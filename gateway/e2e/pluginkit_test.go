@@ -155,3 +155,55 @@ func postChat(t *testing.T, gw, body string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// TestPluginsDocExample takes the plugin of docs/PLUGINS.md's "A plugin in
+// 20 lines" and the test its "Test without a gateway" shows into a new
+// module outside the checkout (its go.mod requiring the SDK with a replace
+// to this checkout's sdk) and runs go test there.
+func TestPluginsDocExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/PLUGINS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plugin := goBlockAfter(t, string(doc), "## A plugin in 20 lines")
+	test := goBlockAfter(t, string(doc), "## Test without a gateway")
+	sdkDir, err := filepath.Abs("../../sdk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	files := map[string]string{
+		"go.mod": "module example.com/o1guard\n\ngo 1.25.0\n\nrequire github.com/tollgate/tollgate/sdk v0.0.0\n\n" +
+			"replace github.com/tollgate/tollgate/sdk => " + sdkDir + "\n",
+		"main.go":      plugin,
+		"main_test.go": test,
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runIn(t, dir, "go", "mod", "tidy")
+	out := runIn(t, dir, "go", "test", "-count=1", "-v", ".")
+	if !strings.Contains(out, "--- PASS: Test") {
+		t.Errorf("go test ran no passing test:\n%s", out)
+	}
+}
+
+// goBlockAfter returns the first ```go block after heading in doc.
+func goBlockAfter(t *testing.T, doc, heading string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(doc, "\n"+heading+"\n")
+	if !ok {
+		t.Fatalf("no heading %q", heading)
+	}
+	_, rest, ok = strings.Cut(rest, "```go\n")
+	if !ok {
+		t.Fatalf("no Go block after %q", heading)
+	}
+	block, _, ok := strings.Cut(rest, "```\n")
+	if !ok {
+		t.Fatalf("unterminated Go block after %q", heading)
+	}
+	return block
+}
