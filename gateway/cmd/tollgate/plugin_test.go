@@ -182,3 +182,24 @@ func TestPluginTestReportsFailedCases(t *testing.T) {
 		t.Errorf("stderr lacks %q:\n%s", w, stderr.String())
 	}
 }
+
+// TestPluginNewWithoutTheProxy checks the hint when go mod tidy cannot
+// fetch the SDK's dependencies.
+func TestPluginNewWithoutTheProxy(t *testing.T) {
+	t.Setenv("GOPROXY", "off")
+	t.Setenv("GOMODCACHE", t.TempDir())
+	t.Setenv("GOFLAGS", "-modcacherw")
+	dir := filepath.Join(t.TempDir(), "g")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"plugin", "new", "-dir", dir, "g"}, &stdout, &stderr); code != 1 {
+		t.Fatalf("exit %d, want 1\n%s", code, stderr.String())
+	}
+	for _, w := range []string{"go mod tidy in " + dir, "GOPROXY=off", "check the network or GOPROXY, then run `go mod tidy` in " + dir} {
+		if !strings.Contains(stderr.String(), w) {
+			t.Errorf("stderr lacks %q:\n%s", w, stderr.String())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "main.go")); err != nil {
+		t.Errorf("the plugin was not written: %v", err)
+	}
+}
