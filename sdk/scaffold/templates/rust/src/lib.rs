@@ -2,7 +2,7 @@
 //! denied term, and stops replies that produce one. See README.md.
 
 use tollgate::json::{self, Value};
-use tollgate::{Chunk, Level, PartKind, Phases, Plugin, Request, Verdict};
+use tollgate::{Chunk, Level, Messages, PartKind, Phases, Plugin, Request, Verdict};
 
 /// The longest term accepted, in bytes: the stream state keeps at most
 /// this many bytes minus one between events.
@@ -19,6 +19,8 @@ struct DenyGuard {
     /// The previous events' tail followed by this event's text; kept to
     /// reuse its allocation.
     window: Vec<u8>,
+    /// The request's messages; kept to reuse the allocation.
+    messages: Messages,
 }
 
 impl Plugin for DenyGuard {
@@ -46,11 +48,10 @@ impl Plugin for DenyGuard {
     }
 
     fn on_request(&mut self, r: &Request) -> Verdict {
-        let messages = match r.messages() {
-            Ok(m) => m,
-            Err(e) => tollgate::fail_callback(&format!("denyguard: reading the messages: {}", e)),
-        };
-        for part in messages.parts() {
+        if let Err(e) = r.messages_into(&mut self.messages) {
+            tollgate::fail_callback(&format!("denyguard: reading the messages: {}", e));
+        }
+        for part in self.messages.parts() {
             let part = match part {
                 Ok(p) => p,
                 Err(_) => tollgate::fail_callback("denyguard: the host's messages are malformed"),
