@@ -8,6 +8,9 @@ use tollgate::{Chunk, Level, Messages, PartKind, Phases, Plugin, Request, Verdic
 /// this many bytes minus one between events.
 const MAX_TERM: usize = 256;
 
+/// The guard: its config, and buffers reused from callback to callback
+/// (never data of one request: the next callback of a request may run on
+/// another instance).
 #[derive(Default)]
 struct DenyGuard {
     /// The terms, in ASCII lower case.
