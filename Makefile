@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO    ?= go
 BIN   := bin
 # The SDK packages a plugin compiles (GOOS=wasip1), relative to sdk/.
-SDK_GUEST_PKGS := . ./abi
+SDK_GUEST_PKGS := . ./abi ./jsonscan ./scaffold/templates/go
 NODE_E2E := gateway/e2e/testdata/node
 
 .PHONY: all build plugins run test test-deps modules vet unit low-priority-checks deploycheck fuzz-short fuzz bench drills clean

@@ -59,7 +59,7 @@ func TestCrateBuildsForWasm(t *testing.T) {
 
 // TestFilesHoldTheCrate checks that the embedded files are the crate's.
 func TestFilesHoldTheCrate(t *testing.T) {
-	for _, p := range []string{"Cargo.toml", "README.md", "src/lib.rs", "src/sys.rs", "src/plugin.rs", "src/records.rs", "src/json.rs"} {
+	for _, p := range []string{"Cargo.toml", "README.md", "src/lib.rs", "src/sys.rs", "src/exchange.rs", "src/phases.rs", "src/plugin.rs", "src/records.rs", "src/json.rs"} {
 		want, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)

@@ -31,7 +31,10 @@ type Options struct {
 	// GoSDK is the directory of the Go SDK module
 	// (github.com/tollgate/tollgate/sdk) for a Go plugin's go.mod
 	// `replace`, e.g. a checkout's sdk folder; "" writes no replace line.
-	// A relative path is taken from the current directory.
+	// A relative path is taken from the current directory. The plugin's
+	// go.mod also requires what the SDK's does (as indirect), and the
+	// SDK's go.sum becomes the plugin's, so that the plugin builds and its
+	// tests run without `go mod tidy` or the network.
 	GoSDK string
 }
 
@@ -113,13 +116,60 @@ func goFiles(name string, o Options) (map[string][]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("the Go SDK folder %s: %w", o.GoSDK, err)
 		}
-		if strings.ContainsAny(abs, " \t\"'`") {
-			abs = strconv.Quote(abs) // go.mod's quoting is Go's
+		mod, err := os.ReadFile(filepath.Join(abs, "go.mod"))
+		if err != nil {
+			return nil, fmt.Errorf("the Go SDK folder %s: %w", o.GoSDK, err)
 		}
-		files["go.mod"] = append(files["go.mod"], "\nreplace github.com/tollgate/tollgate/sdk => "+abs+"\n"...)
+		if reqs := requires(mod); len(reqs) > 0 {
+			files["go.mod"] = append(files["go.mod"], "\nrequire (\n"...)
+			for _, r := range reqs {
+				files["go.mod"] = append(files["go.mod"], "\t"+r+" // indirect\n"...)
+			}
+			files["go.mod"] = append(files["go.mod"], ")\n"...)
+		}
+		files["go.mod"] = append(files["go.mod"], "\nreplace github.com/tollgate/tollgate/sdk => "+quoteModPath(abs)+"\n"...)
+		sum, err := os.ReadFile(filepath.Join(abs, "go.sum"))
+		switch {
+		case err == nil:
+			files["go.sum"] = sum
+		case !errors.Is(err, fs.ErrNotExist):
+			return nil, fmt.Errorf("the Go SDK's go.sum: %w", err)
+		}
 	}
 	files[".gitignore"] = []byte("*.wasm\n")
 	return files, nil
+}
+
+// requires returns the "PATH VERSION" of every requirement in a go.mod,
+// from require lines and blocks (the SDK's go.mod is gofmt'd by the go
+// command: one requirement per line).
+func requires(goMod []byte) []string {
+	var out []string
+	block := false
+	for _, line := range strings.Split(string(goMod), "\n") {
+		line, _, _ = strings.Cut(line, "//")
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 2 && f[0] == "require" && f[1] == "(":
+			block = true
+		case block && len(f) == 1 && f[0] == ")":
+			block = false
+		case block && len(f) == 2:
+			out = append(out, f[0]+" "+f[1])
+		case len(f) == 3 && f[0] == "require":
+			out = append(out, f[1]+" "+f[2])
+		}
+	}
+	return out
+}
+
+// quoteModPath quotes a go.mod path that needs it (go.mod's quoting is
+// Go's).
+func quoteModPath(p string) string {
+	if strings.ContainsAny(p, " \t\"'`") {
+		return strconv.Quote(p)
+	}
+	return p
 }
 
 // rustFiles is the Rust template renamed, with the SDK crate vendored.

@@ -3,6 +3,7 @@ package scaffold_test
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,6 +33,7 @@ func TestWriteRefuses(t *testing.T) {
 		{"empty", "", "", "rust", `plugin name ""`},
 		{"too long", "", "g" + strings.Repeat("x", 64), "go", "plugin name"},
 		{"unknown language", "", "guard", "cobol", `language "cobol": the templates are go, rust`},
+		{"no Go SDK there", "", "guard", "go", "the Go SDK folder /nonexistent"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -39,7 +41,7 @@ func TestWriteRefuses(t *testing.T) {
 			if dir == "" {
 				dir = filepath.Join(t.TempDir(), "new")
 			}
-			err := scaffold.Write(dir, tt.plugin, tt.lang, scaffold.Options{})
+			err := scaffold.Write(dir, tt.plugin, tt.lang, scaffold.Options{GoSDK: goSDK(tt.want)})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %v, want one containing %q", err, tt.want)
 			}
@@ -62,7 +64,8 @@ func TestWriteNamesThePlugin(t *testing.T) {
 		files map[string][]string // file → strings it must contain
 	}{
 		{"go", map[string][]string{
-			"go.mod":           {"module my-guard\n", "replace github.com/tollgate/tollgate/sdk => /opt/sdk\n"},
+			"go.mod":           {"module my-guard\n", "replace github.com/tollgate/tollgate/sdk => " + sdkDir(t) + "\n", "\tgithub.com/tetratelabs/wazero v"},
+			"go.sum":           {"github.com/tetratelabs/wazero v"},
 			"main.go":          {"Command my-guard is", `return "my-guard: " + e.msg`},
 			"main_test.go":     {"package main"},
 			"README.md":        {"# my-guard\n"},
@@ -88,7 +91,7 @@ func TestWriteNamesThePlugin(t *testing.T) {
 			if err := os.Mkdir(dir, 0o755); err != nil { // an empty folder is fine
 				t.Fatal(err)
 			}
-			if err := scaffold.Write(dir, "my-guard", tt.lang, scaffold.Options{GoSDK: "/opt/sdk"}); err != nil {
+			if err := scaffold.Write(dir, "my-guard", tt.lang, scaffold.Options{GoSDK: sdkDir(t)}); err != nil {
 				t.Fatal(err)
 			}
 			for name, wants := range tt.files {
@@ -133,5 +136,41 @@ func TestWriteGoWithoutSDK(t *testing.T) {
 	}
 	if strings.Contains(string(b), "replace") || !strings.Contains(string(b), "require github.com/tollgate/tollgate/sdk ") {
 		t.Errorf("go.mod:\n%s", b)
+	}
+}
+
+// goSDK is the Go SDK folder of a refusal case: a missing one for the case
+// about it, none otherwise.
+func goSDK(want string) string {
+	if strings.Contains(want, "Go SDK") {
+		return "/nonexistent"
+	}
+	return ""
+}
+
+// sdkDir is this checkout's Go SDK module.
+func sdkDir(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestWrittenGoPluginTests runs `go test` in a written Go plugin, a module
+// of its own outside this one, offline: its go.mod and go.sum must be
+// complete.
+func TestWrittenGoPluginTests(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "my-guard")
+	if err := scaffold.Write(dir, "my-guard", "go", scaffold.Options{GoSDK: sdkDir(t)}); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "test", "-count=1", ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod=readonly")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ok  \tmy-guard") {
+		t.Fatalf("go test: %v\n%s", err, out)
 	}
 }

@@ -377,6 +377,59 @@ mod tests {
     }
 
     #[test]
+    fn mutations_never_panic() {
+        let valid: &[u8] = br#"{"deny": ["se\u00e9cret", "p@ss", "\ud83d\ude00"], "n": [1.5e-3, null, false, {"a": []}]}"#;
+        let alphabet = br#"{}[],:"\u0123456789.eE+-tfnrlsa "#;
+        let mut seed = 7u64;
+        for _ in 0..20000 {
+            let mut v = valid.to_vec();
+            for _ in 0..1 + crate::records::tests::lcg(&mut seed) % 3 {
+                let i = (crate::records::tests::lcg(&mut seed) as usize) % v.len();
+                let c = alphabet[(crate::records::tests::lcg(&mut seed) as usize) % alphabet.len()];
+                match crate::records::tests::lcg(&mut seed) % 3 {
+                    0 => v[i] = c,
+                    1 => {
+                        v.remove(i);
+                    }
+                    _ => v.insert(i, c),
+                }
+            }
+            if let Ok(doc) = parse(&v) {
+                // What parses, re-parsed from a canonical rendering, is
+                // the same value.
+                assert_eq!(parse(render(&doc).as_bytes()), Ok(doc.clone()), "{:?}", String::from_utf8_lossy(&v));
+            }
+        }
+    }
+
+    /// A JSON rendering of a value (strings escaped with Debug-like rules
+    /// JSON shares: quotes, backslashes and control characters).
+    fn render(v: &Value) -> String {
+        match v {
+            Value::Null => "null".into(),
+            Value::Bool(b) => b.to_string(),
+            Value::Number(n) => n.clone(),
+            Value::String(s) => quote(s),
+            Value::Array(a) => format!("[{}]", a.iter().map(render).collect::<Vec<_>>().join(",")),
+            Value::Object(m) => format!("{{{}}}", m.iter().map(|(k, v)| format!("{}:{}", quote(k), render(v))).collect::<Vec<_>>().join(",")),
+        }
+    }
+
+    fn quote(s: &str) -> String {
+        let mut out = String::from("\"");
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+        out
+    }
+
+    #[test]
     fn every_prefix_terminates() {
         let doc = br#"{"deny": ["se\u00e9cret", "p@ss"], "replacement": "[x]", "n": [1.5e-3, null, false]}"#;
         for n in 0..doc.len() {

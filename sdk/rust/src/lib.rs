@@ -43,12 +43,14 @@ mod buffer;
 mod exchange;
 mod host;
 pub mod json;
+mod phases;
 mod plugin;
 mod records;
 mod sys;
 
 pub use abi::{ChunkFlags, EndFlags, Error, Level, Phases, Verdict, ABI_VERSION};
-pub use exchange::{Chunk, End, Exchange, Messages, Request, Response, Tenant, ToolCalls, Usage};
+pub use exchange::{Exchange, Messages, Tenant};
+pub use phases::{Chunk, End, Request, Response, ToolCalls, Usage};
 pub use host::{call, fail_callback, log, metric_add};
 pub use plugin::Plugin;
 pub use records::{Malformed, MessagePart, MessageParts, PartKind, ToolCallDelta, ToolCallDeltas};

@@ -5,7 +5,7 @@ use std::cell::UnsafeCell;
 
 use crate::abi::{Phases, Verdict, ABI_VERSION};
 use crate::buffer;
-use crate::exchange::{Chunk, End, Request, Response};
+use crate::phases::{Chunk, End, Request, Response};
 use crate::sys;
 
 /// A Tollgate plugin. Implement the phase methods the plugin takes part in,

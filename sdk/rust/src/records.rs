@@ -199,7 +199,7 @@ fn decimal(b: &[u8], sep: u8, signed: bool) -> Result<(i64, &[u8]), Malformed> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn part<'a>(index: u64, kind: PartKind, role: &'a str, name: &'a str, text: &'a str) -> MessagePart<'a> {
@@ -273,6 +273,41 @@ mod tests {
             }
             assert_eq!(got, want, "{}", name);
             assert_eq!(good, ok, "{}: well-formed", name);
+        }
+    }
+
+    /// A small deterministic generator for the mutation tests.
+    pub(crate) fn lcg(seed: &mut u64) -> u64 {
+        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *seed >> 33
+    }
+
+    #[test]
+    fn mutations_never_panic() {
+        // Each mutation of a valid value parses to parts that lie within
+        // it, or stops at Malformed, without panicking.
+        let valid: &[u8] = b"0 text 6 0 5\nsystembe ok\n1 tool_call 9 3 8\nassistantget{\"a\":1}\n\n2 tool_result 4 4 2\ntoolid_1ok\n";
+        let alphabet = b"0123456789 \n-atexoolcr_";
+        let mut seed = 1u64;
+        for _ in 0..20000 {
+            let mut v = valid.to_vec();
+            for _ in 0..1 + lcg(&mut seed) % 3 {
+                let i = (lcg(&mut seed) as usize) % v.len();
+                match lcg(&mut seed) % 3 {
+                    0 => v[i] = alphabet[(lcg(&mut seed) as usize) % alphabet.len()],
+                    1 => {
+                        v.remove(i);
+                    }
+                    _ => v.insert(i, alphabet[(lcg(&mut seed) as usize) % alphabet.len()]),
+                }
+            }
+            let mut total = 0;
+            for p in MessageParts::new(&v).flatten() {
+                total += p.role.len() + p.name.len() + p.text.len();
+            }
+            assert!(total <= v.len());
+            let deltas: usize = ToolCallDeltas::new(&v).flatten().map(|d| d.name.len() + d.arguments.len()).sum();
+            assert!(deltas <= v.len());
         }
     }
 

@@ -2,12 +2,15 @@
 //! denied term, and stops replies that produce one. See README.md.
 
 use tollgate::json::{self, Value};
-use tollgate::{Chunk, Level, PartKind, Phases, Plugin, Request, Verdict};
+use tollgate::{Chunk, Level, Messages, PartKind, Phases, Plugin, Request, Verdict};
 
 /// The longest term accepted, in bytes: the stream state keeps at most
 /// this many bytes minus one between events.
 const MAX_TERM: usize = 256;
 
+/// The guard: its config, and buffers reused from callback to callback
+/// (never data of one request: the next callback of a request may run on
+/// another instance).
 #[derive(Default)]
 struct DenyGuard {
     /// The terms, in ASCII lower case.
@@ -19,6 +22,8 @@ struct DenyGuard {
     /// The previous events' tail followed by this event's text; kept to
     /// reuse its allocation.
     window: Vec<u8>,
+    /// The request's messages; kept to reuse the allocation.
+    messages: Messages,
 }
 
 impl Plugin for DenyGuard {
@@ -46,11 +51,10 @@ impl Plugin for DenyGuard {
     }
 
     fn on_request(&mut self, r: &Request) -> Verdict {
-        let messages = match r.messages() {
-            Ok(m) => m,
-            Err(e) => tollgate::fail_callback(&format!("denyguard: reading the messages: {}", e)),
-        };
-        for part in messages.parts() {
+        if let Err(e) = r.messages_into(&mut self.messages) {
+            tollgate::fail_callback(&format!("denyguard: reading the messages: {}", e));
+        }
+        for part in self.messages.parts() {
             let part = match part {
                 Ok(p) => p,
                 Err(_) => tollgate::fail_callback("denyguard: the host's messages are malformed"),
