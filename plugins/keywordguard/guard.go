@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tollgate/tollgate/sdk"
 	"github.com/tollgate/tollgate/sdk/jsonscan"
 )
 
@@ -19,6 +20,7 @@ type guard struct {
 
 	// Reused for every request: an instance serves one at a time.
 	sc    jsonscan.Scanner
+	parts []sdk.MessagePart
 	lower []byte
 }
 
@@ -163,81 +165,24 @@ func isTokenChar(c byte) bool {
 	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
-// errStop unwinds the scan at the first match.
-var errStop = errors.New("stop")
-
-// check scans a request body and returns the index of the first deny
-// pattern that matches one of its prompt texts and the top-level key it
-// was found under; -1 when none matches. The texts are the strings under
-// "messages", "prompt", "input" and "suffix": plain strings, arrays of
-// them, and in objects (messages, content parts) the values of "content"
-// and "text", recursively. An error means the body could not be read: the
-// caller fails closed.
-func (g *guard) check(body []byte) (rule int, where string, err error) {
-	s := &g.sc
-	s.Reset(body)
-	rule = -1
-	match := func(text []byte) bool {
+// check returns the index of the first deny pattern that matches the text
+// of one of parts, and the index of the message it matched in; rule is -1
+// when none matches. The texts are those of text parts and tool results
+// (what users, systems and tools said); tool calls are the model's own
+// words and are not checked.
+func (g *guard) check(parts []sdk.MessagePart) (rule, message int) {
+	for i := range parts {
+		p := &parts[i]
+		if p.Kind == sdk.PartToolCall {
+			continue
+		}
 		lowered := false
-		for i := range g.rules {
-			r := &g.rules[i]
-			if r.mayMatch(text, &g.lower, &lowered) && r.re.Match(text) {
-				rule = i
-				return true
+		for j := range g.rules {
+			r := &g.rules[j]
+			if r.mayMatch(p.Text, &g.lower, &lowered) && r.re.Match(p.Text) {
+				return j, p.Index
 			}
 		}
-		return false
 	}
-	if s.Peek() != '{' {
-		return -1, "", errors.New("the request body is not a JSON object")
-	}
-	err = s.Object(func(key []byte) error {
-		switch string(key) {
-		case "messages":
-			where = "messages"
-		case "prompt":
-			where = "prompt"
-		case "input":
-			where = "input"
-		case "suffix":
-			where = "suffix"
-		default:
-			return s.Skip()
-		}
-		return texts(s, match)
-	})
-	if err == errStop {
-		return rule, where, nil
-	}
-	if err == nil {
-		err = s.End()
-	}
-	return -1, "", err
-}
-
-// texts calls match for each text in the value at the cursor of s and returns
-// errStop as soon as match reports true.
-func texts(s *jsonscan.Scanner, match func([]byte) bool) error {
-	switch s.Peek() {
-	case '"':
-		t, err := s.Str()
-		if err != nil {
-			return err
-		}
-		if match(t) {
-			return errStop
-		}
-		return nil
-	case '[':
-		return s.Array(func(int) error { return texts(s, match) })
-	case '{':
-		return s.Object(func(key []byte) error {
-			switch string(key) {
-			case "content", "text":
-				return texts(s, match)
-			}
-			return s.Skip()
-		})
-	}
-	return s.Skip()
+	return -1, -1
 }

@@ -35,16 +35,10 @@ func init() {
 }
 
 func onRequest(r *sdk.Request) sdk.Verdict {
-	rule, where, err := g.check(r.Body())
-	if err != nil {
-		// The gateway parsed the body before this phase, so this is a bug
-		// somewhere; fail closed rather than pass unchecked text.
-		sdk.Log(sdk.LevelError, "keywordguard: request "+r.RequestID()+": cannot read the body: "+err.Error())
-		return r.Reject(g.status, "invalid_request_error", "content_policy_violation", g.message)
-	}
-	if rule >= 0 {
-		// The log names the rule, never the user's text.
-		sdk.Log(sdk.LevelInfo, "keywordguard: request "+r.RequestID()+" blocked: deny["+strconv.Itoa(rule)+"] matched in "+where)
+	g.parts = r.Messages(g.parts[:0])
+	if rule, message := g.check(g.parts); rule >= 0 {
+		// The log names the rule and the message, never the user's text.
+		sdk.Log(sdk.LevelInfo, "keywordguard: request "+r.RequestID()+" blocked: deny["+strconv.Itoa(rule)+"] matched in message "+strconv.Itoa(message))
 		_ = sdk.MetricAdd("blocked", 1)
 		return r.Reject(g.status, "invalid_request_error", "content_policy_violation", g.message)
 	}

@@ -71,12 +71,20 @@ func (services) Call(r *wasmhost.Request, name string, _ []byte) ([]byte, error)
 // newRequest is the host's view of p, as the gateway fills it.
 func newRequest(p probe) *wasmhost.Request {
 	r := wasmhost.AcquireRequest()
-	r.Model, r.Endpoint, r.Body = []byte("conformance-model"), []byte(p.endpoint), []byte(p.body)
+	// The model, stream, max_tokens and counts as the gateway reads them
+	// from the body; a probe's stream and message count where it has no
+	// such body.
+	if f, ok := wasmhost.ReadRequestFacts([]byte(p.body), p.endpoint); ok {
+		r.SetFacts(f)
+	}
+	if len(r.Model) == 0 {
+		r.Model = []byte("conformance-model")
+	}
+	r.Stream = r.Stream || p.stream
+	r.Messages = max(r.Messages, p.messages)
+	r.Endpoint, r.Body = []byte(p.endpoint), []byte(p.body)
 	r.RequestID = []byte(fmt.Sprintf("req_conformance_%d", r.ID()))
 	r.Upstream = []byte("conformance-upstream")
-	r.Stream, r.Messages = p.stream, p.messages
-	r.PromptChars = int64(len(p.body))
-	r.PromptTokens = r.PromptChars / 4
 	// Headers given by a case come first: the first match wins.
 	var h wasmhost.Headers
 	for k, v := range p.headers {

@@ -294,8 +294,16 @@ func (s *Scanner) strSlow(start int) ([]byte, error) {
 				return nil, s.errorf("bad escape")
 			}
 		case c < utf8.RuneSelf:
-			b = append(b, c)
-			s.pos++
+			// A run of plain ASCII, appended at once.
+			end := s.pos + 1
+			for end < len(s.data) {
+				if d := s.data[end]; d < 0x20 || d >= utf8.RuneSelf || d == '"' || d == '\\' {
+					break
+				}
+				end++
+			}
+			b = append(b, s.data[s.pos:end]...)
+			s.pos = end
 		default:
 			r, size := utf8.DecodeRune(s.data[s.pos:])
 			s.pos += size
@@ -303,6 +311,42 @@ func (s *Scanner) strSlow(start int) ([]byte, error) {
 		}
 	}
 	return nil, s.errorf("unterminated string")
+}
+
+// skipStr reads the string at the cursor and checks it as Str does,
+// without decoding it: several times faster over text that Str would
+// check rune by rune or copy.
+func (s *Scanner) skipStr() error {
+	if err := s.expect('"'); err != nil {
+		return err
+	}
+	for s.pos < len(s.data) {
+		switch c := s.data[s.pos]; {
+		case c == '"':
+			s.pos++
+			return nil
+		case c == '\\':
+			if s.pos+1 >= len(s.data) {
+				return s.errorf("unterminated string")
+			}
+			e := s.data[s.pos+1]
+			s.pos += 2
+			switch e {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if _, ok := s.hex4(); !ok {
+					return s.errorf("bad \\u escape")
+				}
+			default:
+				return s.errorf("bad escape")
+			}
+		case c < 0x20:
+			return s.errorf("control character in string")
+		default:
+			s.pos++ // any other byte, invalid UTF-8 included, as Str takes it
+		}
+	}
+	return s.errorf("unterminated string")
 }
 
 func (s *Scanner) hex4() (rune, bool) {
@@ -385,8 +429,7 @@ func (s *Scanner) Skip() error {
 	case '[':
 		return s.Array(func(int) error { return s.Skip() })
 	case '"':
-		_, err := s.Str()
-		return err
+		return s.skipStr()
 	case 't':
 		return s.Literal("true")
 	case 'f':

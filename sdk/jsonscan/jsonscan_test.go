@@ -207,6 +207,15 @@ func FuzzScanner(f *testing.F) {
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		got, err := decode(doc)
 		want, werr := oracle(doc)
+		var s Scanner
+		s.Reset(doc)
+		serr := s.Skip()
+		if serr == nil {
+			serr = s.End()
+		}
+		if (serr == nil) != (err == nil) {
+			t.Fatalf("%q: Skip says %v, reading the values %v", doc, serr, err)
+		}
 		if !json.Valid(doc) {
 			if err == nil {
 				t.Fatalf("%q: encoding/json refuses it, the scanner read %#v", doc, got)

@@ -2,10 +2,16 @@ package rustsdk
 
 import (
 	"bytes"
+	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tetratelabs/wazero"
 
 	"github.com/tollgate/tollgate/sdk/plugintest"
 )
@@ -47,6 +53,8 @@ func TestProbe(t *testing.T) {
 		return bytes.Repeat([]byte("r"), 5000), nil // longer than call's first buffer
 	})
 
+	t.Run("imports", func(t *testing.T) { checkImports(t, wasm) })
+
 	tests := []struct {
 		action  string
 		req     plugintest.Request
@@ -58,6 +66,8 @@ func TestProbe(t *testing.T) {
 		{action: "headers", req: plugintest.Request{Headers: map[string]string{"X-In": "v1"}}, up: "v1", client: map[string]string{"x-client": "t1", "x-missing": "none"}},
 		{action: "facts", up: "test-model|chat/completions|req_test", client: map[string]string{"x-state": "s1", "x-nofact": "None"}},
 		{action: "body", req: plugintest.Request{Body: `{"model":"m"}`, MaxTokens: 7}, up: `13|13|false|Some(7)`},
+		{action: "messages", req: plugintest.Request{Body: `{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b\nc"}]},{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"get","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"ok"}]}`, Messages: 4},
+			up: "0:text:system::Be brief.;1:text:user::a;1:text:user::b\\nc;2:tool_call:assistant:get:{};3:tool_result:tool:c1:ok;", client: map[string]string{"x-counts": `4|0|0|""`}},
 		{action: "bigheader", req: plugintest.Request{Headers: map[string]string{"x-big": big}}, up: "1000"},
 		{action: "tenant", up: "None"},
 		{action: "call", up: "5000", client: map[string]string{"x-nosuch": "Err(Unavailable)"}},
@@ -117,6 +127,9 @@ func TestProbe(t *testing.T) {
 		if n := p.Metric("ends"); n != 2 {
 			t.Errorf("ends = %d, want 2 (the streams not stopped)", n)
 		}
+		if n := p.Metric("end_text_bytes"); n != int64(len("aUPPERb")+len("123")) {
+			t.Errorf("end_text_bytes = %d, want the text sent by the two streams", n)
+		}
 	})
 
 	t.Run("tool calls", func(t *testing.T) {
@@ -129,4 +142,40 @@ func TestProbe(t *testing.T) {
 			t.Errorf("got %+v", step)
 		}
 	})
+}
+
+// checkImports checks that the probe links every import src/sys.rs
+// declares, so that loading it checked each one's signature against the
+// host's.
+func checkImports(t *testing.T, wasm string) {
+	src, err := os.ReadFile("src/sys.rs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var declared []string
+	for _, m := range regexp.MustCompile(`(?m)^    fn (\w+)\(\w+: .*;$`).FindAllSubmatch(src, -1) {
+		declared = append(declared, string(m[1]))
+	}
+	mod, err := os.ReadFile(wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rt := wazero.NewRuntime(ctx)
+	defer rt.Close(ctx)
+	cm, err := rt.CompileModule(ctx, mod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var linked []string
+	for _, f := range cm.ImportedFunctions() {
+		if m, name, _ := f.Import(); m == "tollgate" {
+			linked = append(linked, name)
+		}
+	}
+	slices.Sort(declared)
+	slices.Sort(linked)
+	if len(declared) < 26 || !slices.Equal(declared, linked) {
+		t.Errorf("declared %d imports %v,\nthe probe links %d: %v", len(declared), declared, len(linked), linked)
+	}
 }

@@ -63,7 +63,7 @@ func TestWriteNamesThePlugin(t *testing.T) {
 	}{
 		{"go", map[string][]string{
 			"go.mod":           {"module my-guard\n", "replace github.com/tollgate/tollgate/sdk => /opt/sdk\n"},
-			"main.go":          {"Command my-guard is", `"my-guard: unknown config field "`},
+			"main.go":          {"Command my-guard is", `return "my-guard: " + e.msg`},
 			"main_test.go":     {"package main"},
 			"README.md":        {"# my-guard\n"},
 			"plugin_test.json": {`"cases"`},

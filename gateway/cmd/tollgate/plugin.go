@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/tollgate/tollgate/sdk/wasmbuild"
@@ -124,22 +125,27 @@ func goCommand() string {
 	return "go"
 }
 
-// splitDirArg takes the plugin folder out of args, the first argument
-// that is not a flag (flags may come before or after it).
-func splitDirArg(args []string) (dir string, rest []string, ok bool) {
-	for i, a := range args {
-		if !strings.HasPrefix(a, "-") {
-			if i > 0 && args[i-1] == "-o" {
-				continue
+// splitDirArg takes the plugin folder (or name) out of args: the first
+// argument that is neither a flag nor the value of one of valueFlags (the
+// flags that take a value, written "-f value"), so that flags may come
+// before or after it.
+func splitDirArg(args []string, valueFlags ...string) (dir string, rest []string, ok bool) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if strings.HasPrefix(a, "-") {
+			name := strings.TrimLeft(a, "-")
+			if !strings.Contains(name, "=") && slices.Contains(valueFlags, name) {
+				i++
 			}
-			return a, append(append([]string(nil), args[:i]...), args[i+1:]...), true
+			continue
 		}
+		return a, append(append([]string(nil), args[:i]...), args[i+1:]...), true
 	}
 	return "", args, false
 }
 
 func pluginBuild(args []string, stdout, stderr io.Writer) int {
-	dir, rest, ok := splitDirArg(args)
+	dir, rest, ok := splitDirArg(args, "o")
 	fs := flag.NewFlagSet("plugin build", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	out := fs.String("o", "", "output .wasm file (default DIR/<dir name>.wasm)")

@@ -49,6 +49,7 @@ func TestPluginErrors(t *testing.T) {
 		{"test without a folder", []string{"plugin", "test", "-v"}, 2, []string{"usage: tollgate plugin test DIR"}},
 		{"new without a name", []string{"plugin", "new"}, 2, []string{"usage: tollgate plugin new NAME"}},
 		{"new in another language", []string{"plugin", "new", "g", "-lang", "cobol"}, 2, []string{`-lang "cobol"`, "-lang go or -lang rust"}},
+		{"new with flags first", []string{"plugin", "new", "-lang", "cobol", "g"}, 2, []string{`-lang "cobol"`}},
 		{"new with a bad name", []string{"plugin", "new", "My Guard", "-lang", "rust", "-dir", filepath.Join(empty, "g")}, 1, []string{`plugin name "My Guard"`, "lower-case letters"}},
 		{"new into a folder that has files", []string{"plugin", "new", "g", "-lang", "rust", "-dir", taken}, 1, []string{"not empty", "notes.txt", "-dir DIR"}},
 		{"new with a wrong -sdk", []string{"plugin", "new", "g", "-dir", filepath.Join(empty, "g"), "-sdk", empty}, 1, []string{"no go.mod of module github.com/tollgate/tollgate/sdk", "leave -sdk out"}},
@@ -106,5 +107,99 @@ func TestUnpackModule(t *testing.T) {
 	entries, _ := os.ReadDir(parent)
 	if len(entries) != 2 {
 		t.Errorf("%d entries in %s, want 2 (no temporary folders left)", len(entries), parent)
+	}
+}
+
+// TestPluginToolchainMissing checks the hints for a missing go or rustc.
+func TestPluginToolchainMissing(t *testing.T) {
+	goDir := t.TempDir()
+	for name, content := range map[string]string{"go.mod": "module g\n", "main.go": "package main\n"} {
+		if err := os.WriteFile(filepath.Join(goDir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rustDir := filepath.Join(t.TempDir(), "r")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"plugin", "new", "-lang", "rust", "-dir", rustDir, "r"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("plugin new: exit %d\n%s", code, stderr.String())
+	}
+	tests := []struct {
+		name, env, value, dir string
+		want                  []string
+	}{
+		{"go", "GO", "/nonexistent/go", goDir, []string{"the go command is not installed", "https://go.dev/dl/"}},
+		{"rustc", "RUSTC", "/nonexistent/rustc", rustDir, []string{"apt-get install", "libstd-rust-dev-wasm32", "then run `tollgate plugin build " + rustDir + "` again"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv(tt.env, tt.value)
+			var stdout, stderr bytes.Buffer
+			if code := run([]string{"plugin", "build", tt.dir}, &stdout, &stderr); code != 1 {
+				t.Errorf("exit %d, want 1", code)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr.String())
+				}
+			}
+		})
+	}
+}
+
+// TestPluginTestReportsFailedCases makes a Go plugin against this
+// checkout's SDK, breaks one expectation of its plugin_test.json, and
+// checks that plugin test names the case, what the plugin did, and what
+// to do.
+func TestPluginTestReportsFailedCases(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "g")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"plugin", "new", "-dir", dir, "-sdk", "../../../sdk", "g"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("plugin new: exit %d\n%s", code, stderr.String())
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err != nil || !bytes.Contains(b, []byte("replace github.com/tollgate/tollgate/sdk => ")) {
+		t.Fatalf("go.mod: %s %v", b, err)
+	}
+	cases := filepath.Join(dir, "plugin_test.json")
+	b, err := os.ReadFile(cases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = bytes.Replace(b, []byte(`"expect": {"verdict": "continue"}`), []byte(`"expect": {"verdict": "reject", "status": 400, "code": "content_blocked"}`), 1)
+	if err := os.WriteFile(cases, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := run([]string{"plugin", "test", dir, "-run", "^$"}, &stdout, &stderr); code != 1 {
+		t.Fatalf("plugin test: exit %d, want 1\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	for _, w := range []string{"FAIL  clean request:", "(got continue"} {
+		if !strings.Contains(stdout.String(), w) {
+			t.Errorf("stdout lacks %q:\n%s", w, stdout.String())
+		}
+	}
+	if w := "1 of 14 cases in " + cases + " failed: fix the plugin (or the case), then run `tollgate plugin test " + dir + "` again"; !strings.Contains(stderr.String(), w) {
+		t.Errorf("stderr lacks %q:\n%s", w, stderr.String())
+	}
+}
+
+// TestPluginNewWithoutTheProxy checks the hint when go mod tidy cannot
+// fetch the SDK's dependencies.
+func TestPluginNewWithoutTheProxy(t *testing.T) {
+	t.Setenv("GOPROXY", "off")
+	t.Setenv("GOMODCACHE", t.TempDir())
+	t.Setenv("GOFLAGS", "-modcacherw")
+	dir := filepath.Join(t.TempDir(), "g")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"plugin", "new", "-dir", dir, "g"}, &stdout, &stderr); code != 1 {
+		t.Fatalf("exit %d, want 1\n%s", code, stderr.String())
+	}
+	for _, w := range []string{"go mod tidy in " + dir, "GOPROXY=off", "check the network or GOPROXY, then run `go mod tidy` in " + dir} {
+		if !strings.Contains(stderr.String(), w) {
+			t.Errorf("stderr lacks %q:\n%s", w, stderr.String())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "main.go")); err != nil {
+		t.Errorf("the plugin was not written: %v", err)
 	}
 }

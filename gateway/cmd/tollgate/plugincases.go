@@ -7,20 +7,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/tollgate/tollgate/sdk/conformance"
 )
-
-// caseResult is the outcome of one case of a plugin_test.json.
-type caseResult struct {
-	Name    string
-	OK      bool
-	Problem string // what differed from the expectation
-	Got     string // what the plugin did
-}
-
-// runCases runs the cases of a plugin_test.json against a built module.
-var runCases = func(wasmPath string, casesJSON []byte) ([]caseResult, error) {
-	return nil, errors.New("this tollgate has no case runner")
-}
 
 // runCaseFile runs DIR/plugin_test.json against the module at wasmPath and
 // prints one line per case. found is false when there is no such file.
@@ -34,7 +23,7 @@ func runCaseFile(p pluginDir, wasmPath string, stdout, stderr io.Writer) (code i
 		fmt.Fprintf(stderr, "tollgate plugin test: %v\n", err)
 		return 1, true
 	}
-	results, err := runCases(wasmPath, b)
+	results, err := conformance.RunCases(wasmPath, b)
 	if err != nil {
 		fmt.Fprintf(stderr, "tollgate plugin test: %s: %v\nfix the file (its format is in docs/PLUGINS.md, \"Test cases in any language\"), then run `tollgate plugin test %s` again\n", path, err, p.dir)
 		return 1, true

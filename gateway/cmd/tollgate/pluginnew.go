@@ -20,7 +20,7 @@ import (
 // sdk/scaffold, renamed, with a go.mod that builds offline (a Go plugin's
 // SDK is replaced by a local copy), and a policy that loads it.
 func pluginNew(args []string, stdout, stderr io.Writer) int {
-	name, rest, ok := splitDirArg(args)
+	name, rest, ok := splitDirArg(args, "lang", "dir", "sdk")
 	fs := flag.NewFlagSet("plugin new", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	lang := fs.String("lang", langGo, "the plugin's language: "+strings.Join(scaffold.Langs, " or "))

@@ -31,6 +31,7 @@ package convo
 
 import (
 	"strconv"
+	"sync"
 
 	"github.com/tollgate/tollgate/sdk/jsonscan"
 )
@@ -50,9 +51,23 @@ const maxDepth = 1024
 // Append appends the request_messages encoding of body to dst and returns
 // it.
 func Append(dst, body []byte) []byte {
-	e := encoder{dst: dst, body: body}
+	e := encoders.Get().(*encoder)
+	e.dst, e.body, e.index = dst, body, 0
 	e.s.MaxDepth = maxDepth
 	e.s.Reset(body)
+	dst = e.append()
+	e.dst, e.body = nil, nil
+	e.s.Reset(nil)
+	encoders.Put(e)
+	return dst
+}
+
+// encoders keeps encoders, and the scanner buffers that decoded strings
+// with escapes grew, from one request to the next.
+var encoders = sync.Pool{New: func() any { return new(encoder) }}
+
+func (e *encoder) append() []byte {
+	dst := e.dst
 	if e.s.Peek() != '{' {
 		return dst
 	}
@@ -66,7 +81,7 @@ func Append(dst, body []byte) []byte {
 		}
 		return e.s.Skip()
 	})
-	e.s.Reset(body)
+	e.s.Reset(e.body)
 	e.s.Seek(start)
 	_ = e.s.Object(func(key []byte) error {
 		switch string(key) {

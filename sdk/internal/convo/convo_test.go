@@ -99,7 +99,7 @@ func TestAppendAllocations(t *testing.T) {
 	}
 	dst := Append(nil, body)
 	n := testing.AllocsPerRun(100, func() { dst = Append(dst[:0], body) })
-	if n > 1 {
+	if n != 0 {
 		t.Fatalf("%v allocations per Append into a reused dst", n)
 	}
 }
@@ -144,4 +144,19 @@ func maxInt(a, b int) int {
 		return a
 	}
 	return b
+}
+
+// BenchmarkAppend renders a 2 KB chat request with escapes.
+func BenchmarkAppend(b *testing.B) {
+	body := []byte(`{"model":"gpt-4o-mini","stream":true,"temperature":0.7,"max_tokens":512,` +
+		`"messages":[{"role":"system","content":"You are a helpful assistant. Answer concisely and cite sources when you can."},` +
+		`{"role":"user","content":"` + strings.Repeat("Summarize the quarterly report for the board. ", 20) + `"},` +
+		`{"role":"assistant","content":"Here is a summary: revenue grew, costs fell, and the outlook is stable."},` +
+		`{"role":"user","content":[{"type":"text","text":"` + strings.Repeat("Now list the risks, with \\\"quotes\\\" kept. ", 10) + `"}]}]}`)
+	dst := Append(nil, body)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		dst = Append(dst[:0], body)
+	}
 }

@@ -93,6 +93,14 @@ impl<P: Plugin> Slot<P> {
         let p = unsafe { &mut *self.0.get() };
         p.get_or_insert_with(P::default)
     }
+
+    /// A new plugin value, replacing any.
+    #[allow(clippy::mut_from_ref)]
+    fn reset(&self) -> &mut P {
+        // SAFETY: as for get.
+        let p = unsafe { &mut *self.0.get() };
+        p.insert(P::default())
+    }
 }
 
 /// The export functions; only [`export_plugin!`](crate::export_plugin)
@@ -117,9 +125,7 @@ pub mod rt {
             fail(&format!("sdk: reading the config: {}", e));
             return 1;
         }
-        let p = slot.get();
-        *p = P::default();
-        match p.on_configure(&config) {
+        match slot.reset().on_configure(&config) {
             Ok(()) => 0,
             Err(msg) => {
                 fail(if msg.is_empty() { "configuration refused" } else { &msg });

@@ -30,28 +30,26 @@ pub enum PartKind {
     ToolCall,
     /// A tool's result: name = the call's id, text = the result's text.
     ToolResult,
-    /// A kind this SDK does not know, from a newer host.
-    Other,
 }
 
 impl PartKind {
-    fn parse(b: &[u8]) -> PartKind {
+    /// The kind named `b`. An unknown kind is malformed, as in the Go SDK:
+    /// a guard must not pass a part it cannot tell the meaning of.
+    fn parse(b: &[u8]) -> Result<PartKind, Malformed> {
         match b {
-            b"text" => PartKind::Text,
-            b"tool_call" => PartKind::ToolCall,
-            b"tool_result" => PartKind::ToolResult,
-            _ => PartKind::Other,
+            b"text" => Ok(PartKind::Text),
+            b"tool_call" => Ok(PartKind::ToolCall),
+            b"tool_result" => Ok(PartKind::ToolResult),
+            _ => Err(Malformed),
         }
     }
 
-    /// The kind's name in the ABI ("text", "tool_call", "tool_result";
-    /// "other" for an unknown one).
+    /// The kind's name in the ABI ("text", "tool_call", "tool_result").
     pub fn name(self) -> &'static str {
         match self {
             PartKind::Text => "text",
             PartKind::ToolCall => "tool_call",
             PartKind::ToolResult => "tool_result",
-            PartKind::Other => "other",
         }
     }
 }
@@ -133,10 +131,7 @@ impl<'a> MessageParts<'a> {
     fn next_record(&mut self) -> Result<MessagePart<'a>, Malformed> {
         let (index, b) = decimal(self.rest, b' ', false)?;
         let sp = b.iter().position(|&c| c == b' ').ok_or(Malformed)?;
-        let (kind, b) = (&b[..sp], &b[sp + 1..]);
-        if kind.is_empty() {
-            return Err(Malformed);
-        }
+        let (kind, b) = (PartKind::parse(&b[..sp])?, &b[sp + 1..]);
         let (role_len, b) = decimal(b, b' ', false)?;
         let (name_len, b) = decimal(b, b' ', false)?;
         let (text_len, b) = decimal(b, b'\n', false)?;
@@ -144,7 +139,7 @@ impl<'a> MessageParts<'a> {
         self.rest = rest;
         Ok(MessagePart {
             index: index as u64,
-            kind: PartKind::parse(kind),
+            kind,
             role: strs[0],
             name: strs[1],
             text: strs[2],
@@ -226,7 +221,7 @@ mod tests {
                 true,
             ),
             ("text with LF and unicode", "3 text 4 0 7\nuserа\nb\u{e9}c\n".as_bytes(), vec![part(3, PartKind::Text, "user", "", "а\nbéc")], true),
-            ("unknown kind", b"0 image 4 0 0\nuser\n", vec![part(0, PartKind::Other, "user", "", "")], true),
+            ("unknown kind", b"0 image 4 0 0\nuser\n", vec![], false),
             ("leading zero", b"01 text 4 0 0\nuser\n", vec![], false),
             ("negative index", b"-1 text 4 0 0\nuser\n", vec![], false),
             ("short text", b"0 text 4 0 9\nuserabc\n", vec![], false),
@@ -251,7 +246,9 @@ mod tests {
 
     #[test]
     fn tool_call_deltas() {
-        let tests: Vec<(&str, &[u8], Vec<(i64, &str, &str)>, bool)> = vec![
+        // name, value, the deltas as (index, name, arguments), well-formed
+        type Case<'a> = (&'a str, &'a [u8], Vec<(i64, &'a str, &'a str)>, bool);
+        let tests: Vec<Case> = vec![
             ("empty", b"", vec![], true),
             (
                 "two events of one call",

@@ -30,8 +30,13 @@ impl Plugin for Probe {
         }
     }
 
-    fn on_response_headers(&mut self, _r: &Response) -> Verdict {
-        Verdict::Continue
+    fn on_response_headers(&mut self, r: &Response) -> Verdict {
+        // plugintest has no response_headers phase: linking the import is
+        // what is checked (its signature, at instantiation).
+        match r.header("x-upstream") {
+            Ok(_) => Verdict::Continue,
+            Err(e) => tollgate::fail_callback(&e.to_string()),
+        }
     }
 
     fn on_chunk(&mut self, c: &Chunk) -> Verdict {
@@ -63,6 +68,7 @@ impl Plugin for Probe {
         if e.flags().contains(tollgate::EndFlags::COMPLETED) {
             tollgate::metric_add("ends", 1).unwrap();
         }
+        tollgate::metric_add("end_text_bytes", e.usage().text_bytes).unwrap();
     }
 }
 
@@ -93,6 +99,17 @@ impl Probe {
             "body" => {
                 let body = r.body()?;
                 up(&format!("{}|{}|{}|{:?}", body.len(), r.body_bytes(), r.stream(), r.max_tokens()))?;
+            }
+            "messages" => {
+                let m = r.messages()?;
+                let mut s = String::new();
+                for p in m.parts() {
+                    let p = p.map_err(|_| Error::Malformed)?;
+                    s += &format!("{}:{}:{}:{}:{};", p.index, p.kind.name(), String::from_utf8_lossy(p.role), String::from_utf8_lossy(p.name), String::from_utf8_lossy(p.text));
+                }
+                up(&s.replace('\n', "\\n"))?; // a header value cannot hold LF
+                let counts = format!("{}|{}|{}|{:?}", r.message_count(), r.prompt_tokens_estimate(), r.prompt_chars(), r.upstream()?);
+                r.set_response_header("x-counts", &counts)?;
             }
             "bigheader" => up(&r.header("x-big")?.unwrap_or_default().len().to_string())?,
             "tenant" => up(&format!("{:?}", r.tenant()?.map(|t| t.id)))?,

@@ -18,7 +18,7 @@ func init() {
 			mt = -1
 		}
 		facts := fmt.Sprintf("model=%s endpoint=%s stream=%v max_tokens=%d messages=%d prompt_chars=%d prompt_tokens=%d body_bytes=%d",
-			r.Model(), r.Endpoint(), r.Stream(), mt, r.Messages(), r.PromptChars(), r.PromptTokensEstimate(), r.BodyBytes())
+			r.Model(), r.Endpoint(), r.Stream(), mt, r.MessageCount(), r.PromptChars(), r.PromptTokensEstimate(), r.BodyBytes())
 		if err := r.SetResponseHeader("X-Facts", facts); err != nil {
 			panic(err)
 		}
