@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/tetratelabs/wazero/api"
@@ -193,7 +194,7 @@ func (c *checker) configureCheck(main *loaded, err error) Result {
 		return fail("configure", "a config that is not JSON made on_configure fail: %v; it must call fail(reason) and return non-zero, not trap (ABI.md, Host imports: fail)", bad)
 	}
 	msg := bad.Error()
-	if len(msg) > 0 && containsAny(msg, "on_configure returned") {
+	if strings.Contains(msg, "on_configure returned") { // wasmhost's words for a refusal without fail
 		return fail("configure", "a config that is not JSON was refused without a reason (%v): call fail(reason) before returning non-zero (ABI.md, Host imports: fail)", bad)
 	}
 	return pass("configure", "config accepted; a config that is not JSON is refused: %s", trimLoadError(msg))
