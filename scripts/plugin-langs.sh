@@ -3,7 +3,7 @@
 # language by `tollgate plugin new`, built by `tollgate plugin build`, and
 # measured side by side by `tollgate plugin check` (which also runs the
 # conformance suite on each): module size, cold compile time (wazero, no
-# cache), instance memory after configure, and the mean time of a request
+# cache), instance memory after configure, and the median time of a request
 # and a chunk callback on a warm instance, host side included.
 #
 #   scripts/plugin-langs.sh [RUNS]      (default 3; the table of each run)

@@ -302,7 +302,7 @@ func sseDataEvents(body []byte) int {
 // what happened, and the exposition passes promtool's checks.
 func TestMetricsPhasesAndPromtool(t *testing.T) {
 	_, mockURL := startMock(t, mockllm.Config{Tokens: 4})
-	probe, err := wasmbuild.Cached(repoRoot(t) + "/gateway/wasm/testdata/testplugin")
+	probe, err := wasmbuild.Cached(repoRoot(t) + "/sdk/wasmhost/testdata/testplugin")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 // plugin and returns its .wasm path.
 func testPluginPath(t testing.TB) string {
 	t.Helper()
-	p, err := wasmbuild.Cached(repoRoot(t.(*testing.T)) + "/gateway/wasm/testdata/testplugin")
+	p, err := wasmbuild.Cached(repoRoot(t.(*testing.T)) + "/sdk/wasmhost/testdata/testplugin")
 	if err != nil {
 		t.Fatal(err)
 	}

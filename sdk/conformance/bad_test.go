@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -34,20 +35,9 @@ func TestBadGuestsFailTheirCheck(t *testing.T) {
 					failed = append(failed, r.Name)
 				}
 			}
-			if got := join(failed); got != tt.fails {
+			if got := strings.Join(failed, ","); got != tt.fails {
 				t.Errorf("failed checks %q, want %q", got, tt.fails)
 			}
 		})
 	}
-}
-
-func join(s []string) string {
-	out := ""
-	for i, x := range s {
-		if i > 0 {
-			out += ","
-		}
-		out += x
-	}
-	return out
 }

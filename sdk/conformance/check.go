@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/tetratelabs/wazero/api"
@@ -77,9 +78,9 @@ type Measurements struct {
 	// PeakMemory the largest seen while the battery ran, in bytes.
 	InstanceMemory uint64 `json:"instance_memory_bytes"`
 	PeakMemory     uint64 `json:"peak_memory_bytes"`
-	// RequestCallback and ChunkCallback are the mean time of one request
-	// phase and one chunk phase callback on a warm instance, host side
-	// included (zero when the module does not take the phase).
+	// RequestCallback and ChunkCallback are the median time of one
+	// request phase and one chunk phase callback on a warm instance, host
+	// side included (zero when the module does not take the phase).
 	RequestCallback time.Duration `json:"request_callback_ns"`
 	ChunkCallback   time.Duration `json:"chunk_callback_ns"`
 	// SlowestCallback is the longest callback of the battery.
@@ -193,7 +194,7 @@ func (c *checker) configureCheck(main *loaded, err error) Result {
 		return fail("configure", "a config that is not JSON made on_configure fail: %v; it must call fail(reason) and return non-zero, not trap (ABI.md, Host imports: fail)", bad)
 	}
 	msg := bad.Error()
-	if len(msg) > 0 && containsAny(msg, "on_configure returned") {
+	if strings.Contains(msg, "on_configure returned") { // wasmhost's words for a refusal without fail
 		return fail("configure", "a config that is not JSON was refused without a reason (%v): call fail(reason) before returning non-zero (ABI.md, Host imports: fail)", bad)
 	}
 	return pass("configure", "config accepted; a config that is not JSON is refused: %s", trimLoadError(msg))

@@ -128,15 +128,6 @@ func (c *checker) note(sr *streamRun) {
 	}
 }
 
-func containsAny(s string, subs ...string) bool {
-	for _, sub := range subs {
-		if strings.Contains(s, sub) {
-			return true
-		}
-	}
-	return false
-}
-
 // trimLoadError drops the host's "plugin "name": " prefix.
 func trimLoadError(msg string) string {
 	return strings.TrimPrefix(msg, `plugin "plugin": `)

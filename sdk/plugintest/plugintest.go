@@ -3,7 +3,7 @@
 // guard without a gateway:
 //
 //	func TestGuard(t *testing.T) {
-//		p := plugintest.Load(t, plugintest.Build(t, "."), `{"deny":["(?i)secret"]}`)
+//		p := plugintest.Load(t, plugintest.Build(t, "."), `{"deny":["secret"]}`)
 //		res := p.Request(plugintest.Request{Body: `{"model":"m","messages":[{"role":"user","content":"the secret"}]}`})
 //		if !res.Rejected || res.Status != 400 { t.Fatal(res) }
 //	}
@@ -123,16 +123,72 @@ func (p *Plugin) Metric(name string) int64 {
 }
 
 // Request is what the host tells a plugin about a request.
+//
+// The facts the gateway reads from a request body — the model, stream,
+// max_tokens, the number of messages, the prompt's bytes and estimated
+// tokens — come from Body, read for Endpoint as the gateway reads them
+// (wasmhost.ReadRequestFacts). A field set here overrides the body's: any
+// non-zero value, and any value (zero included) of a field named in
+// Explicit, so that a test can say "not streamed" or "no max_tokens" for a
+// body that says otherwise. body_bytes is always len(Body).
 type Request struct {
-	Model     string // default "test-model"
-	Endpoint  string // default "chat/completions"
-	Body      string // the raw request JSON
-	Headers   map[string]string
-	Stream    bool
-	MaxTokens int64 // 0: absent
-	Messages  int64
-	Tenant    *wasmhost.Tenant
+	Model    string // the body's "model" when "", or "test-model" if it has none
+	Endpoint string // default "chat/completions"; also "completions", "embeddings", "messages"
+	Body     string // the raw request JSON
+	Headers  map[string]string
+	Stream   bool
+	// MaxTokens is max_completion_tokens, else max_tokens; a negative
+	// value means absent.
+	MaxTokens    int64
+	Messages     int64
+	PromptChars  int64
+	PromptTokens int64 // the gateway's estimate, request_int(PROMPT_TOKENS)
+	// Explicit names the fields whose values count even when zero.
+	Explicit Field
+	Tenant   *wasmhost.Tenant
 }
+
+// Field names a field of Request for Request.Explicit.
+type Field uint8
+
+// The fields of Request that Explicit can name.
+const (
+	FieldModel Field = 1 << iota
+	FieldStream
+	FieldMaxTokens
+	FieldMessages
+	FieldPromptChars
+	FieldPromptTokens
+)
+
+// facts returns the facts the plugin sees: the body's, then req's
+// overrides.
+func (req *Request) facts() wasmhost.RequestFacts {
+	f, _ := wasmhost.ReadRequestFacts([]byte(req.Body), req.endpoint())
+	if req.Model != "" || req.Explicit&FieldModel != 0 {
+		f.Model = []byte(req.Model)
+	} else if len(f.Model) == 0 {
+		f.Model = []byte("test-model")
+	}
+	if req.Stream || req.Explicit&FieldStream != 0 {
+		f.Stream = req.Stream
+	}
+	if req.MaxTokens != 0 || req.Explicit&FieldMaxTokens != 0 {
+		f.MaxTokens = max(req.MaxTokens, -1)
+	}
+	override(&f.Messages, req.Messages, req.Explicit&FieldMessages != 0)
+	override(&f.PromptChars, req.PromptChars, req.Explicit&FieldPromptChars != 0)
+	override(&f.PromptTokens, req.PromptTokens, req.Explicit&FieldPromptTokens != 0)
+	return f
+}
+
+func override(dst *int64, v int64, explicit bool) {
+	if v != 0 || explicit {
+		*dst = v
+	}
+}
+
+func (req *Request) endpoint() string { return or(req.Endpoint, "chat/completions") }
 
 // RequestResult is what the request phase decided.
 type RequestResult struct {
@@ -146,11 +202,9 @@ type RequestResult struct {
 
 func (p *Plugin) newRequest(req Request) *wasmhost.Request {
 	r := wasmhost.AcquireRequest()
-	r.Model, r.Endpoint, r.Body, r.RequestID = []byte(or(req.Model, "test-model")), []byte(or(req.Endpoint, "chat/completions")), []byte(req.Body), []byte("req_test")
-	r.Stream, r.Messages, r.Tenant = req.Stream, req.Messages, req.Tenant
-	if req.MaxTokens > 0 {
-		r.MaxTokens = req.MaxTokens
-	}
+	r.SetFacts(req.facts())
+	r.Endpoint, r.Body, r.RequestID = []byte(req.endpoint()), []byte(req.Body), []byte("req_test")
+	r.Tenant = req.Tenant
 	h := make(wasmhost.Headers, 0, len(req.Headers))
 	for k, v := range req.Headers {
 		h = append(h, wasmhost.Header{Name: []byte(k), Value: []byte(v)})

@@ -8,16 +8,29 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
 )
+
+// goCommand is the go command: $GO, else go on PATH, else
+// /usr/local/go/bin/go.
+func goCommand() string {
+	if g := os.Getenv("GO"); g != "" {
+		return g
+	}
+	if g, err := exec.LookPath("go"); err == nil {
+		return g
+	}
+	return "/usr/local/go/bin/go"
+}
 
 // Build compiles the Go main package in dir into out. The go command comes
 // from $GO, else PATH, else /usr/local/go/bin/go.
@@ -47,11 +60,8 @@ var (
 )
 
 // Cached builds dir once per source content: the .wasm goes to the user
-// cache dir under a name derived from a hash of every Go file the build
-// compiles outside the standard library (found by `go list -deps` as a
-// wasip1 build sees them, in whatever module dir belongs to) and of the
-// go.mod files involved, so repeated test runs reuse it. It returns the
-// .wasm path.
+// cache dir under a name derived from SourceHash, so repeated test runs
+// reuse it. It returns the .wasm path.
 func Cached(dir string) (string, error) {
 	mu.Lock()
 	defer mu.Unlock()
@@ -62,16 +72,15 @@ func Cached(dir string) (string, error) {
 	if p, ok := builds[abs]; ok {
 		return p, nil
 	}
-	h := sha256.New()
-	fmt.Fprintln(h, runtime.Version())
-	if err := hashSources(h, abs); err != nil {
+	sum, err := SourceHash(abs)
+	if err != nil {
 		return "", err
 	}
 	base, err := os.UserCacheDir()
 	if err != nil {
 		base = os.TempDir()
 	}
-	out := filepath.Join(base, "tollgate", "plugins", filepath.Base(abs)+"-"+hex.EncodeToString(h.Sum(nil))[:16]+".wasm")
+	out := filepath.Join(base, "tollgate", "plugins", filepath.Base(abs)+"-"+sum[:16]+".wasm")
 	if _, err := os.Stat(out); err != nil {
 		tmp := out + fmt.Sprintf(".%d.tmp", os.Getpid())
 		if err := Build(abs, tmp); err != nil {
@@ -85,40 +94,79 @@ func Cached(dir string) (string, error) {
 	return out, nil
 }
 
-// hashSources writes to h the paths and contents of the files a wasip1
-// build of the package in dir compiles, outside the standard library, and
-// of the go.mod of each module they come from.
-func hashSources(h io.Writer, dir string) error {
-	cmd := exec.Command(goCommand(), "list", "-deps", "-f",
-		"{{if not .Standard}}{{.Dir}}{{range .GoFiles}} {{.}}{{end}}{{range .EmbedFiles}} {{.}}{{end}}{{with .Module}}\n{{.GoMod}}{{end}}{{end}}", ".")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+// listTemplate prints, for each non-standard package the plugin's build
+// depends on, its directory and source files, then the go.mod of its
+// module.
+const listTemplate = `{{if not .Standard}}{{.Dir}}{{range .GoFiles}}{{"\t"}}{{.}}{{end}}{{range .EmbedFiles}}{{"\t"}}{{.}}{{end}}
+{{with .Module}}{{.GoMod}}{{end}}{{end}}`
+
+// SourceHash returns a hex SHA-256 of everything the wasm build of the
+// main package in dir depends on, as the go command resolves it from dir's
+// own module (replace directives and workspaces included): the go
+// version and build settings, every file of every non-standard package in
+// the build, and the go.mod and go.sum of their modules. Files that are
+// not in the build (tests, other packages of the module) do not count.
+func SourceHash(dir string) (string, error) {
+	env := append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	settings, err := goOutput(dir, env, "env", "GOVERSION", "GOFLAGS", "GOEXPERIMENT", "GOWASM", "GOWORK")
+	if err != nil {
+		return "", err
+	}
+	list, err := goOutput(dir, env, "list", "-deps", "-f", listTemplate, ".")
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	h.Write(settings)
+	files := map[string]bool{}
+	for _, line := range strings.Split(string(list), "\n") {
+		fields := strings.Split(line, "\t")
+		switch {
+		case fields[0] == "":
+		case len(fields) == 1: // a go.mod
+			files[fields[0]] = true
+			files[filepath.Join(filepath.Dir(fields[0]), "go.sum")] = true
+		default:
+			for _, f := range fields[1:] {
+				files[filepath.Join(fields[0], f)] = true
+			}
+		}
+	}
+	if err := hashFiles(h, files); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// goOutput runs the go command in dir and returns its standard output; an
+// error carries its standard error.
+func goOutput(dir string, env []string, args ...string) ([]byte, error) {
+	cmd := exec.Command(goCommand(), args...)
+	cmd.Dir, cmd.Env = dir, env
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return fmt.Errorf("listing the sources of plugin %s: %v\n%s", dir, err, strings.TrimSpace(stderr.String()))
+		return nil, fmt.Errorf("go %s in %s: %v\n%s", args[0], dir, err, strings.TrimSpace(stderr.String()))
 	}
-	seen := map[string]bool{}
-	var files []string
-	for _, line := range strings.Split(string(out), "\n") {
-		fields := strings.Fields(line)
-		switch {
-		case len(fields) == 0:
-		case len(fields) == 1 && strings.HasSuffix(fields[0], "go.mod"):
-			if !seen[fields[0]] {
-				seen[fields[0]] = true
-				files = append(files, fields[0])
-			}
-		default:
-			for _, f := range fields[1:] {
-				files = append(files, filepath.Join(fields[0], f))
-			}
-		}
+	return out, nil
+}
+
+// hashFiles writes the names, sizes and contents of files to h, in name
+// order; a file that does not exist counts as such (a module without a
+// go.sum).
+func hashFiles(h io.Writer, files map[string]bool) error {
+	names := make([]string, 0, len(files))
+	for f := range files {
+		names = append(names, f)
 	}
-	sort.Strings(files)
-	for _, f := range files {
+	sort.Strings(names)
+	for _, f := range names {
 		b, err := os.ReadFile(f)
+		if errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(h, "%s\x00absent\x00", f)
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -126,15 +174,4 @@ func hashSources(h io.Writer, dir string) error {
 		h.Write(b)
 	}
 	return nil
-}
-
-// goCommand is $GO, else go from PATH, else /usr/local/go/bin/go.
-func goCommand() string {
-	if g := os.Getenv("GO"); g != "" {
-		return g
-	}
-	if g, err := exec.LookPath("go"); err == nil {
-		return g
-	}
-	return "/usr/local/go/bin/go"
 }

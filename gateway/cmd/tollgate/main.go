@@ -3,8 +3,10 @@
 //	tollgate serve [-policy FILE] [-listen ADDR]   run the gateway
 //	tollgate validate FILE...                      check policy files
 //	tollgate policy schema                         print the policy file's JSON Schema
+//	tollgate plugin new NAME [-lang go|rust]       write a new plugin to start from
 //	tollgate plugin build|test DIR                 build or test a plugin
 //	tollgate plugin warm [-policy FILE]            compile a policy's plugins into the cache
+//	tollgate plugin check FILE.wasm...             run the conformance suite against a module
 //	tollgate version                               print the version
 package main
 
@@ -34,9 +36,11 @@ Usage:
   tollgate serve [-policy FILE] [-listen ADDR]   run the gateway (embedded default policy without -policy)
   tollgate validate FILE...                      check policy files; lists every problem, exits 1 if any
   tollgate policy schema                         print the policy file's JSON Schema (for editors)
-  tollgate plugin build DIR [-o FILE]            build a Go plugin (GOOS=wasip1 GOARCH=wasm -buildmode=c-shared)
-  tollgate plugin test DIR [go test flags]       build it, then run its tests against the built module
+  tollgate plugin new NAME [-lang go|rust]       write a new plugin folder: a guard to start from, its tests, a policy
+  tollgate plugin build DIR [-o FILE]            build a Go or Rust plugin into a .wasm module
+  tollgate plugin test DIR [go test flags]       build it, run its Go tests and DIR/plugin_test.json against the module
   tollgate plugin warm [-policy FILE]            compile a policy's plugins into the compilation cache, then exit
+  tollgate plugin check [-config JSON] FILE.wasm...   run the conformance suite against built modules (any language)
   tollgate migrate [up | status | down-to N]      apply the Postgres schema ($TOLLGATE_DATABASE_URL)
   tollgate keys create|revoke|list               manage API keys through the admin API
   tollgate version                               print the version

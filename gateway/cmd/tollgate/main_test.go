@@ -100,7 +100,7 @@ func TestPluginBuild(t *testing.T) {
 		t.Errorf("usage: exit %d %q", code, stderr.String())
 	}
 	stderr.Reset()
-	if code := run([]string{"plugin", "build", t.TempDir()}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "building plugin") {
+	if code := run([]string{"plugin", "build", t.TempDir()}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "is not a plugin folder") {
 		t.Errorf("empty dir: exit %d %q", code, stderr.String())
 	}
 }

@@ -287,16 +287,11 @@ func (x *exchange) startPlugins(ctx *fasthttp.RequestCtx, body []byte) {
 	r := &x.req
 	wr := wasmhost.AcquireRequest()
 	x.reqBody = append(x.reqBody[:0], body...)
-	wr.Model = r.Model // borrowed from x.parser, which lives as long as x
+	wr.SetFacts(pluginFacts(r)) // Model borrowed from x.parser, which lives as long as x
 	wr.Endpoint = endpointNames[x.ep]
 	wr.RequestID = x.id
 	wr.Body = x.reqBody
 	wr.Upstream = x.route.targets[x.try.prefer].name
-	wr.Stream = r.Stream
-	if r.HasMaxTokens {
-		wr.MaxTokens = r.MaxTokens
-	}
-	wr.Messages, wr.PromptTokens, wr.PromptChars = int64(r.Messages), int64(r.EstimatedPromptTokens), int64(r.PromptChars)
 	wr.ClientHeader = &ctx.Request.Header
 	x.svc.Bind(x.st.services)
 	wr.Services = &x.svc
