@@ -19,7 +19,9 @@ const pluginCheckUsage = `usage: tollgate plugin check [-config JSON|@FILE] [-js
 Runs the conformance suite against built plugin modules (any language):
 exports, configure, phases, state, limits; prints one line per check and
 the module's measurements. With several modules, their measurements also
-side by side. Exits 1 when a check fails, 2 on a usage error.
+side by side. Without -config, a module is given the "config" of the
+plugin_test.json beside it, if there is one, else {}. Exits 1 when a check
+fails, 2 on a usage error.
 `
 
 // pluginCheck runs `tollgate plugin check`.
@@ -48,10 +50,21 @@ func pluginCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tollgate plugin check: -config: %v\n", err)
 		return 2
 	}
-	opts := conformance.Options{Config: cfg, Quick: *quick, Deadline: *deadline, MemoryBytes: *memory << 20}
+	configSet := false
+	fs.Visit(func(f *flag.Flag) { configSet = configSet || f.Name == "config" })
 	var reports []*conformance.Report
 	code := 0
 	for _, f := range files {
+		opts := conformance.Options{Config: cfg, Quick: *quick, Deadline: *deadline, MemoryBytes: *memory << 20}
+		from := ""
+		if !configSet {
+			if c, path, err := configBeside(f); err != nil {
+				fmt.Fprintf(stderr, "tollgate plugin check: %v\n", err)
+				return 2
+			} else if c != nil {
+				opts.Config, from = c, path
+			}
+		}
 		rep, err := conformance.Check(f, opts)
 		if err != nil {
 			fmt.Fprintf(stderr, "tollgate plugin check: %v\n", err)
@@ -62,7 +75,13 @@ func pluginCheck(args []string, stdout, stderr io.Writer) int {
 		}
 		reports = append(reports, rep)
 		if !*asJSON {
+			if from != "" {
+				fmt.Fprintf(stdout, "config: the one in %s\n", from)
+			}
 			printReport(stdout, rep)
+			if !configSet && from == "" && refusedConfig(rep) {
+				fmt.Fprintf(stdout, "the module refused the config {}: give it the config it runs with, -config '{...}' or -config @FILE\n\n")
+			}
 		}
 	}
 	if *asJSON {
@@ -93,6 +112,41 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+}
+
+// configBeside returns the "config" of the plugin_test.json in the folder
+// of the module at wasm, or of the folder above (a module built into a
+// plugin folder's subfolder), and that file's path; nil if there is none.
+func configBeside(wasm string) ([]byte, string, error) {
+	dir := filepath.Dir(wasm)
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		path := filepath.Join(d, "plugin_test.json")
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		var f struct {
+			Config json.RawMessage `json:"config"`
+		}
+		if err := json.Unmarshal(b, &f); err != nil {
+			return nil, "", fmt.Errorf("%s: %v (give -config to check the module with another config)", path, err)
+		}
+		if len(f.Config) == 0 {
+			return nil, "", nil
+		}
+		return f.Config, path, nil
+	}
+	return nil, "", nil
+}
+
+// refusedConfig reports whether the module failed the configure check.
+func refusedConfig(rep *conformance.Report) bool {
+	for _, r := range rep.Results {
+		if r.Name == "configure" && !r.OK && !r.Skipped {
+			return true
+		}
+	}
+	return false
 }
 
 // readConfigFlag reads -config: JSON, or @FILE.

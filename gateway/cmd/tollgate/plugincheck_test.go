@@ -59,6 +59,45 @@ func TestPluginCheck(t *testing.T) {
 		})
 	}
 
+	// Without -config: the config of the plugin_test.json beside the
+	// module, else {} and, when that is refused, a hint.
+	copyTo := func(dir string) string {
+		b, err := os.ReadFile(good)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, "goodguard.wasm")
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	withCases := t.TempDir()
+	if err := os.WriteFile(filepath.Join(withCases, "plugin_test.json"), []byte(`{"config": {"word": "secret"}, "cases": []}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name    string
+		dir     string
+		code    int
+		wantOut []string
+	}{
+		{"config from plugin_test.json", withCases, 0, []string{"config: the one in " + filepath.Join(withCases, "plugin_test.json"), "conforms\n"}},
+		{"no config anywhere", t.TempDir(), 1, []string{"the module did not load with the given config", "the module refused the config {}: give it the config it runs with"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := run([]string{"plugin", "check", "-quick", copyTo(tt.dir)}, &out, &errb); code != tt.code {
+				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tt.code, out.String(), errb.String())
+			}
+			for _, w := range tt.wantOut {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("stdout lacks %q:\n%s", w, out.String())
+				}
+			}
+		})
+	}
+
 	t.Run("json", func(t *testing.T) {
 		var out, errb bytes.Buffer
 		if code := run([]string{"plugin", "check", "-quick", "-json", "-config", `{"word": "secret"}`, good}, &out, &errb); code != 0 {
