@@ -132,10 +132,10 @@ func (p *Plugin) Metric(name string) int64 {
 // Explicit, so that a test can say "not streamed" or "no max_tokens" for a
 // body that says otherwise. body_bytes is always len(Body).
 type Request struct {
-	Model    string // the body's "model" when "", or "test-model" if it has none
-	Endpoint string // default "chat/completions"; also "completions", "embeddings", "messages"
-	Body     string // the raw request JSON
-	Headers  map[string]string
+	Model    string            // the body's "model" when "", or "test-model" if it has none
+	Endpoint string            // default "chat/completions"; also "completions", "embeddings", "messages"
+	Body     string            // the raw request JSON
+	Headers  map[string]string // client headers; CR and LF in a value become spaces, as the gateway's server hands them over
 	Stream   bool
 	// MaxTokens is max_completion_tokens, else max_tokens; a negative
 	// value means absent.
@@ -207,11 +207,24 @@ func (p *Plugin) newRequest(req Request) *wasmhost.Request {
 	r.Tenant = req.Tenant
 	h := make(wasmhost.Headers, 0, len(req.Headers))
 	for k, v := range req.Headers {
-		h = append(h, wasmhost.Header{Name: []byte(k), Value: []byte(v)})
+		h = append(h, wasmhost.Header{Name: []byte(k), Value: headerValue(v)})
 	}
 	r.ClientHeader = h
 	r.Services = p.Services
 	return r
+}
+
+// headerValue is v as the gateway's HTTP server hands a header value to
+// plugins: a value cannot hold CR or LF on the wire, and the server turns
+// any it is given into spaces (as fasthttp's RequestHeader.Set does).
+func headerValue(v string) []byte {
+	b := []byte(v)
+	for i, c := range b {
+		if c == '\r' || c == '\n' {
+			b[i] = ' '
+		}
+	}
+	return b
 }
 
 func or(s, def string) string {
