@@ -26,14 +26,15 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fuzzcache=$(go env GOCACHE)/fuzz
 
-# fuzz_package PKG DIR N TARGET...: builds PKG's test binary, then fuzzes
-# each TARGET; its output goes to $work/N.out, and it fails on the first
-# failing target.
+# fuzz_package MOD PKG DIR N TARGET...: builds PKG's test binary in the
+# module at MOD (go test -fuzz works only on the main module's packages),
+# then fuzzes each TARGET; its output goes to $work/N.out, and it fails on
+# the first failing target.
 fuzz_package() {
-  local pkg=$1 dir=$2 n=$3 f before after
-  shift 3
+  local mod=$1 pkg=$2 dir=$3 n=$4 f before after
+  shift 4
   local bin=$work/$n.test log=$work/$n.log
-  if ! go test -c -fuzz=. -o "$bin" "$pkg" >"$log" 2>&1; then
+  if ! (cd "$mod" && go test -c -fuzz=. -o "$bin" "$pkg") >"$log" 2>&1; then
     echo "build $pkg"
     cat "$log"
     return 1
@@ -71,13 +72,13 @@ reap() {
 }
 
 n=0
-while read -r pkg dir; do
+while read -r mod pkg dir; do
   ((failed == 0)) || break
   targets=$(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u || true)
   [[ -n $targets ]] || continue
   n=$((n + 1))
   # shellcheck disable=SC2086 # targets are identifiers, one a word
-  fuzz_package "$pkg" "$dir" "$n" $targets >"$work/$n.out" 2>&1 &
+  fuzz_package "$mod" "$pkg" "$dir" "$n" $targets >"$work/$n.out" 2>&1 &
   pids[$!]=$n
   if ((n == 1)); then
     # The first build compiles the instrumented standard library and
@@ -85,6 +86,6 @@ while read -r pkg dir; do
     while [[ ! -e $work/1.test ]] && kill -0 "$!" 2>/dev/null; do sleep 0.2; done
   fi
   while ((${#pids[@]} >= jobs)); do reap; done
-done < <(go list -f '{{.ImportPath}} {{.Dir}}' ./... github.com/tollgate/tollgate/sdk/...)
+done < <(go list -f '. {{.ImportPath}} {{.Dir}}' ./... && cd sdk && go list -f 'sdk {{.ImportPath}} {{.Dir}}' ./...)
 while ((${#pids[@]} > 0)); do reap; done
 exit $failed
