@@ -90,7 +90,13 @@ func report(p *Plugin, r *Request, ph Phase, obs Observer, t0 time.Duration, err
 		obs.ObserveDuration(d)
 	}
 	if r.Tracer != nil {
-		r.Tracer.PluginCall(p.spec.Name, p.spec.Slot, ph, clockBase.Add(t0), d, Verdict(r.stack[0]), err)
+		// The span is placed by the wall clock read now, less the
+		// callback's monotonic duration, not at clockBase.Add(t0): that
+		// carries clockBase's wall reading, which goes stale when the wall
+		// clock is stepped (NTP, a suspended and resumed VM), and the
+		// plugin's spans would land outside their request's (seen: 41 s
+		// before the root span). One wall-clock read per traced callback.
+		r.Tracer.PluginCall(p.spec.Name, p.spec.Slot, ph, time.Now().Add(-d), d, Verdict(r.stack[0]), err)
 	}
 	if err != nil {
 		return 0
