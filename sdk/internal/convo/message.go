@@ -70,24 +70,29 @@ func (e *encoder) role(m *message) (int, error) {
 	return e.str(m.role)
 }
 
+// text writes the string at the cursor as a text part of m.
+func (e *encoder) text(m *message) error {
+	start := len(e.dst)
+	n, err := e.role(m)
+	if err != nil {
+		return err
+	}
+	b, err := e.s.Str()
+	if err != nil {
+		e.dst = e.dst[:start]
+		return err
+	}
+	e.dst = append(e.dst, b...)
+	e.finish(start, KindText, n, 0)
+	return nil
+}
+
 // content reads a message's content: a string is a text part, an array
 // holds parts; other values have none.
 func (e *encoder) content(m *message) error {
 	switch e.s.Peek() {
 	case '"':
-		start := len(e.dst)
-		n, err := e.role(m)
-		if err != nil {
-			return err
-		}
-		b, err := e.s.Str()
-		if err != nil {
-			e.dst = e.dst[:start]
-			return err
-		}
-		e.dst = append(e.dst, b...)
-		e.finish(start, KindText, n, 0)
-		return nil
+		return e.text(m)
 	case '[':
 		return e.s.Array(func(int) error {
 			if e.s.Peek() != '{' {

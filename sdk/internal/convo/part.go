@@ -73,19 +73,7 @@ func (e *encoder) part(m *message) error {
 			if string(key) != "text" || e.s.Peek() != '"' {
 				return e.s.Skip()
 			}
-			start := len(e.dst)
-			n, err := e.role(m)
-			if err != nil {
-				return err
-			}
-			b, err := e.s.Str()
-			if err != nil {
-				e.dst = e.dst[:start]
-				return err
-			}
-			e.dst = append(e.dst, b...)
-			e.finish(start, KindText, n, 0)
-			return nil
+			return e.text(m)
 		})
 	case p.is("tool_use"):
 		e.s.Seek(p.end)
