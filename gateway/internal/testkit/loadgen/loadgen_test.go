@@ -210,7 +210,8 @@ func TestStreamingTTFT(t *testing.T) {
 }
 
 // TestStreamSampleOrdering checks every single stream, not just the
-// percentiles: first-token delay ≤ TTFT < [DONE] ≤ end of body.
+// percentiles: first-token delay ≤ TTFT < [DONE] ≤ end of body, and
+// [DONE] no sooner than the server's last token.
 func TestStreamSampleOrdering(t *testing.T) {
 	const first, inter, tokens = 20 * time.Millisecond, 5 * time.Millisecond, 4
 	srv := newCountingServer(t, sseHandler(first, inter, tokens, true))
@@ -233,9 +234,13 @@ func TestStreamSampleOrdering(t *testing.T) {
 		if err != nil {
 			t.Fatalf("stream %d: %v", i, err)
 		}
-		if s.ttft < first || s.total < s.ttft+(tokens-1)*inter || s.latency < s.total {
-			t.Errorf("stream %d: ttft %v, total %v, latency %v: want %v ≤ ttft, ttft+%v ≤ total ≤ latency",
-				i, s.ttft, s.total, s.latency, first, (tokens-1)*inter)
+		// The server writes the last token (tokens-1)*inter after the first,
+		// but a first token delivered late (a busy machine) narrows the gap
+		// the client sees, so the bound on total is from the server's
+		// timeline, not from the measured ttft.
+		if s.ttft < first || s.total <= s.ttft || s.total < first+(tokens-1)*inter || s.latency < s.total {
+			t.Errorf("stream %d: ttft %v, total %v, latency %v: want %v ≤ ttft < total, %v ≤ total ≤ latency",
+				i, s.ttft, s.total, s.latency, first, first+(tokens-1)*inter)
 		}
 	}
 	if got := srv.conns.Load(); got != 1 {
