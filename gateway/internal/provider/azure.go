@@ -3,6 +3,7 @@ package provider
 import (
 	"fmt"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 
 	"github.com/tollgate/tollgate/gateway/internal/config"
@@ -39,7 +40,7 @@ func newAzure(u *config.Upstream) (Binding, error) {
 	a := newAzureAdapter(u.Azure)
 	b := Binding{Adapter: a}
 	if u.Azure != nil && u.Azure.Auth == config.AzureAuthEntra {
-		cred, err := azidentity.NewDefaultAzureCredential(nil)
+		cred, err := azureCredential()
 		if err != nil {
 			return Binding{}, fmt.Errorf("Entra ID: DefaultAzureCredential: %w", err)
 		}
@@ -51,6 +52,9 @@ func newAzure(u *config.Upstream) (Binding, error) {
 	b.Options = []upstream.Option{upstream.WithKeyHeader("api-key")}
 	return b, nil
 }
+
+// azureCredential is the Entra ID credential chain (replaced in tests).
+var azureCredential = func() (azcore.TokenCredential, error) { return azidentity.NewDefaultAzureCredential(nil) }
 
 func newAzureAdapter(c *config.Azure) *Azure {
 	version := config.DefaultAzureAPIVersion

@@ -3,6 +3,8 @@ package provider
 import (
 	"context"
 	"errors"
+	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/config"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
 	"github.com/tollgate/tollgate/gateway/internal/upstream"
 )
 
@@ -193,4 +196,47 @@ func TestEntraTokenFailures(t *testing.T) {
 			t.Errorf("err %v", err)
 		}
 	})
+}
+
+// An azure upstream with Entra ID auth, bound as the proxy binds it, sends
+// the credential's token as a bearer the Azure mock accepts, on the
+// deployment path the adapter builds.
+func TestAzureEntraAgainstMock(t *testing.T) {
+	srv := httptest.NewServer(mockllm.New(mockllm.Config{APIKey: "token-1", Text: "entra ok"}))
+	t.Cleanup(srv.Close)
+	cred := &fakeCredential{life: time.Hour}
+	prev := azureCredential
+	azureCredential = func() (azcore.TokenCredential, error) { return cred, nil }
+	t.Cleanup(func() { azureCredential = prev })
+	u, _ := url.Parse(srv.URL)
+	up := &config.Upstream{Name: "az", Provider: config.ProviderAzure, URL: u, MaxConnections: 2,
+		Azure:    &config.Azure{APIVersion: "2024-10-21", Auth: config.AzureAuthEntra},
+		Timeouts: config.Timeouts{Connect: time.Second, FirstByte: 2 * time.Second, Idle: 2 * time.Second}}
+	b, err := Bind(up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	c := upstream.New(up, b.Options...)
+	t.Cleanup(c.Close)
+	for range 2 {
+		var out Outbound
+		body := []byte(`{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`)
+		if err := b.Adapter.Request(&out, openai.ChatCompletions, "dep", false, body); err != nil {
+			t.Fatal(err)
+		}
+		ex, err := c.Do(context.Background(), &upstream.Request{Method: "POST", Path: string(out.Path), Header: []byte("Content-Type: application/json\r\n"), Body: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reply, err := ex.ReadAll(nil, 1<<20)
+		status := ex.StatusCode()
+		ex.Release()
+		if err != nil || status != 200 || !strings.Contains(string(reply), `"content":"entra ok"`) {
+			t.Fatalf("%d %s %v", status, reply, err)
+		}
+	}
+	if n := cred.calls.Load(); n != 1 {
+		t.Errorf("%d token fetches for 2 requests", n)
+	}
 }
