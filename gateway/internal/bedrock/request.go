@@ -1,7 +1,6 @@
 package bedrock
 
 import (
-	"net/url"
 	"sync"
 
 	"github.com/valyala/fastjson"
@@ -22,12 +21,20 @@ const (
 // AppendPath appends the request path, relative to the runtime endpoint
 // (https://bedrock-runtime.REGION.amazonaws.com), for model modelID:
 // /model/{modelID}/converse, or /converse-stream when stream is true. The
-// model id is path-escaped, so an inference profile ARN
-// ("arn:aws:bedrock:...:inference-profile/x") stays one segment; the
-// signer signs the path as written here.
+// model id is escaped as the AWS SDK escapes it (every byte but
+// A-Z a-z 0-9 - _ . ~), so "v1:0" becomes "v1%3A0" and an inference
+// profile ARN stays one segment; the signer signs the path as written.
 func AppendPath(dst []byte, modelID string, stream bool) []byte {
+	const hexDigits = "0123456789ABCDEF"
 	dst = append(dst, "/model/"...)
-	dst = append(dst, url.PathEscape(modelID)...)
+	for i := 0; i < len(modelID); i++ {
+		switch c := modelID[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_', c == '.', c == '~':
+			dst = append(dst, c)
+		default:
+			dst = append(dst, '%', hexDigits[c>>4], hexDigits[c&15])
+		}
+	}
 	if stream {
 		return append(dst, "/converse-stream"...)
 	}

@@ -118,9 +118,9 @@ func TestAppendPath(t *testing.T) {
 		stream bool
 		want   string
 	}{
-		{"anthropic.claude-3-5-sonnet-20240620-v1:0", false, "/model/anthropic.claude-3-5-sonnet-20240620-v1:0/converse"},
-		{"us.amazon.nova-lite-v1:0", true, "/model/us.amazon.nova-lite-v1:0/converse-stream"},
-		{"arn:aws:bedrock:us-east-1:123:inference-profile/us.x", false, "/model/arn:aws:bedrock:us-east-1:123:inference-profile%2Fus.x/converse"},
+		{"anthropic.claude-3-5-sonnet-20240620-v1:0", false, "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse"},
+		{"us.amazon.nova-lite-v1:0", true, "/model/us.amazon.nova-lite-v1%3A0/converse-stream"},
+		{"arn:aws:bedrock:us-east-1:123:inference-profile/us.x", false, "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A123%3Ainference-profile%2Fus.x/converse"},
 	}
 	for _, tc := range tests {
 		if got := string(AppendPath(nil, tc.id, tc.stream)); got != tc.want {
