@@ -3,8 +3,9 @@
 // as the upstream on the other side of the gateway.
 //
 // It serves POST /v1/chat/completions, POST /v1/completions,
-// POST /v1/embeddings, GET /v1/models and GET /v1/models/{id}, and
-// Anthropic's POST /v1/messages (anthropic.go). Replies are
+// POST /v1/embeddings, GET /v1/models and GET /v1/models/{id},
+// Anthropic's POST /v1/messages (anthropic.go), and Bedrock's Converse
+// and ConverseStream (bedrock.go). Replies are
 // deterministic: generated content is the words "tok0 ", "tok1 ", ... (or the
 // configured Text cut into ChunkSize-byte pieces or at Split offsets), so a test can predict the
 // exact bytes the gateway should relay. Behaviour is set by Config and can be
@@ -112,6 +113,10 @@ type Config struct {
 	// EmbeddingDims is the length of embedding vectors (default 8); a
 	// request's "dimensions" field overrides it.
 	EmbeddingDims int
+	// AWSSecretKeys, if non-empty, are the AWS credentials (access key id
+	// → secret access key) the Bedrock routes accept: their SigV4
+	// signatures are verified (see bedrock.go).
+	AWSSecretKeys map[string]string
 }
 
 // Stats is a snapshot of a Server's counters.
@@ -241,6 +246,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		handle = (*Server).serveEmbeddings
 	case r.Method == http.MethodPost && p == "/v1/messages":
 		s.serveMessages(w, r, body) // Anthropic's API, its own auth and errors
+		return
+	case strings.HasPrefix(p, "/model/"):
+		s.serveBedrock(w, r, body) // Bedrock's Converse API, its own auth and errors
 		return
 	case r.Method == http.MethodGet && p == "/v1/models":
 		handle = (*Server).serveModels
