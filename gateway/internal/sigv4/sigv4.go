@@ -12,7 +12,7 @@
 // background from RefreshAhead before they expire, and requests go on
 // signing with the old ones meanwhile. Only the first fetch (or one after
 // the credentials have run out) blocks, for at most the fetch timeout; its
-// failure is a 503 naming the upstream and the credential chain, never a
+// failure is a 502 upstream_credentials naming the upstream and the credential chain, never a
 // secret.
 package sigv4
 
@@ -120,7 +120,7 @@ func (a *Authorizer) Warm(ctx context.Context) error {
 // request with the given method, host (the Host header as sent), path (the
 // escaped path as sent, with its query if any) and body, signed at now.
 // The Host header must be sent as given; the other headers the request
-// carries are not signed. Errors are *openai.Error (503, no credentials).
+// carries are not signed. Errors are *openai.Error (502 upstream_credentials: no credentials).
 func (a *Authorizer) AppendAuth(dst []byte, method, host string, path, body []byte, now time.Time) ([]byte, error) {
 	creds, err := a.credentials(now)
 	if err != nil {
@@ -174,7 +174,7 @@ func (a *Authorizer) fetchNow(ctx context.Context) (aws.Credentials, error) {
 	defer a.fetch.Unlock()
 	c, err := a.creds.Retrieve(ctx)
 	if err != nil {
-		return aws.Credentials{}, &openai.Error{Status: http.StatusServiceUnavailable, Type: openai.TypeUpstream, Code: "upstream_credentials",
+		return aws.Credentials{}, &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeUpstream, Code: "upstream_credentials",
 			Message: fmt.Sprintf("The gateway has no AWS credentials for upstream %q (the AWS SDK's default chain: environment, shared config and profile, web identity, container or instance role): %v", a.opts.Upstream, err)}
 	}
 	a.held.Store(&c)

@@ -176,7 +176,7 @@ func TestFetchFailure(t *testing.T) {
 	a := New(Options{Upstream: "bedrock-east", Region: "us-east-1", Credentials: p, FetchTimeout: time.Second})
 	got, err := a.AppendAuth([]byte("dst"), "POST", "h", []byte("/"), nil, time.Now())
 	var e *openai.Error
-	if !errors.As(err, &e) || e.Status != 503 || !strings.Contains(e.Message, `"bedrock-east"`) || !strings.Contains(e.Message, "no EC2 IMDS role found") || string(got) != "dst" {
+	if !errors.As(err, &e) || e.Status != 502 || !strings.Contains(e.Message, `"bedrock-east"`) || !strings.Contains(e.Message, "no EC2 IMDS role found") || string(got) != "dst" {
 		t.Fatalf("got %q, %#v", got, err)
 	}
 }
