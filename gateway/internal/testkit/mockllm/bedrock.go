@@ -22,7 +22,8 @@ import (
 // does, so the gateway's Bedrock provider (and the AWS SDK's
 // bedrockruntime client) can be tested against it.
 //
-// Every request must carry a SigV4 Authorization header whose credential
+// Every request must carry a Bedrock API key (Authorization: Bearer
+// Config.APIKey, when that is set) or a SigV4 Authorization header whose credential
 // scope names a region and the service "bedrock", and X-Amz-Date; with
 // Config.AWSSecretKeys set, the access key must be one of them and the
 // signature is recomputed over the request as received (method, escaped
@@ -341,6 +342,13 @@ func (s *Server) sendEventStream(w http.ResponseWriter, r *http.Request, events 
 // with.
 func (s *Server) checkSigV4(r *http.Request, body []byte) (int, string, string) {
 	auth := r.Header.Get("Authorization")
+	if key, ok := strings.CutPrefix(auth, "Bearer "); ok && s.cfg.APIKey != "" {
+		// A Bedrock API key, in place of a signature.
+		if subtle.ConstantTimeCompare([]byte(key), []byte(s.cfg.APIKey)) != 1 {
+			return http.StatusForbidden, "UnrecognizedClientException", "Invalid API Key format: Must start with pre-defined prefix"
+		}
+		return 0, "", ""
+	}
 	rest, ok := strings.CutPrefix(auth, "AWS4-HMAC-SHA256 ")
 	if !ok {
 		return http.StatusForbidden, "MissingAuthenticationTokenException", "Missing Authentication Token"
