@@ -12,14 +12,15 @@
 // background from RefreshAhead before they expire, and requests go on
 // signing with the old ones meanwhile. Only the first fetch (or one after
 // the credentials have run out) blocks, for at most the fetch timeout; its
-// failure is a 502 upstream_credentials naming the upstream and the credential chain, never a
-// secret.
+// failure (which the proxy answers with a 502 upstream_credentials) names
+// the upstream and the credential chain, never a secret.
 package sigv4
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -33,7 +34,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/config"
 
-	"github.com/tollgate/tollgate/gateway/internal/openai"
+	"github.com/tollgate/tollgate/gateway/internal/upstream"
 )
 
 const (
@@ -49,6 +50,10 @@ const (
 	// being used (a signed request must still be valid on arrival).
 	margin = 30 * time.Second
 )
+
+// ErrNoCredentials is returned (wrapped, with the SDK's reason) when no
+// credentials could be fetched.
+var ErrNoCredentials = errors.New("no AWS credentials")
 
 // Options configure an Authorizer.
 type Options struct {
@@ -116,27 +121,29 @@ func (a *Authorizer) Warm(ctx context.Context) error {
 	return err
 }
 
-// AppendAuth appends the SigV4 header lines, each ending in CRLF, for a
-// request with the given method, host (the Host header as sent), path (the
-// escaped path as sent, with its query if any) and body, signed at now.
-// The Host header must be sent as given; the other headers the request
-// carries are not signed. Errors are *openai.Error (502 upstream_credentials: no credentials).
-func (a *Authorizer) AppendAuth(dst []byte, method, host string, path, body []byte, now time.Time) ([]byte, error) {
-	creds, err := a.credentials(now)
+var _ upstream.Authorizer = (*Authorizer)(nil)
+
+// AppendAuth implements upstream.Authorizer: it appends the SigV4 header
+// lines, each ending in CRLF, for r (the Host header as sent, the escaped
+// path as sent with its query, the body), signed at r.Now. Only the host,
+// X-Amz-Date and X-Amz-Security-Token headers are signed, so the others
+// the request carries may be anything. An error (no credentials) names
+// the upstream and the credential chain, never a secret.
+func (a *Authorizer) AppendAuth(dst []byte, r *upstream.AuthRequest) ([]byte, error) {
+	creds, err := a.credentials(r.Now)
 	if err != nil {
 		return dst, err
 	}
-	p, q, _ := strings.Cut(string(path), "?")
+	p, q, _ := strings.Cut(string(r.Path), "?")
 	req := &http.Request{
-		Method: method,
-		URL:    &url.URL{Scheme: "https", Host: host, Opaque: "//" + host + p, RawQuery: q},
-		Host:   host,
+		Method: r.Method,
+		URL:    &url.URL{Scheme: "https", Host: r.Host, Opaque: "//" + r.Host + p, RawQuery: q},
+		Host:   r.Host,
 		Header: make(http.Header, 3),
 	}
-	sum := sha256.Sum256(body)
-	if err := a.signer.SignHTTP(context.Background(), creds, req, hex.EncodeToString(sum[:]), a.opts.Service, a.opts.Region, now); err != nil {
-		return dst, &openai.Error{Status: http.StatusInternalServerError, Type: openai.TypeServer,
-			Message: fmt.Sprintf("Signing the request to upstream %q failed: %v", a.opts.Upstream, err)}
+	sum := sha256.Sum256(r.Body)
+	if err := a.signer.SignHTTP(context.Background(), creds, req, hex.EncodeToString(sum[:]), a.opts.Service, a.opts.Region, r.Now); err != nil {
+		return dst, fmt.Errorf("signing the request for upstream %q: %w", a.opts.Upstream, err)
 	}
 	for _, name := range []string{"Authorization", "X-Amz-Date", "X-Amz-Security-Token"} {
 		if v := req.Header.Get(name); v != "" {
@@ -174,8 +181,8 @@ func (a *Authorizer) fetchNow(ctx context.Context) (aws.Credentials, error) {
 	defer a.fetch.Unlock()
 	c, err := a.creds.Retrieve(ctx)
 	if err != nil {
-		return aws.Credentials{}, &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeUpstream, Code: "upstream_credentials",
-			Message: fmt.Sprintf("The gateway has no AWS credentials for upstream %q (the AWS SDK's default chain: environment, shared config and profile, web identity, container or instance role): %v", a.opts.Upstream, err)}
+		return aws.Credentials{}, fmt.Errorf("%w: the AWS SDK's default chain (environment, shared config and profile, web identity, container or instance role) for upstream %q: %w",
+			ErrNoCredentials, a.opts.Upstream, err)
 	}
 	a.held.Store(&c)
 	return c, nil

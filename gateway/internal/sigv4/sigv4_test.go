@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
-	"github.com/tollgate/tollgate/gateway/internal/openai"
+	"github.com/tollgate/tollgate/gateway/internal/upstream"
 )
 
 const (
@@ -27,7 +27,7 @@ const (
 func TestVanillaVector(t *testing.T) {
 	a := New(Options{Upstream: "u", Region: "us-east-1", Service: "service",
 		Credentials: credentials.NewStaticCredentialsProvider(testKeyID, testSecret, "")})
-	got, err := a.AppendAuth(nil, "GET", "example.amazonaws.com", []byte("/"), nil, time.Date(2015, 8, 30, 12, 36, 0, 0, time.UTC))
+	got, err := a.AppendAuth(nil, &upstream.AuthRequest{Method: "GET", Host: "example.amazonaws.com", Path: []byte("/"), Now: time.Date(2015, 8, 30, 12, 36, 0, 0, time.UTC)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestDefaultChainEnv(t *testing.T) {
 	path := "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse-stream"
 	body := []byte(`{"messages":[{"role":"user","content":[{"text":"Hi"}]}]}`)
 	now := time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)
-	got, err := a.AppendAuth([]byte("X: y\r\n"), "POST", "bedrock-runtime.eu-west-3.amazonaws.com", []byte(path), body, now)
+	got, err := a.AppendAuth([]byte("X: y\r\n"), &upstream.AuthRequest{Method: "POST", Host: "bedrock-runtime.eu-west-3.amazonaws.com", Path: []byte(path), Body: body, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestRefreshDoesNotBlock(t *testing.T) {
 	a := New(Options{Upstream: "u", Region: "us-east-1", Credentials: p})
 	sign := func(now time.Time) string {
 		t.Helper()
-		b, err := a.AppendAuth(nil, "POST", "h", []byte("/"), nil, now)
+		b, err := a.AppendAuth(nil, &upstream.AuthRequest{Method: "POST", Host: "h", Path: []byte("/"), Now: now})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,9 +174,8 @@ func TestRefreshDoesNotBlock(t *testing.T) {
 func TestFetchFailure(t *testing.T) {
 	p := &expiringProvider{fail: errors.New("no EC2 IMDS role found"), release: make(chan struct{})}
 	a := New(Options{Upstream: "bedrock-east", Region: "us-east-1", Credentials: p, FetchTimeout: time.Second})
-	got, err := a.AppendAuth([]byte("dst"), "POST", "h", []byte("/"), nil, time.Now())
-	var e *openai.Error
-	if !errors.As(err, &e) || e.Status != 502 || !strings.Contains(e.Message, `"bedrock-east"`) || !strings.Contains(e.Message, "no EC2 IMDS role found") || string(got) != "dst" {
+	got, err := a.AppendAuth([]byte("dst"), &upstream.AuthRequest{Method: "POST", Host: "h", Path: []byte("/"), Now: time.Now()})
+	if !errors.Is(err, ErrNoCredentials) || !strings.Contains(err.Error(), `"bedrock-east"`) || !strings.Contains(err.Error(), "no EC2 IMDS role found") || string(got) != "dst" {
 		t.Fatalf("got %q, %#v", got, err)
 	}
 }

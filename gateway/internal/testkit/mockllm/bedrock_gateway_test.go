@@ -13,6 +13,7 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/bedrock"
 	"github.com/tollgate/tollgate/gateway/internal/sigv4"
+	"github.com/tollgate/tollgate/gateway/internal/upstream"
 )
 
 // TestBedrockGatewayPieces drives the mock with what the gateway sends a
@@ -33,7 +34,7 @@ func TestBedrockGatewayPieces(t *testing.T) {
 		}
 		path := bedrock.AppendPath(nil, testModelID, stream)
 		host := strings.TrimPrefix(srv.URL, "http://")
-		lines, err := auth.AppendAuth(nil, "POST", host, path, body, time.Now())
+		lines, err := auth.AppendAuth(nil, &upstream.AuthRequest{Method: "POST", Host: host, Path: path, Body: body, Now: time.Now()})
 		if err != nil {
 			t.Fatal(err)
 		}
