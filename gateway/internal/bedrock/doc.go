@@ -43,11 +43,17 @@
 //	tool_choice "required"                   toolConfig.toolChoice {"any":{}}
 //	tool_choice {"type":"function",...}      toolConfig.toolChoice {"tool":{"name":...}}
 //	tool_choice "none"                       no toolConfig (Converse has no "none")
+//	a function's "strict": true              toolSpec.strict true
+//	response_format {"type":"json_schema"}   outputConfig.textFormat {"type":"json_schema","structure":{"jsonSchema":
+//	                                         {"schema":<json_schema.schema as JSON text>,"name","description"}}}
+//	response_format {"type":"text"}          nothing
+//	service_tier "default"|"flex"|"priority" serviceTier {"type":...} ("auto": nothing)
 //
 // Refused with a 400 invalid_request_error naming the parameter, because
 // dropping them would change what the client gets: n other than 1,
-// logprobs true, top_logprobs, response_format other than {"type":"text"},
-// non-empty logit_bias, top_k (no common Converse field), functions and
+// logprobs true, top_logprobs, response_format json_object (Converse has
+// only schemas) or json_schema without a schema object or name, service_tier
+// values other than those above, non-empty logit_bias, top_k (no common Converse field), functions and
 // function_call (deprecated; use tools), audio, modalities other than
 // ["text"], web_search_options, tools of a type other than "function",
 // tool_choice "required" or naming a function without tools, tool_choice
@@ -61,12 +67,13 @@
 // top_p outside [0, 1]).
 //
 // Ignored (accepted, not sent): frequency_penalty, presence_penalty, seed,
-// service_tier, store, metadata, user, stream_options (ConverseStream
+// store, metadata, user, stream_options (ConverseStream
 // always reports usage; the translator emits the usage chunk as asked),
 // parallel_tool_calls (Converse has no switch for it; models may still
 // call several tools), prediction, reasoning_effort, verbosity,
 // prompt_cache_key, safety_identifier, the per-message "name", an image
-// part's "detail", a function's "strict", and any member not named here.
+// part's "detail", json_schema's "strict" (a schema is always enforced),
+// and any member not named here.
 //
 // Differences the translation cannot hide: system messages in the middle
 // of a conversation move to the front; empty messages are dropped; a

@@ -132,6 +132,21 @@ type converseRequest struct {
 		Tools      []json.RawMessage `json:"tools"`
 		ToolChoice json.RawMessage   `json:"toolChoice"`
 	} `json:"toolConfig"`
+	OutputConfig *struct {
+		TextFormat struct {
+			Type      string `json:"type"`
+			Structure struct {
+				JSONSchema struct {
+					Schema      string `json:"schema"`
+					Name        string `json:"name"`
+					Description string `json:"description"`
+				} `json:"jsonSchema"`
+			} `json:"structure"`
+		} `json:"textFormat"`
+	} `json:"outputConfig"`
+	ServiceTier *struct {
+		Type string `json:"type"`
+	} `json:"serviceTier"`
 }
 
 // FuzzAppendRequest checks that AppendRequest never panics, that a refusal
@@ -195,6 +210,9 @@ func checkConverseRequest(body []byte) error {
 	}
 	if tools && (r.ToolConfig == nil || len(r.ToolConfig.Tools) == 0) {
 		return errors.New("tool blocks without toolConfig")
+	}
+	if o := r.OutputConfig; o != nil && !json.Valid([]byte(o.TextFormat.Structure.JSONSchema.Schema)) {
+		return fmt.Errorf("outputConfig schema %q is not JSON", o.TextFormat.Structure.JSONSchema.Schema)
 	}
 	return nil
 }

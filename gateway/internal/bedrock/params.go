@@ -30,13 +30,6 @@ func (f *chatFields) refuseUnsupported() error {
 			return openai.BadRequest("top_logprobs", "'top_logprobs' is not supported: Bedrock's Converse API does not return log probabilities")
 		}
 	}
-	if !isNull(f.responseFormat) {
-		typ, _ := stringOf(f.responseFormat.Get("type"))
-		if f.responseFormat.Type() != fastjson.TypeObject || string(typ) != "text" {
-			return openai.BadRequest("response_format",
-				"'response_format' of type %q is not supported for Bedrock models; only {\"type\":\"text\"} is (describe the JSON you want in the prompt, or use a tool)", typ)
-		}
-	}
 	if !isNull(f.logitBias) {
 		if o, err := f.logitBias.Object(); err != nil || o.Len() > 0 {
 			return openai.BadRequest("logit_bias", "'logit_bias' is not supported for Bedrock models")
@@ -176,4 +169,64 @@ func (w *requestWriter) stop(v *fastjson.Value, sep func()) error {
 		w.out = append(w.out, ']')
 	}
 	return nil
+}
+
+// outputConfig writes response_format {"type":"json_schema"} as
+// outputConfig.textFormat (Converse's structured output; the schema goes
+// as JSON text). {"type":"text"} writes nothing; json_object has no
+// Converse equivalent.
+func (w *requestWriter) outputConfig(v *fastjson.Value) error {
+	if isNull(v) {
+		return nil
+	}
+	typ, _ := stringOf(v.Get("type"))
+	switch {
+	case v.Type() == fastjson.TypeObject && string(typ) == "text":
+		return nil
+	case v.Type() != fastjson.TypeObject || string(typ) != "json_schema":
+		return openai.BadRequest("response_format",
+			"'response_format' of type %q is not supported for Bedrock models; \"text\" and \"json_schema\" are (give json_schema a schema)", typ)
+	}
+	js := v.Get("json_schema")
+	if js == nil || js.Type() != fastjson.TypeObject {
+		return openai.BadRequest("response_format.json_schema", "'response_format.json_schema' is a required property and must be an object")
+	}
+	schema := js.Get("schema")
+	if schema == nil || schema.Type() != fastjson.TypeObject {
+		return openai.BadRequest("response_format.json_schema.schema", "'response_format.json_schema.schema' must be a JSON Schema object for Bedrock models")
+	}
+	name, ok := stringOf(js.Get("name"))
+	if !ok || len(name) == 0 {
+		return openai.BadRequest("response_format.json_schema.name", "'response_format.json_schema.name' is a required property and must be a non-empty string")
+	}
+	w.blk = appendValue(w.blk[:0], schema)
+	w.out = append(w.out, `,"outputConfig":{"textFormat":{"type":"json_schema","structure":{"jsonSchema":{"schema":`...)
+	w.out = openai.AppendJSONString(w.out, w.blk)
+	w.out = append(w.out, `,"name":`...)
+	w.out = openai.AppendJSONString(w.out, name)
+	if d, ok := stringOf(js.Get("description")); ok && len(d) > 0 {
+		w.out = append(w.out, `,"description":`...)
+		w.out = openai.AppendJSONString(w.out, d)
+	}
+	w.out = append(w.out, "}}}}"...)
+	return nil
+}
+
+// serviceTier writes service_tier default, flex or priority as
+// serviceTier; "auto" (the account's default) writes nothing.
+func (w *requestWriter) serviceTier(v *fastjson.Value) error {
+	if isNull(v) {
+		return nil
+	}
+	tier, _ := stringOf(v)
+	switch string(tier) {
+	case "auto":
+		return nil
+	case "default", "flex", "priority":
+		w.out = append(w.out, `,"serviceTier":{"type":"`...)
+		w.out = append(w.out, tier...)
+		w.out = append(w.out, `"}`...)
+		return nil
+	}
+	return openai.BadRequest("service_tier", "'service_tier' must be \"auto\", \"default\", \"flex\" or \"priority\" for Bedrock models")
 }

@@ -77,7 +77,7 @@ func (w *requestWriter) release() {
 type chatFields struct {
 	model, messages, maxTokens, maxCompletionTokens       *fastjson.Value
 	stop, temperature, topP, topK, stream                 *fastjson.Value
-	tools, toolChoice, parallelToolCalls                  *fastjson.Value
+	tools, toolChoice, parallelToolCalls, serviceTier     *fastjson.Value
 	n, logprobs, topLogprobs, responseFormat, logitBias   *fastjson.Value
 	functions, functionCall, audio, modalities, webSearch *fastjson.Value
 }
@@ -108,6 +108,8 @@ func (f *chatFields) set(key []byte, v *fastjson.Value) {
 		f.toolChoice = v
 	case "parallel_tool_calls":
 		f.parallelToolCalls = v
+	case "service_tier":
+		f.serviceTier = v
 	default:
 		f.setRefused(key, v)
 	}
@@ -196,6 +198,12 @@ func (w *requestWriter) request(body []byte) error {
 		return err
 	}
 	if err := w.toolConfig(&f); err != nil {
+		return err
+	}
+	if err := w.outputConfig(f.responseFormat); err != nil {
+		return err
+	}
+	if err := w.serviceTier(f.serviceTier); err != nil {
 		return err
 	}
 	w.out = append(w.out, '}')

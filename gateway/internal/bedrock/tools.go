@@ -232,7 +232,11 @@ func (w *requestWriter) tools(v *fastjson.Value) (int, error) {
 		default:
 			return 0, openai.BadRequest(at+".function.parameters", "'%s.function.parameters' must be a JSON Schema object", at)
 		}
-		w.out = append(w.out, "}}}"...)
+		w.out = append(w.out, '}')
+		if strict := fn.Get("strict"); strict != nil && strict.Type() == fastjson.TypeTrue {
+			w.out = append(w.out, `,"strict":true`...)
+		}
+		w.out = append(w.out, "}}"...)
 	}
 	if len(tools) > 0 {
 		w.out = append(w.out, ']')
