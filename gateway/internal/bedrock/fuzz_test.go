@@ -286,3 +286,20 @@ func FuzzStreamReader(f *testing.F) {
 		}
 	})
 }
+
+// FuzzTranslateError checks that any error reply becomes an OpenAI error
+// with an error status and a message.
+func FuzzTranslateError(f *testing.F) {
+	f.Add(429, []byte("ThrottlingException:http://internal.amazon.com/coral/com.amazon.bedrock/"), []byte(`{"message":"slow down"}`))
+	f.Add(0, []byte("modelStreamErrorException"), []byte(`{"message":"x","originalStatusCode":500}`))
+	f.Add(403, []byte(nil), []byte(`{"__type":"a#UnrecognizedClientException","Message":"bad"}`))
+	f.Fuzz(func(t *testing.T, status int, errType, body []byte) {
+		e := TranslateError(status, errType, body)
+		if e.Status < 400 || e.Status > 599 || e.Type == "" || e.Message == "" {
+			t.Fatalf("TranslateError(%d, %q, %q) = %+v", status, errType, body, e)
+		}
+		if !json.Valid(e.AppendJSON(nil)) {
+			t.Fatalf("invalid error body for %+v", e)
+		}
+	})
+}
