@@ -181,8 +181,9 @@ func (a *Authorizer) fetchNow(ctx context.Context) (aws.Credentials, error) {
 	defer a.fetch.Unlock()
 	c, err := a.creds.Retrieve(ctx)
 	if err != nil {
-		return aws.Credentials{}, fmt.Errorf("%w: the AWS SDK's default chain (environment, shared config and profile, web identity, container or instance role) for upstream %q: %w",
-			ErrNoCredentials, a.opts.Upstream, err)
+		// The upstream client adds the upstream's name.
+		return aws.Credentials{}, fmt.Errorf("%w from the AWS SDK's default chain (environment, shared config and profile, web identity, container or instance role): %w",
+			ErrNoCredentials, err)
 	}
 	a.held.Store(&c)
 	return c, nil
