@@ -127,8 +127,9 @@ var _ upstream.Authorizer = (*Authorizer)(nil)
 // lines, each ending in CRLF, for r (the Host header as sent, the escaped
 // path as sent with its query, the body), signed at r.Now. Only the host,
 // X-Amz-Date and X-Amz-Security-Token headers are signed, so the others
-// the request carries may be anything. An error (no credentials) names
-// the upstream and the credential chain, never a secret.
+// the request carries may be anything. An error (no credentials, wrapping
+// ErrNoCredentials) names the credential chain, never a secret; the
+// upstream client adds the upstream's name.
 func (a *Authorizer) AppendAuth(dst []byte, r *upstream.AuthRequest) ([]byte, error) {
 	creds, err := a.credentials(r.Now)
 	if err != nil {
