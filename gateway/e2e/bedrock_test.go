@@ -191,6 +191,33 @@ func TestBedrockOpenAISDK(t *testing.T) {
 	})
 }
 
+// TestBedrockStreamException: an exception Bedrock sends mid-stream
+// reaches the client as an OpenAI error event after the text before it,
+// and the OpenAI SDK reports it.
+func TestBedrockStreamException(t *testing.T) {
+	bedrockEnv(t)
+	mockURL, _ := startBedrockMock(t, mockllm.Config{Text: "Some text before it breaks.", ChunkSize: 5})
+	_, gw := startGateway(t, bedrockPolicy(mockURL, ""), nil)
+	status, _, body := post(t, gw+"/v1/chat/completions", `{"model":"mock-1","stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+		mockllm.HeaderBedrockException, "modelStreamErrorException@3")
+	events := strings.Split(strings.TrimSpace(string(body)), "\n\n")
+	last := events[len(events)-1]
+	text, done := sseText(t, body)
+	if status != 200 || text != "Some text " || done ||
+		last != `data: {"error":{"message":"mock: modelStreamErrorException","type":"upstream_error","param":null,"code":"model_error"}}` {
+		t.Fatalf("%d, text %q, [DONE] %v, last event %s\n%s", status, text, done, last, body)
+	}
+	st := sdkClient(gw, "unused", mockllm.HeaderBedrockException, "throttlingException").Chat.Completions.NewStreaming(context.Background(),
+		openai.ChatCompletionNewParams{Model: "mock-1", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
+	n := 0
+	for st.Next() {
+		n++
+	}
+	if err := st.Err(); err == nil || !strings.Contains(err.Error(), "mock: throttlingException") || n != 2 {
+		t.Fatalf("%d chunks, then %v", n, err)
+	}
+}
+
 // TestBedrockSignatureRefused: with credentials the upstream does not
 // accept, Bedrock's 403 reaches the client as an OpenAI error.
 func TestBedrockSignatureRefused(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,7 +41,14 @@ import (
 // contentBlockDelta per piece, contentBlockStart for the toolUse block,
 // contentBlockStop per block, messageStop, metadata. TTFT, InterToken
 // (before each contentBlockDelta after the first), FailStatus, FailDelay
-// and CutAfter (messages) apply; GarbageAfter and Usage do not.
+// and CutAfter (messages) apply; GarbageAfter and Usage do not;
+// HeaderBedrockException breaks a stream off with an exception.
+
+// HeaderBedrockException makes a ConverseStream reply break off with an
+// exception message, as Bedrock does mid-stream: "NAME" sends the
+// exception (e.g. throttlingException) after the first content delta,
+// "NAME@N" after N messages. Its payload is {"message":"mock: NAME"}.
+const HeaderBedrockException = "X-Mock-Bedrock-Exception"
 
 // bedrockExceptions names the exception Bedrock answers with for a status.
 var bedrockExceptions = map[int]string{
@@ -144,7 +152,21 @@ func (s *Server) serveBedrock(w http.ResponseWriter, r *http.Request, body []byt
 		s.writeJSON(w, http.StatusOK, m.converseBody())
 		return
 	}
-	s.sendEventStream(w, r, m.converseEvents(), p)
+	events := m.converseEvents()
+	if ex := r.Header.Get(HeaderBedrockException); ex != "" {
+		name, at, _ := strings.Cut(ex, "@")
+		n, err := strconv.Atoi(at)
+		if at == "" {
+			n, err = 2, nil // messageStart and the first delta
+		}
+		if err != nil || n < 0 || name == "" {
+			s.writeBedrockError(w, http.StatusBadRequest, "", "mock: "+HeaderBedrockException+" must be NAME or NAME@N")
+			return
+		}
+		payload := appendString([]byte(`{"message":`), "mock: "+name)
+		events = append(events[:min(n, len(events))], bedrockEvent{exception: name, payload: append(payload, '}')})
+	}
+	s.sendEventStream(w, r, events, p)
 }
 
 // bedrockRoute reads the model id and the operation from the path.
@@ -256,15 +278,17 @@ func (m *anthropicMessage) converseBody() []byte {
 
 const mockBedrockToolID = "tooluse_mock"
 
-// bedrockEvent is one ConverseStream event before framing.
+// bedrockEvent is one ConverseStream event (or, with exception set, an
+// exception message) before framing.
 type bedrockEvent struct {
-	typ     string
-	payload []byte
+	typ       string
+	payload   []byte
+	exception string
 }
 
 // converseEvents is the streamed reply, event by event.
 func (m *anthropicMessage) converseEvents() []bedrockEvent {
-	out := []bedrockEvent{{"messageStart", []byte(`{"role":"assistant"}`)}}
+	out := []bedrockEvent{{typ: "messageStart", payload: []byte(`{"role":"assistant"}`)}}
 	idx := 0
 	for _, bl := range m.blocks {
 		if !bl.tool && len(bl.pieces) == 0 {
@@ -273,7 +297,7 @@ func (m *anthropicMessage) converseEvents() []bedrockEvent {
 		i := itoa(idx)
 		idx++
 		if bl.tool {
-			out = append(out, bedrockEvent{"contentBlockStart", []byte(`{"contentBlockIndex":` + i +
+			out = append(out, bedrockEvent{typ: "contentBlockStart", payload: []byte(`{"contentBlockIndex":` + i +
 				`,"start":{"toolUse":{"toolUseId":"` + mockBedrockToolID + `","name":"` + mockToolName + `"}}}`)})
 		}
 		for _, piece := range bl.pieces {
@@ -283,13 +307,13 @@ func (m *anthropicMessage) converseEvents() []bedrockEvent {
 			} else {
 				d = append(appendString(append(d, `{"text":`...), piece), "}}"...)
 			}
-			out = append(out, bedrockEvent{"contentBlockDelta", d})
+			out = append(out, bedrockEvent{typ: "contentBlockDelta", payload: d})
 		}
-		out = append(out, bedrockEvent{"contentBlockStop", []byte(`{"contentBlockIndex":` + i + `}`)})
+		out = append(out, bedrockEvent{typ: "contentBlockStop", payload: []byte(`{"contentBlockIndex":` + i + `}`)})
 	}
-	out = append(out, bedrockEvent{"messageStop", []byte(`{"stopReason":"` + m.stopReason + `"}`)})
+	out = append(out, bedrockEvent{typ: "messageStop", payload: []byte(`{"stopReason":"` + m.stopReason + `"}`)})
 	meta := append(m.converseUsage([]byte{'{'}), `,"metrics":{"latencyMs":1}}`...)
-	return append(out, bedrockEvent{"metadata", meta})
+	return append(out, bedrockEvent{typ: "metadata", payload: meta})
 }
 
 // sendEventStream streams events in AWS event-stream framing, flushing
@@ -318,11 +342,16 @@ func (s *Server) sendEventStream(w http.ResponseWriter, r *http.Request, events 
 			deltas++
 		}
 		buf.Reset()
-		err := enc.Encode(&buf, eventstream.Message{Headers: eventstream.Headers{
+		headers := eventstream.Headers{
 			{Name: ":event-type", Value: eventstream.StringValue(e.typ)},
 			{Name: ":content-type", Value: eventstream.StringValue("application/json")},
 			{Name: ":message-type", Value: eventstream.StringValue("event")},
-		}, Payload: e.payload})
+		}
+		if e.exception != "" {
+			headers[0] = eventstream.Header{Name: ":exception-type", Value: eventstream.StringValue(e.exception)}
+			headers[2].Value = eventstream.StringValue("exception")
+		}
+		err := enc.Encode(&buf, eventstream.Message{Headers: headers, Payload: e.payload})
 		if err != nil {
 			panic(http.ErrAbortHandler)
 		}

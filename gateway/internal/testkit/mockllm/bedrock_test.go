@@ -171,3 +171,26 @@ func TestBedrockSDKErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestBedrockSDKStreamException: the SDK's stream ends with the exception
+// the mock sends mid-stream, after the events before it.
+func TestBedrockSDKStreamException(t *testing.T) {
+	srv := httptest.NewServer(New(Config{AWSSecretKeys: map[string]string{testAWSKeyID: testAWSSecret}}))
+	defer srv.Close()
+	in := converseInput()
+	out, err := bedrockClient(srv, testAWSSecret, map[string]string{HeaderBedrockException: "throttlingException@3"}).ConverseStream(context.Background(),
+		&bedrockruntime.ConverseStreamInput{ModelId: in.ModelId, Messages: in.Messages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := out.GetStream()
+	defer st.Close()
+	n := 0
+	for range st.Events() {
+		n++
+	}
+	var te *types.ThrottlingException
+	if !errors.As(st.Err(), &te) || te.ErrorMessage() != "mock: throttlingException" || n != 3 {
+		t.Fatalf("%d events, then %v", n, st.Err())
+	}
+}
