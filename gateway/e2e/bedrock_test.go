@@ -163,32 +163,44 @@ func TestBedrockOpenAISDK(t *testing.T) {
 		t.Errorf("upstream paths %q, want %s/converse then /converse-stream", got, want)
 	}
 
-	t.Run("errors", func(t *testing.T) {
-		for _, tc := range []struct {
-			name   string
-			hdr    []string
-			params func(*openai.ChatCompletionNewParams)
-			status int
-			code   string
-			param  string
-		}{
-			{"throttled", []string{mockllm.HeaderFailStatus, "429"}, nil, 429, "rate_limit_exceeded", ""},
-			{"unavailable", []string{mockllm.HeaderFailStatus, "503"}, nil, 503, "overloaded", ""},
-			{"n > 1 refused", nil, func(p *openai.ChatCompletionNewParams) { p.N = openai.Int(2) }, 400, "", "n"},
-		} {
-			t.Run(tc.name, func(t *testing.T) {
-				p := weatherParams()
-				if tc.params != nil {
-					tc.params(&p)
-				}
-				_, err := sdkClient(gw, "unused", tc.hdr...).Chat.Completions.New(ctx, p)
-				var e *openai.Error
-				if !errors.As(err, &e) || e.StatusCode != tc.status || e.Code != tc.code || e.Param != tc.param {
-					t.Fatalf("err %v, want %d code %q param %q", err, tc.status, tc.code, tc.param)
-				}
-			})
-		}
-	})
+}
+
+// TestBedrockErrors: Bedrock's errors, and requests Converse cannot
+// express, reach the OpenAI SDK as OpenAI errors.
+func TestBedrockErrors(t *testing.T) {
+	bedrockEnv(t)
+	mockURL, _ := startBedrockMock(t, mockllm.Config{})
+	_, gw := startGateway(t, bedrockPolicy(mockURL, ""), nil)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		hdr    []string
+		params func(*openai.ChatCompletionNewParams)
+		status int
+		code   string
+		param  string
+	}{
+		{"throttled", []string{mockllm.HeaderFailStatus, "429"}, nil, 429, "rate_limit_exceeded", ""},
+		{"unavailable", []string{mockllm.HeaderFailStatus, "503"}, nil, 503, "overloaded", ""},
+		{"model timeout", []string{mockllm.HeaderFailStatus, "408"}, nil, 504, "upstream_timeout", ""},
+		{"access denied", []string{mockllm.HeaderFailStatus, "403"}, nil, 403, "permission_denied", ""},
+		{"n > 1 refused", nil, func(p *openai.ChatCompletionNewParams) { p.N = openai.Int(2) }, 400, "", "n"},
+		{"json_object refused", nil, func(p *openai.ChatCompletionNewParams) {
+			p.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONObject: &shared.ResponseFormatJSONObjectParam{}}
+		}, 400, "", "response_format"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := weatherParams()
+			if tc.params != nil {
+				tc.params(&p)
+			}
+			_, err := sdkClient(gw, "unused", tc.hdr...).Chat.Completions.New(ctx, p)
+			var e *openai.Error
+			if !errors.As(err, &e) || e.StatusCode != tc.status || e.Code != tc.code || e.Param != tc.param {
+				t.Fatalf("err %v, want %d code %q param %q", err, tc.status, tc.code, tc.param)
+			}
+		})
+	}
 }
 
 // TestBedrockStreamException: an exception Bedrock sends mid-stream
