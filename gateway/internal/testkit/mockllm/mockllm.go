@@ -4,8 +4,9 @@
 //
 // It serves POST /v1/chat/completions, POST /v1/completions,
 // POST /v1/embeddings, GET /v1/models and GET /v1/models/{id}, Anthropic's
-// POST /v1/messages (anthropic.go) and Azure OpenAI's deployment and v1
-// paths (azure.go). Replies are
+// POST /v1/messages (anthropic.go), Azure OpenAI's deployment and v1
+// paths (azure.go), and Bedrock's Converse and ConverseStream
+// (bedrock.go). Replies are
 // deterministic: generated content is the words "tok0 ", "tok1 ", ... (or the
 // configured Text cut into ChunkSize-byte pieces or at Split offsets), so a test can predict the
 // exact bytes the gateway should relay. Behaviour is set by Config and can be
@@ -113,6 +114,10 @@ type Config struct {
 	// EmbeddingDims is the length of embedding vectors (default 8); a
 	// request's "dimensions" field overrides it.
 	EmbeddingDims int
+	// AWSSecretKeys, if non-empty, are the AWS credentials (access key id
+	// → secret access key) the Bedrock routes accept: their SigV4
+	// signatures are verified (see bedrock.go).
+	AWSSecretKeys map[string]string
 }
 
 // Stats is a snapshot of a Server's counters.
@@ -242,6 +247,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		handle = (*Server).serveEmbeddings
 	case r.Method == http.MethodPost && p == "/v1/messages":
 		s.serveMessages(w, r, body) // Anthropic's API, its own auth and errors
+		return
+	case strings.HasPrefix(p, "/model/"):
+		s.serveBedrock(w, r, body) // Bedrock's Converse API, its own auth and errors
 		return
 	case strings.HasPrefix(p, "/openai/") || strings.HasPrefix(p, "/v1/openai/"):
 		s.serveAzure(w, r, body) // Azure OpenAI's paths, api-version and api-key

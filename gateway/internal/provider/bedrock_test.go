@@ -1,0 +1,73 @@
+package provider
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/gateway/internal/config"
+	"github.com/tollgate/tollgate/gateway/internal/openai"
+)
+
+func TestBedrockBinding(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDTEST")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
+	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
+	tests := []struct {
+		name    string
+		up      config.Upstream
+		options int
+	}{
+		{"signed", config.Upstream{Name: "b", Provider: config.ProviderBedrock, Bedrock: &config.Bedrock{Region: "us-east-1"}}, 1},
+		{"API key", config.Upstream{Name: "b", Provider: config.ProviderBedrock, Bedrock: &config.Bedrock{Region: "us-east-1"}, APIKeyEnv: "BEDROCK_KEY"}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := Bind(&tt.up)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := b.Adapter.(*Bedrock); !ok || len(b.Options) != tt.options {
+				t.Fatalf("adapter %T, %d options; want *Bedrock, %d", b.Adapter, len(b.Options), tt.options)
+			}
+		})
+	}
+}
+
+func TestBedrockAdapter(t *testing.T) {
+	a := &Bedrock{}
+	if !a.Serves(openai.ChatCompletions) || a.Serves(openai.Embeddings) || a.Serves(openai.Completions) {
+		t.Error("Serves")
+	}
+	var out Outbound
+	chat := []byte(`{"model":"claude","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
+	if err := a.Request(&out, openai.ChatCompletions, "anthropic.claude-v2:1", true, chat); err != nil {
+		t.Fatal(err)
+	}
+	if string(out.Path) != "/model/anthropic.claude-v2%3A1/converse-stream" || len(out.Header) != 0 ||
+		string(out.Body) != `{"messages":[{"role":"user","content":[{"text":"hi"}]}]}` {
+		t.Errorf("outbound path %q header %q body %s", out.Path, out.Header, out.Body)
+	}
+	out.Reset()
+	err := a.Request(&out, openai.ChatCompletions, "m", false, []byte(`{"model":"m","top_k":3,"messages":[{"role":"user","content":"hi"}]}`))
+	if e, ok := err.(*openai.Error); !ok || e.Status != 400 || e.Param != "top_k" {
+		t.Errorf("refusal %v", err)
+	}
+	body, status, err := a.Reply(nil, 429, []byte(`{"message":"Too many requests, please wait before trying again."}`), "claude", 1)
+	if err != nil || status != 429 || !strings.Contains(string(body), `"code":"rate_limit_exceeded"`) {
+		t.Errorf("error reply %d %s %v", status, body, err)
+	}
+	body, status, err = a.Reply(nil, 200, []byte(`{"output":{"message":{"role":"assistant","content":[{"text":"Hi"}]}},"stopReason":"end_turn","usage":{"inputTokens":3,"outputTokens":1,"totalTokens":4}}`), "claude", 1)
+	if err != nil || status != 200 || !strings.Contains(string(body), `"model":"claude"`) || !strings.Contains(string(body), `"content":"Hi"`) {
+		t.Errorf("reply %d %s %v", status, body, err)
+	}
+	for _, tc := range []struct {
+		status int
+		ct     string
+		want   bool
+	}{{200, "application/vnd.amazon.eventstream", true}, {200, "text/event-stream", false}, {200, "application/json", false}, {400, "application/vnd.amazon.eventstream", false}} {
+		if got := a.IsStream(tc.status, []byte(tc.ct)); got != tc.want {
+			t.Errorf("IsStream(%d, %q) = %v", tc.status, tc.ct, got)
+		}
+	}
+}
