@@ -3,13 +3,13 @@ module github.com/tollgate/tollgate
 go 1.26.8
 
 require (
+	cloud.google.com/go/auth v0.24.4
 	github.com/dgraph-io/ristretto/v2 v2.4.2
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/pressly/goose/v3 v3.30.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/rueidis v1.0.79
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
-	github.com/tetratelabs/wazero v1.12.0
 	github.com/valyala/fasthttp v1.78.0
 	github.com/valyala/fastjson v1.6.10
 	go.opentelemetry.io/otel v1.47.0
@@ -20,6 +20,13 @@ require (
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/sync v0.25.0
 	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	cloud.google.com/go/compute/metadata v0.10.0 // indirect
+	github.com/googleapis/enterprise-certificate-proxy v0.3.23 // indirect
+	github.com/googleapis/gax-go/v2 v2.27.0 // indirect
+	github.com/tetratelabs/wazero v1.12.0 // indirect
 )
 
 require (
