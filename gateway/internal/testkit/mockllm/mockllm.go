@@ -3,8 +3,10 @@
 // as the upstream on the other side of the gateway.
 //
 // It serves POST /v1/chat/completions, POST /v1/completions,
-// POST /v1/embeddings, GET /v1/models and GET /v1/models/{id}, and
-// Anthropic's POST /v1/messages (anthropic.go). Replies are
+// POST /v1/embeddings, GET /v1/models and GET /v1/models/{id},
+// Anthropic's POST /v1/messages (anthropic.go), and Google's
+// generateContent and streamGenerateContent in both the Gemini API's and
+// Vertex AI's paths (gemini.go). Replies are
 // deterministic: generated content is the words "tok0 ", "tok1 ", ... (or the
 // configured Text cut into ChunkSize-byte pieces or at Split offsets), so a test can predict the
 // exact bytes the gateway should relay. Behaviour is set by Config and can be
@@ -99,8 +101,9 @@ type Config struct {
 	// text. Non-streaming replies ignore it.
 	GarbageAfter int
 	// APIKey, if non-empty, is required as "Authorization: Bearer <APIKey>"
-	// (as "x-api-key: <APIKey>" on POST /v1/messages); other requests get
-	// a 401 error.
+	// (as "x-api-key: <APIKey>" on POST /v1/messages, as the Gemini API's
+	// key and Vertex AI's bearer token on generateContent); other requests
+	// get a 401 error.
 	APIKey string
 	// Models are the model ids listed by GET /v1/models (default
 	// DefaultModels).
@@ -241,6 +244,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		handle = (*Server).serveEmbeddings
 	case r.Method == http.MethodPost && p == "/v1/messages":
 		s.serveMessages(w, r, body) // Anthropic's API, its own auth and errors
+		return
+	case r.Method == http.MethodPost && isGeminiRoute(p):
+		s.serveGenerateContent(w, r, body) // Google's APIs, their own auth and errors
 		return
 	case r.Method == http.MethodGet && p == "/v1/models":
 		handle = (*Server).serveModels
