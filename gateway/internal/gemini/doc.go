@@ -97,7 +97,8 @@
 // # Non-streamed replies
 //
 //	Gemini                                      OpenAI chat.completion
-//	responseId, modelVersion                    id, model (when the caller passes none)
+//	responseId, modelVersion                    id, model (when the caller passes none; no responseId:
+//	                                            "chatcmpl-" and 24 random letters/digits)
 //	candidates[0].content.parts[{text}]         choices[0].message.content (concatenated; null if only function calls)
 //	  parts with "thought": true                dropped (thinking summaries)
 //	  parts[{functionCall:{id?,name,args}}]     message.tool_calls[{id,type:"function",function{name,arguments: args as JSON text}}];

@@ -90,8 +90,11 @@ func AppendResponse(dst, geminiBody []byte, model, id string, created int64) ([]
 
 	out := append(dst, `{"id":`...)
 	if id == "" {
-		s, _ := stringOf(root.Get("responseId"))
-		out = openai.AppendJSONString(out, s)
+		if s, _ := stringOf(root.Get("responseId")); len(s) > 0 {
+			out = openai.AppendJSONString(out, s)
+		} else {
+			out = appendRandomID(out, "chatcmpl-")
+		}
 	} else {
 		out = openai.AppendJSONString(out, id)
 	}

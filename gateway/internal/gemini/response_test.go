@@ -1,10 +1,12 @@
 package gemini
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 
 	"github.com/tollgate/tollgate/gateway/internal/openai"
@@ -87,5 +89,18 @@ func TestAppendResponseErrors(t *testing.T) {
 				t.Fatalf("err %#v out %q, want status %d code %q", err, out, tc.status, tc.code)
 			}
 		})
+	}
+}
+
+func TestGeneratedCompletionID(t *testing.T) {
+	body := []byte(`{"candidates":[{"content":{"parts":[{"text":"x"}]},"finishReason":"STOP"}]}`)
+	a, err := AppendResponse(nil, body, "m", "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := readAllStream(bytes.NewReader([]byte("data: "+string(body)+"\n\n")), "m", "", false)
+	re := regexp.MustCompile(`"id":"chatcmpl-[A-Za-z0-9]{24}"`)
+	if !re.Match(a) || !re.Match(b) {
+		t.Fatalf("no generated id in\n%s\n%s", a, b)
 	}
 }

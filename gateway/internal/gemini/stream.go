@@ -96,8 +96,12 @@ func (t *StreamTranslator) Append(dst, data []byte) ([]byte, error) {
 	}
 	if !t.started {
 		if t.id == "" {
-			s, _ := stringOf(root.Get("responseId"))
-			t.id = string(s)
+			if s, _ := stringOf(root.Get("responseId")); len(s) > 0 {
+				t.id = string(s)
+			} else {
+				id := appendRandomID(t.args[:0], "chatcmpl-")
+				t.id = string(id[1 : len(id)-1])
+			}
 		}
 		if t.model == "" {
 			s, _ := stringOf(root.Get("modelVersion"))

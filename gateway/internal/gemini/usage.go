@@ -103,7 +103,14 @@ func appendCallID(dst, id []byte) []byte {
 	if len(id) > 0 {
 		return openai.AppendJSONString(dst, id)
 	}
-	dst = append(dst, `"call_`...)
+	return appendRandomID(dst, "call_")
+}
+
+// appendRandomID appends a JSON string of prefix and 24 random letters
+// and digits.
+func appendRandomID(dst []byte, prefix string) []byte {
+	dst = append(dst, '"')
+	dst = append(dst, prefix...)
 	for range 2 {
 		r := rand.Uint64()
 		for range 12 {
