@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -9,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tollgate/tollgate/gateway/internal/tenant"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
 )
 
@@ -136,4 +140,67 @@ func TestGooglePlugins(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestGoogleBudgetLedger: the budget settles, and the Postgres call log
+// records, the tokens Google reported, through both providers, streamed
+// and not.
+func TestGoogleBudgetLedger(t *testing.T) {
+	w := newBudgetWorld(t, 1_000_000)
+	for _, m := range []string{"gemini-x", "vertex-x"} {
+		if err := w.store.SetPrice(context.Background(), tenant.Price{Model: m, InputMicrosPerMTok: inputMicrosPerMTok,
+			OutputMicrosPerMTok: outputMicrosPerMTok, EffectiveFrom: time.Now().Add(-time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := startGoogleMock(t, mockllm.Config{Text: googleText, ChunkSize: 5})
+	tokenURL, _ := startTokenServer(t)
+	pol := googlePolicy(m.url, serviceAccountFile(t, tokenURL), fmt.Sprintf(`
+store:
+  kind: postgres
+  cache: {ttl: 30s}
+redis: {addrs: [%q], timeout: 500ms}
+call_log: {spool_dir: "${TG_TEST_SPOOL}", reconcile_interval: 0s}
+plugins:
+  - name: preflight
+    builtin: preflight
+  - name: budget
+    builtin: budget
+`, w.redis.Addr()))
+	_, gw := startGateway(t, pol, map[string]string{"GEMINI_API_KEY": googleCred, "TOLLGATE_DATABASE_URL": w.dsn, "TG_TEST_SPOOL": t.TempDir()})
+	var ids []string
+	for _, model := range []string{"gemini-x", "vertex-x"} {
+		for _, stream := range []bool{false, true} {
+			id := fmt.Sprintf("g-led-%s-%v", model, stream)
+			body := fmt.Sprintf(`{"model":%q,"stream":%v,"max_tokens":50,"messages":[{"role":"user","content":"Hello there, mock"}]}`, model, stream)
+			if status, _, got := post(t, gw+"/v1/chat/completions", body, "Authorization", "Bearer "+w.key, "X-Request-Id", id); status != 200 {
+				t.Fatalf("%s: %d %s", id, status, got)
+			}
+			ids = append(ids, id)
+		}
+	}
+	w.waitRows(t, int64(len(ids)))
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, w.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	// 4 prompt tokens at 1 µ$, 7 completion tokens at 10 µ$.
+	const cost = 4*inputMicrosPerMTok/1_000_000 + 7*outputMicrosPerMTok/1_000_000
+	for _, id := range ids {
+		var prompt, completion, micros int64
+		var up string
+		if err := conn.QueryRow(ctx, `SELECT prompt_tokens, completion_tokens, cost_micros, upstream FROM call_log WHERE request_id = $1`, id).
+			Scan(&prompt, &completion, &micros, &up); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		if want := strings.SplitN(strings.TrimPrefix(id, "g-led-"), "-", 2)[0]; prompt != 4 || completion != 7 || micros != cost || up != want {
+			t.Errorf("%s: call_log %d+%d tokens, %d µ$, upstream %q; want 4+7, %d µ$, %s", id, prompt, completion, micros, up, cost, want)
+		}
+	}
+	spent, holds := w.counter(t)
+	if spent != fmt.Sprint(len(ids)*cost) || (holds != "0" && holds != "") {
+		t.Errorf("budget counter spent %s, held %s; want %d spent, nothing held", spent, holds, len(ids)*cost)
+	}
 }
