@@ -55,8 +55,9 @@ type TokenSource struct {
 	timeout time.Duration
 	opts    Options
 
-	mu sync.Mutex         // guards detection
-	tp atomic.Pointer[tp] // nil until credentials are detected
+	mu  sync.Mutex         // guards det
+	det *detection         // the detection under way, if any
+	tp  atomic.Pointer[tp] // nil until credentials are detected
 
 	cur atomic.Pointer[header] // the header line of the last token handed out
 }
@@ -153,35 +154,51 @@ func (s *TokenSource) AppendHeader(dst []byte, now time.Time) ([]byte, error) {
 	return append(dst, h.line...), nil
 }
 
+// detection is one run of Application Default Credentials detection.
+type detection struct {
+	done chan struct{} // closed when p or err is set
+	p    *tp
+	err  error
+}
+
 // provider returns the token provider, detecting Application Default
-// Credentials on first use.
+// Credentials on first use. Detection runs once at a time, in its own
+// goroutine: a request that stops waiting (ctx) leaves it running, and
+// its result serves the next request; a failed detection is retried by
+// the next request.
 func (s *TokenSource) provider(ctx context.Context) (auth.TokenProvider, error) {
 	if p := s.tp.Load(); p != nil {
 		return p, nil
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if p := s.tp.Load(); p != nil {
-		return p, nil
+	d := s.det
+	if d == nil {
+		d = &detection{done: make(chan struct{})}
+		s.det = d
+		go s.detect(d)
 	}
-	type result struct {
-		c   *auth.Credentials
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		c, err := credentials.DetectDefault(&credentials.DetectOptions{Scopes: s.opts.Scopes})
-		done <- result{c, err}
-	}()
+	s.mu.Unlock()
 	select {
-	case r := <-done:
-		if r.err != nil {
-			return nil, fmt.Errorf("detecting %s: %w", s.source, r.err)
+	case <-d.done:
+		if d.err != nil {
+			return nil, d.err
 		}
-		p := &tp{r.c}
-		s.tp.Store(p)
-		return p, nil
+		return d.p, nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("detecting %s: %w", s.source, ctx.Err())
 	}
+}
+
+func (s *TokenSource) detect(d *detection) {
+	c, err := credentials.DetectDefault(&credentials.DetectOptions{Scopes: s.opts.Scopes})
+	if err != nil {
+		d.err = fmt.Errorf("detecting %s: %w", s.source, err)
+		s.mu.Lock()
+		s.det = nil
+		s.mu.Unlock()
+	} else {
+		d.p = &tp{c}
+		s.tp.Store(d.p)
+	}
+	close(d.done)
 }

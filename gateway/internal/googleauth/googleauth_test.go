@@ -246,3 +246,31 @@ func TestApplicationDefaultCredentials(t *testing.T) {
 		t.Fatalf("%q, %v", got, err)
 	}
 }
+
+func TestApplicationDefaultCredentialsRetried(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"access_token":"late-token","expires_in":3600,"token_type":"Bearer"}`))
+	}))
+	defer srv.Close()
+	name, _ := writeServiceAccount(t, srv.URL+"/token")
+	later := filepath.Join(t.TempDir(), "adc.json")
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", later)
+	s, err := New(Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.AppendHeader(nil, time.Now())
+	if err == nil || !strings.Contains(err.Error(), "detecting Google Application Default Credentials") {
+		t.Fatalf("err = %v, want a detection failure naming the source", err)
+	}
+	// The credentials appear: the next request detects again.
+	b, _ := os.ReadFile(name)
+	if err := os.WriteFile(later, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.AppendHeader(nil, time.Now())
+	if err != nil || string(got) != "Authorization: Bearer late-token\r\n" {
+		t.Fatalf("%q, %v", got, err)
+	}
+}
