@@ -20,10 +20,10 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/sse"
 )
 
-// staticToken is a token provider for the genai client's Vertex backend.
-type staticToken string
+// googleToken is a token provider for the genai client's Vertex backend.
+type googleToken string
 
-func (s staticToken) Token(context.Context) (*auth.Token, error) {
+func (s googleToken) Token(context.Context) (*auth.Token, error) {
 	return &auth.Token{Value: string(s), Type: "Bearer", Expiry: time.Now().Add(time.Hour)}, nil
 }
 
@@ -35,7 +35,7 @@ func genaiClient(t *testing.T, srv *httptest.Server, vertex bool, cred string, h
 	if vertex {
 		cc.Backend, cc.Project, cc.Location = genai.BackendVertexAI, "proj-1", "us-central1"
 		cc.HTTPOptions.APIVersion = "v1"
-		cc.Credentials = auth.NewCredentials(&auth.CredentialsOptions{TokenProvider: staticToken(cred)})
+		cc.Credentials = auth.NewCredentials(&auth.CredentialsOptions{TokenProvider: googleToken(cred)})
 	} else {
 		cc.Backend, cc.APIKey = genai.BackendGeminiAPI, cred
 		cc.HTTPClient = srv.Client()
