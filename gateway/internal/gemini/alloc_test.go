@@ -69,3 +69,27 @@ func TestStreamReaderAllocs(t *testing.T) {
 		t.Fatalf("%v allocs per Read, want 0", allocs)
 	}
 }
+
+// TestAppendRequestAllocs: a plain chat request translates without
+// allocating once the pooled writer has grown, as the proxy's attempt path
+// does for OpenAI upstreams.
+func TestAppendRequestAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items at random under the race detector")
+	}
+	body := []byte(`{"model":"x","stream":true,"stream_options":{"include_usage":true},"max_tokens":100,"temperature":0.5,` +
+		`"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}]}`)
+	var out []byte
+	for range 10 {
+		out, _ = AppendRequest(out[:0], body)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		var err error
+		if out, err = AppendRequest(out[:0], body); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocs per request, want 0", allocs)
+	}
+}

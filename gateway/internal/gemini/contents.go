@@ -37,12 +37,15 @@ func (w *requestWriter) messages(v *fastjson.Value) error {
 	if len(msgs) == 0 {
 		return openai.BadRequest("messages", "'messages' must be a non-empty array")
 	}
-	roles := make([]string, len(msgs))
+	roles := w.roles[:0]
 	for i, m := range msgs {
-		if roles[i], err = messageRole(m, i); err != nil {
+		role, err := messageRole(m, i)
+		if err != nil {
 			return err
 		}
+		roles = append(roles, role)
 	}
+	w.roles = roles
 	if w.calls == nil {
 		w.calls = make(map[string]string)
 	}
@@ -68,6 +71,9 @@ func (w *requestWriter) messages(v *fastjson.Value) error {
 	return w.system(msgs, roles)
 }
 
+// messageRoles are the OpenAI message roles the translation takes.
+var messageRoles = [...]string{"system", "developer", "user", "assistant", "tool"}
+
 // messageRole returns messages[i].role, checked.
 func messageRole(m *fastjson.Value, i int) (string, error) {
 	if m.Type() != fastjson.TypeObject {
@@ -77,10 +83,12 @@ func messageRole(m *fastjson.Value, i int) (string, error) {
 	if !ok {
 		return "", openai.BadRequest(fmt.Sprintf("messages[%d].role", i), "'messages[%d].role' is a required property and must be a string", i)
 	}
-	switch r := string(role); r {
-	case "system", "developer", "user", "assistant", "tool":
-		return r, nil
-	case "function":
+	for _, r := range messageRoles {
+		if string(role) == r {
+			return r, nil // the constant: string(role) would allocate
+		}
+	}
+	if string(role) == "function" {
 		return "", openai.BadRequest(fmt.Sprintf("messages[%d].role", i),
 			"'messages[%d].role': role \"function\" is deprecated and not supported for Gemini models; use tool calls and role \"tool\"", i)
 	}

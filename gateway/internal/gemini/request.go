@@ -21,6 +21,8 @@ type requestWriter struct {
 	turns  int    // turns written to out
 	signed bool   // the open turn has a functionCall part with a thoughtSignature
 
+	roles []string // the role of each message
+
 	// calls maps the tool call ids of assistant messages to their function
 	// names: Gemini matches a functionResponse to its call by name.
 	calls map[string]string
@@ -40,6 +42,10 @@ func (w *requestWriter) release() {
 		*b = (*b)[:0]
 	}
 	w.role, w.turns, w.signed = "", 0, false
+	if cap(w.roles) > 1024 {
+		w.roles = nil
+	}
+	w.roles = w.roles[:0]
 	clear(w.calls)
 	requestWriters.Put(w)
 }

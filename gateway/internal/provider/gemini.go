@@ -71,7 +71,7 @@ func (g *Gemini) Request(out *Outbound, ep openai.Endpoint, model string, stream
 		return err
 	}
 	out.Path = append(out.Path, g.prefix...)
-	out.Path = append(out.Path, url.PathEscape(strings.TrimPrefix(model, "models/"))...)
+	out.Path = AppendPathEscaped(out.Path, strings.TrimPrefix(model, "models/"))
 	if stream {
 		out.Path = append(out.Path, ":streamGenerateContent?alt=sse"...)
 	} else {

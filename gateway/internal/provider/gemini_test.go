@@ -27,8 +27,8 @@ func TestGeminiAdapter(t *testing.T) {
 			"/models/gemini-2.0-flash:generateContent"},
 		{"gemini stream, models/ prefix", config.Upstream{Name: "g", Provider: config.ProviderGemini}, "models/gemini-2.0-flash", true,
 			"/models/gemini-2.0-flash:streamGenerateContent?alt=sse"},
-		{"gemini escaped", config.Upstream{Name: "g", Provider: config.ProviderGemini}, "a b/c", false,
-			"/models/a%20b%2Fc:generateContent"},
+		{"gemini escaped", config.Upstream{Name: "g", Provider: config.ProviderGemini}, "a b/c:d", false,
+			"/models/a%20b%2Fc%3Ad:generateContent"},
 		{"vertex", config.Upstream{Name: "v", Provider: config.ProviderVertex, Vertex: vertex}, "gemini-2.5-pro", true,
 			"/projects/proj-1/locations/us-central1/publishers/google/models/gemini-2.5-pro:streamGenerateContent?alt=sse"},
 	}
