@@ -274,3 +274,25 @@ func TestApplicationDefaultCredentialsRetried(t *testing.T) {
 		t.Fatalf("%q, %v", got, err)
 	}
 }
+
+// TestCachedTokenAllocs: a request with a valid cached token costs no
+// allocation.
+func TestCachedTokenAllocs(t *testing.T) {
+	s, err := New(Options{TokenProvider: &fakeProvider{ttl: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := make([]byte, 0, 256)
+	now := time.Now()
+	if _, err := s.AppendHeader(dst, now); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(1000, func() {
+		if _, err := s.AppendHeader(dst[:0], now); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocs per request, want 0", allocs)
+	}
+}
