@@ -130,10 +130,12 @@ func (t *StreamTranslator) Append(dst, data []byte) ([]byte, error) {
 	return dst, nil
 }
 
-// End appends the end of the stream — the usage chunk (with includeUsage
-// and usage reported) and `data: [DONE]` — once the upstream body has
-// ended after a finish. It returns io.ErrUnexpectedEOF's cause when no
-// finish came: the stream was cut.
+// End is called when the upstream body has ended. After a finish it
+// appends the end of the stream — the usage chunk (with includeUsage and
+// usage reported) and `data: [DONE]` — and reports true; without one the
+// stream was cut: dst is returned as it is, with false (StreamReader then
+// ends with io.ErrUnexpectedEOF). After an error event it appends nothing
+// and reports true.
 func (t *StreamTranslator) End(dst []byte) ([]byte, bool) {
 	if t.done {
 		return dst, true
