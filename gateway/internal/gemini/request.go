@@ -393,7 +393,7 @@ func (w *requestWriter) responseFormat(v *fastjson.Value, sep func()) error {
 		}
 		w.out = append(w.out, `,"responseSchema":`...)
 		var err error
-		w.out, err = appendSchema(w.out, schema, "response_format.json_schema.schema", 0)
+		w.out, err = appendSchema(w.out, schema, "response_format.json_schema.schema")
 		return err
 	}
 	return openai.BadRequest("response_format.type", "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\"; got %q", typ)

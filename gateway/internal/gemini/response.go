@@ -88,25 +88,7 @@ func AppendResponse(dst, geminiBody []byte, model, id string, created int64) ([]
 		}
 	}
 
-	out := append(dst, `{"id":`...)
-	if id == "" {
-		if s, _ := stringOf(root.Get("responseId")); len(s) > 0 {
-			out = openai.AppendJSONString(out, s)
-		} else {
-			out = appendRandomID(out, "chatcmpl-")
-		}
-	} else {
-		out = openai.AppendJSONString(out, id)
-	}
-	out = append(out, `,"object":"chat.completion","created":`...)
-	out = strconv.AppendInt(out, created, 10)
-	out = append(out, `,"model":`...)
-	if model == "" {
-		s, _ := stringOf(root.Get("modelVersion"))
-		out = openai.AppendJSONString(out, s)
-	} else {
-		out = openai.AppendJSONString(out, model)
-	}
+	out := appendHead(dst, root, model, id, created, "chat.completion")
 	out = append(out, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
 	if hasText || calls == 0 {
 		out = append(out, '"')
@@ -163,4 +145,30 @@ func appendArgs(dst []byte, args *fastjson.Value) []byte {
 		return append(dst, "{}"...)
 	}
 	return appendValue(dst, args)
+}
+
+// appendHead appends a completion's or chunk's opening members up to
+// "model": id and model, or the upstream's when empty (a made-up id when
+// it sent none).
+func appendHead(out []byte, root *fastjson.Value, model, id string, created int64, object string) []byte {
+	out = append(out, `{"id":`...)
+	if id == "" {
+		if s, _ := stringOf(root.Get("responseId")); len(s) > 0 {
+			out = openai.AppendJSONString(out, s)
+		} else {
+			out = appendRandomID(out, "chatcmpl-")
+		}
+	} else {
+		out = openai.AppendJSONString(out, id)
+	}
+	out = append(out, `,"object":"`...)
+	out = append(out, object...)
+	out = append(out, `","created":`...)
+	out = strconv.AppendInt(out, created, 10)
+	out = append(out, `,"model":`...)
+	if model == "" {
+		s, _ := stringOf(root.Get("modelVersion"))
+		return openai.AppendJSONString(out, s)
+	}
+	return openai.AppendJSONString(out, model)
 }

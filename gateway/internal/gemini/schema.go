@@ -23,112 +23,123 @@ var schemaTypes = map[string]string{
 
 // appendSchema appends the Gemini schema for the JSON Schema v; at is v's
 // path in the request, for errors.
-func appendSchema(dst []byte, v *fastjson.Value, at string, depth int) ([]byte, error) {
+func appendSchema(dst []byte, v *fastjson.Value, at string) ([]byte, error) {
 	o, err := v.Object()
 	if err != nil {
 		return dst, openai.BadRequest(at, "'%s' must be a JSON Schema object", at)
 	}
-	var fail error
-	nullable := false
+	sw := schemaWriter{out: append(dst, '{'), at: at}
 	if t := o.Get("type"); t != nil && t.Type() == fastjson.TypeArray {
 		a, _ := t.Array()
 		for _, e := range a {
 			if s, _ := stringOf(e); string(s) == "null" {
-				nullable = true
+				sw.nullable = true
 			}
 		}
 	}
-	dst = append(dst, '{')
-	n := 0
-	key := func(k string) {
-		if n > 0 {
-			dst = append(dst, ',')
-		}
-		n++
-		dst = append(dst, '"')
-		dst = append(dst, k...)
-		dst = append(dst, `":`...)
+	o.Visit(sw.keyword)
+	if sw.fail != nil {
+		return dst, sw.fail
 	}
-	o.Visit(func(k []byte, e *fastjson.Value) {
-		if fail != nil {
+	return append(sw.out, '}'), nil
+}
+
+// schemaWriter writes one schema object's keywords.
+type schemaWriter struct {
+	out      []byte
+	at       string // the schema's path
+	n        int    // keywords written
+	nullable bool   // the type array has "null"
+	fail     error
+}
+
+// key starts keyword k.
+func (sw *schemaWriter) key(k string) {
+	if sw.n > 0 {
+		sw.out = append(sw.out, ',')
+	}
+	sw.n++
+	sw.out = append(sw.out, '"')
+	sw.out = append(sw.out, k...)
+	sw.out = append(sw.out, `":`...)
+}
+
+// keyword writes keyword k with value e, or sets fail.
+func (sw *schemaWriter) keyword(k []byte, e *fastjson.Value) {
+	if sw.fail != nil {
+		return
+	}
+	path := sw.at + "." + string(k)
+	switch string(k) {
+	case "type":
+		typ, err := schemaType(e, path)
+		if sw.fail = err; err == nil {
+			sw.key("type")
+			sw.out = append(append(append(sw.out, '"'), typ...), '"')
+			if sw.nullable {
+				sw.key("nullable")
+				sw.out = append(sw.out, "true"...)
+			}
+		}
+	case "properties":
+		sw.key("properties")
+		sw.out, sw.fail = appendSchemaMap(sw.out, e, path)
+	case "items":
+		sw.key("items")
+		sw.out, sw.fail = appendSchema(sw.out, e, path)
+	case "anyOf":
+		sw.key("anyOf")
+		sw.out, sw.fail = appendSchemaList(sw.out, e, path)
+	case "$schema", "$id", "$comment", "examples":
+		// Annotations with no effect on what the model generates.
+	case "additionalProperties":
+		// Gemini generates only the declared properties, which is what
+		// false asks for; anything else cannot be expressed.
+		if e.Type() != fastjson.TypeFalse {
+			sw.fail = openai.BadRequest(path, "'%s' cannot be expressed in a Gemini schema (only false, the default there, can)", path)
+		}
+	default:
+		sw.value(string(k), e, path)
+	}
+}
+
+// value writes a keyword whose value is copied once checked.
+func (sw *schemaWriter) value(k string, e *fastjson.Value, path string) {
+	var bad string
+	switch k {
+	case "enum", "required", "propertyOrdering":
+		if sw.fail = stringList(e, path); sw.fail != nil {
 			return
 		}
-		path := at + "." + string(k)
-		switch string(k) {
-		case "type":
-			var typ string
-			typ, fail = schemaType(e, path)
-			if fail == nil {
-				key("type")
-				dst = append(dst, '"')
-				dst = append(dst, typ...)
-				dst = append(dst, '"')
-				if nullable {
-					key("nullable")
-					dst = append(dst, "true"...)
-				}
-			}
-		case "properties":
-			key("properties")
-			dst, fail = appendSchemaMap(dst, e, path, depth)
-		case "items":
-			key("items")
-			dst, fail = appendSchema(dst, e, path, depth+1)
-		case "anyOf":
-			key("anyOf")
-			dst, fail = appendSchemaList(dst, e, path, depth)
-		case "enum", "required", "propertyOrdering":
-			if fail = stringList(e, path); fail == nil {
-				key(string(k))
-				dst = appendValue(dst, e)
-			}
-		case "description", "title", "format", "pattern":
-			if e.Type() != fastjson.TypeString {
-				fail = openai.BadRequest(path, "'%s' must be a string", path)
-				return
-			}
-			key(string(k))
-			dst = appendValue(dst, e)
-		case "nullable":
-			if e.Type() != fastjson.TypeTrue && e.Type() != fastjson.TypeFalse {
-				fail = openai.BadRequest(path, "'%s' must be a boolean", path)
-			} else if !nullable {
-				key("nullable")
-				dst = appendValue(dst, e)
-			}
-		case "minItems", "maxItems", "minLength", "maxLength", "minProperties", "maxProperties":
-			if x, err := e.Int64(); err != nil || x < 0 {
-				fail = openai.BadRequest(path, "'%s' must be a non-negative integer", path)
-				return
-			}
-			key(string(k))
-			dst = e.MarshalTo(dst)
-		case "minimum", "maximum":
-			if e.Type() != fastjson.TypeNumber {
-				fail = openai.BadRequest(path, "'%s' must be a number", path)
-				return
-			}
-			key(string(k))
-			dst = e.MarshalTo(dst)
-		case "default", "example":
-			key(string(k))
-			dst = appendValue(dst, e)
-		case "$schema", "$id", "$comment", "examples":
-			// Annotations with no effect on what the model generates.
-		case "additionalProperties":
-			// Gemini generates only the declared properties, which is what
-			// false asks for; anything else cannot be expressed.
-			if e.Type() != fastjson.TypeFalse {
-				fail = openai.BadRequest(path, "'%s' cannot be expressed in a Gemini schema (only false, the default there, can)", path)
-			}
-		default:
-			fail = openai.BadRequest(path, "'%s': the JSON Schema keyword %q cannot be expressed in a Gemini schema", path, k)
+	case "description", "title", "format", "pattern":
+		if e.Type() != fastjson.TypeString {
+			bad = "a string"
 		}
-	})
-	if fail != nil {
-		return dst, fail
+	case "nullable":
+		if e.Type() != fastjson.TypeTrue && e.Type() != fastjson.TypeFalse {
+			bad = "a boolean"
+		} else if sw.nullable {
+			return // already written with the type
+		}
+	case "minItems", "maxItems", "minLength", "maxLength", "minProperties", "maxProperties":
+		if x, err := e.Int64(); err != nil || x < 0 {
+			bad = "a non-negative integer"
+		}
+	case "minimum", "maximum":
+		if e.Type() != fastjson.TypeNumber {
+			bad = "a number"
+		}
+	case "default", "example":
+	default:
+		sw.fail = openai.BadRequest(path, "'%s': the JSON Schema keyword %q cannot be expressed in a Gemini schema", path, k)
+		return
 	}
-	return append(dst, '}'), nil
+	if bad != "" {
+		sw.fail = openai.BadRequest(path, "'%s' must be %s", path, bad)
+		return
+	}
+	sw.key(k)
+	sw.out = appendValue(sw.out, e)
 }
 
 // schemaType returns Gemini's name for a JSON Schema "type": one name, or
@@ -163,7 +174,7 @@ func schemaType(v *fastjson.Value, at string) (string, error) {
 }
 
 // appendSchemaMap appends an object of named schemas (properties).
-func appendSchemaMap(dst []byte, v *fastjson.Value, at string, depth int) ([]byte, error) {
+func appendSchemaMap(dst []byte, v *fastjson.Value, at string) ([]byte, error) {
 	o, err := v.Object()
 	if err != nil {
 		return dst, openai.BadRequest(at, "'%s' must be an object", at)
@@ -181,7 +192,7 @@ func appendSchemaMap(dst []byte, v *fastjson.Value, at string, depth int) ([]byt
 		first = false
 		dst = openai.AppendJSONString(dst, k)
 		dst = append(dst, ':')
-		dst, fail = appendSchema(dst, e, at+"."+string(k), depth+1)
+		dst, fail = appendSchema(dst, e, at+"."+string(k))
 	})
 	if fail != nil {
 		return dst, fail
@@ -190,7 +201,7 @@ func appendSchemaMap(dst []byte, v *fastjson.Value, at string, depth int) ([]byt
 }
 
 // appendSchemaList appends an array of schemas (anyOf).
-func appendSchemaList(dst []byte, v *fastjson.Value, at string, depth int) ([]byte, error) {
+func appendSchemaList(dst []byte, v *fastjson.Value, at string) ([]byte, error) {
 	a, err := v.Array()
 	if err != nil {
 		return dst, openai.BadRequest(at, "'%s' must be an array of schemas", at)
@@ -201,7 +212,7 @@ func appendSchemaList(dst []byte, v *fastjson.Value, at string, depth int) ([]by
 			dst = append(dst, ',')
 		}
 		var err error
-		if dst, err = appendSchema(dst, e, at+"["+strconv.Itoa(i)+"]", depth+1); err != nil {
+		if dst, err = appendSchema(dst, e, at+"["+strconv.Itoa(i)+"]"); err != nil {
 			return dst, err
 		}
 	}

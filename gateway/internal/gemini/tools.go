@@ -119,7 +119,7 @@ func (w *requestWriter) tools(v *fastjson.Value) (int, error) {
 			// function without parameters has none.
 		case params.Type() == fastjson.TypeObject:
 			w.out = append(w.out, `,"parameters":`...)
-			if w.out, err = appendSchema(w.out, params, at+".function.parameters", 0); err != nil {
+			if w.out, err = appendSchema(w.out, params, at+".function.parameters"); err != nil {
 				return 0, err
 			}
 		default:
