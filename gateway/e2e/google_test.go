@@ -304,3 +304,28 @@ func TestGoogleRefusalsAndErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestGoogleVertexNoToken: when the token endpoint refuses, a Vertex
+// request gets a 502 naming the upstream and the credentials file, never
+// the key, and nothing reaches the upstream.
+func TestGoogleVertexNoToken(t *testing.T) {
+	m := startGoogleMock(t, mockllm.Config{})
+	tokenURL := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprint(w, `{"error":"invalid_grant","error_description":"Invalid JWT Signature."}`)
+	})
+	cred := serviceAccountFile(t, tokenURL+"/token")
+	_, gw := startGateway(t, googlePolicy(m.url, cred, ""), googleVars)
+	status, _, body := post(t, gw+"/v1/chat/completions", `{"model":"vertex-x","messages":[{"role":"user","content":"hi"}]}`)
+	key, _ := os.ReadFile(cred)
+	var e struct{ Error struct{ Message, Code string } }
+	if err := json.Unmarshal(body, &e); err != nil || status != 502 || e.Error.Code != "upstream_credentials" ||
+		!strings.Contains(e.Error.Message, `"vertex"`) || !strings.Contains(e.Error.Message, "credentials file "+cred) ||
+		strings.Contains(string(body), "PRIVATE KEY") || strings.Contains(string(body), string(key[len(key)/2:len(key)/2+40])) {
+		t.Fatalf("%d %s", status, body)
+	}
+	if n := len(m.paths); n != 0 {
+		t.Fatalf("%d requests reached the upstream", n)
+	}
+}
