@@ -12,6 +12,10 @@
 //     chat.completion.chunk events.
 //   - TranslateError: Google error reply → *openai.Error.
 //
+// Why these choices (names for tool results, the schema rewrite, the
+// placeholder thought signature, the stream's end):
+// docs/adr/0013-google-generatecontent.md.
+//
 // The package does no I/O of its own and depends only on openai (errors),
 // sse (event splitting, in StreamReader) and fastjson. The model and the
 // choice between the two methods are the caller's: they are in the URL,

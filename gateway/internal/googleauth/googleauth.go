@@ -9,7 +9,8 @@
 // hands out the cached one meanwhile, so a request never waits on the
 // network while the token it gets is valid. Only the first fetch, and one
 // after a token expired unrefreshed (an idle gateway, a failing token
-// endpoint), blocks the request, bounded by the configured timeout.
+// endpoint), blocks the request, bounded by the configured timeout. Why
+// this library: docs/adr/0013-google-generatecontent.md.
 package googleauth
 
 import (
