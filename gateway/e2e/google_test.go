@@ -319,7 +319,9 @@ func TestGoogleVertexNoToken(t *testing.T) {
 	_, gw := startGateway(t, googlePolicy(m.url, cred, ""), googleVars)
 	status, _, body := post(t, gw+"/v1/chat/completions", `{"model":"vertex-x","messages":[{"role":"user","content":"hi"}]}`)
 	key, _ := os.ReadFile(cred)
-	var e struct{ Error struct{ Message, Code string } }
+	var e struct {
+		Error struct{ Message, Code string }
+	}
 	if err := json.Unmarshal(body, &e); err != nil || status != 502 || e.Error.Code != "upstream_credentials" ||
 		!strings.Contains(e.Error.Message, `"vertex"`) || !strings.Contains(e.Error.Message, "credentials file "+cred) ||
 		strings.Contains(string(body), "PRIVATE KEY") || strings.Contains(string(body), string(key[len(key)/2:len(key)/2+40])) {
