@@ -26,7 +26,8 @@ import (
 // Config.ToolCallAt as one functionCall part (name mock_tool, args the
 // concatenated Config.ToolCallArgs, {} when they are not a JSON object);
 // every event carries usageMetadata, the last one with the finishReason
-// and the whole count. TTFT, InterToken (between events), FailStatus,
+// and the whole count. A model turn's function calls must be answered by
+// as many function responses in the next turn, as Google requires. TTFT, InterToken (between events), FailStatus,
 // FailDelay and CutAfter apply; GarbageAfter does not. Errors use
 // Google's format ({"error":{"code","message","status"}}).
 
@@ -247,6 +248,9 @@ func geminiPrompt(req *geminiRequest) (chars int, msg string) {
 			}
 		}
 	}
+	if msg := checkFunctionTurns(req); msg != "" {
+		return 0, msg
+	}
 	if req.SystemInstruction != nil {
 		for _, raw := range req.SystemInstruction.Parts {
 			if m := count(raw); m != "" {
@@ -389,4 +393,28 @@ func (s *Server) sendGeminiEvents(w http.ResponseWriter, r *http.Request, events
 		}
 	}
 	s.completed.Add(1)
+}
+
+// checkFunctionTurns checks, as Google does, that a model turn's function
+// calls are answered, in the next turn, by as many function responses.
+func checkFunctionTurns(req *geminiRequest) string {
+	count := func(i int, kind string) int {
+		n := 0
+		for _, raw := range req.Contents[i].Parts {
+			var part map[string]json.RawMessage
+			if json.Unmarshal(raw, &part) == nil && part[kind] != nil {
+				n++
+			}
+		}
+		return n
+	}
+	for i := range req.Contents {
+		if req.Contents[i].Role != "model" || i+1 == len(req.Contents) {
+			continue
+		}
+		if calls := count(i, "functionCall"); calls > 0 && count(i+1, "functionResponse") != calls {
+			return "Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn."
+		}
+	}
+	return ""
 }

@@ -270,3 +270,32 @@ func TestGenerateContentThroughTranslator(t *testing.T) {
 		})
 	}
 }
+
+func TestGenerateContentFunctionTurns(t *testing.T) {
+	srv := httptest.NewServer(New(Config{}))
+	defer srv.Close()
+	call := `{"functionCall":{"name":"f","args":{}}}`
+	resp := `{"functionResponse":{"name":"f","response":{"output":"x"}}}`
+	tests := []struct {
+		name, contents string
+		status         int
+	}{
+		{"answered", `{"role":"user","parts":[{"text":"q"}]},{"role":"model","parts":[` + call + `,` + call + `]},{"role":"user","parts":[` + resp + `,` + resp + `]}`, 200},
+		{"call last", `{"role":"user","parts":[{"text":"q"}]},{"role":"model","parts":[` + call + `]}`, 200},
+		{"one of two answered", `{"role":"user","parts":[{"text":"q"}]},{"role":"model","parts":[` + call + `,` + call + `]},{"role":"user","parts":[` + resp + `]}`, 400},
+		{"not answered", `{"role":"user","parts":[{"text":"q"}]},{"role":"model","parts":[` + call + `]},{"role":"user","parts":[{"text":"and?"}]}`, 400},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := http.Post(srv.URL+"/v1beta/models/m:generateContent", "application/json", strings.NewReader(`{"contents":[`+tc.contents+`]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(r.Body)
+			r.Body.Close()
+			if r.StatusCode != tc.status || (tc.status == 400 && !strings.Contains(string(body), `"status":"INVALID_ARGUMENT"`)) {
+				t.Fatalf("%d %s", r.StatusCode, body)
+			}
+		})
+	}
+}
