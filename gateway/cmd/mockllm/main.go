@@ -76,7 +76,7 @@ func run(args []string, logger *slog.Logger) error {
 	fs.DurationVar(&cfg.FailDelay, "fail-delay", 0, "delay before the first byte of every reply")
 	fs.IntVar(&cfg.CutAfter, "cut-after", 0, "if > 0, cut streams after this many events")
 	fs.IntVar(&cfg.GarbageAfter, "garbage-after", 0, "if > 0, write malformed SSE into streams after this many events, then go on")
-	fs.StringVar(&cfg.APIKey, "api-key", "", "if set, require Authorization: Bearer <key> (x-api-key: <key> on /v1/messages)")
+	fs.StringVar(&cfg.APIKey, "api-key", "", "if set, require Authorization: Bearer <key> (x-api-key: <key> on /v1/messages, x-goog-api-key or a Vertex bearer token on generateContent)")
 	models := fs.String("models", strings.Join(mockllm.DefaultModels, ","), "comma-separated models listed by GET /v1/models")
 	fs.IntVar(&cfg.EmbeddingDims, "embedding-dims", mockllm.DefaultEmbeddingDims, "embedding vector length")
 	if err := fs.Parse(args); err != nil {

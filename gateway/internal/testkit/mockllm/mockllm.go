@@ -5,8 +5,9 @@
 // It serves POST /v1/chat/completions, POST /v1/completions,
 // POST /v1/embeddings, GET /v1/models and GET /v1/models/{id}, Anthropic's
 // POST /v1/messages (anthropic.go), Azure OpenAI's deployment and v1
-// paths (azure.go), and Bedrock's Converse and ConverseStream
-// (bedrock.go). Replies are
+// paths (azure.go), Bedrock's Converse and ConverseStream (bedrock.go),
+// and Google's generateContent and streamGenerateContent in both the
+// Gemini API's and Vertex AI's paths (gemini.go). Replies are
 // deterministic: generated content is the words "tok0 ", "tok1 ", ... (or the
 // configured Text cut into ChunkSize-byte pieces or at Split offsets), so a test can predict the
 // exact bytes the gateway should relay. Behaviour is set by Config and can be
@@ -101,8 +102,9 @@ type Config struct {
 	// text. Non-streaming replies ignore it.
 	GarbageAfter int
 	// APIKey, if non-empty, is required as "Authorization: Bearer <APIKey>"
-	// (as "x-api-key: <APIKey>" on POST /v1/messages); other requests get
-	// a 401 error.
+	// (as "x-api-key: <APIKey>" on POST /v1/messages, as the Gemini API's
+	// key and Vertex AI's bearer token on generateContent); other requests
+	// get a 401 error.
 	APIKey string
 	// Models are the model ids listed by GET /v1/models (default
 	// DefaultModels).
@@ -250,6 +252,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case strings.HasPrefix(p, "/model/"):
 		s.serveBedrock(w, r, body) // Bedrock's Converse API, its own auth and errors
+		return
+	case r.Method == http.MethodPost && isGeminiRoute(p):
+		s.serveGenerateContent(w, r, body) // Google's APIs, their own auth and errors
 		return
 	case strings.HasPrefix(p, "/openai/") || strings.HasPrefix(p, "/v1/openai/"):
 		s.serveAzure(w, r, body) // Azure OpenAI's paths, api-version and api-key

@@ -1,0 +1,5 @@
+//go:build !race
+
+package gemini
+
+const raceEnabled = false
