@@ -139,6 +139,11 @@ type Server struct {
 	completed    atomic.Int64
 	clientClosed atomic.Int64
 
+	// Replies kept for GET /v1/responses/{id} (responses.go).
+	storeMu     sync.Mutex
+	stored      map[string]storedResponse
+	storedOrder []string
+
 	onClose   atomic.Pointer[func(requestID string, at time.Time)]
 	onRequest atomic.Pointer[func(h http.Header, body []byte)]
 }
@@ -242,6 +247,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost && p == "/v1/messages":
 		s.serveMessages(w, r, body) // Anthropic's API, its own auth and errors
 		return
+	case r.Method == http.MethodPost && p == "/v1/responses":
+		handle = (*Server).serveResponses
+	case (r.Method == http.MethodGet || r.Method == http.MethodDelete) && strings.HasPrefix(p, "/v1/responses/") && len(p) > len("/v1/responses/"):
+		rest := p[len("/v1/responses/"):]
+		handle = func(s *Server, w http.ResponseWriter, r *http.Request, _ []byte, _ *params) {
+			s.serveStoredResponse(w, r, rest)
+		}
 	case r.Method == http.MethodGet && p == "/v1/models":
 		handle = (*Server).serveModels
 	case r.Method == http.MethodGet && strings.HasPrefix(p, "/v1/models/") && len(p) > len("/v1/models/"):
