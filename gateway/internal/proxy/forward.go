@@ -217,6 +217,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 			Exchange: x, Counters: &x.up, Start: x.start, Request: x.wr, Pipeline: pipe, Log: s.log,
 			ID: x.id, Model: r.Model, Upstream: ex, Ctx: rctx, Cancel: x.exCancel,
 			Native: ep == endpointMessages, Anthropic: x.client.Anthropic(), StripUsage: stripUsage,
+			Responses: ep == endpointResponses,
 		}), -1)
 		streamed = true
 		return

@@ -39,8 +39,11 @@ const endpointMessages = openai.Endpoint(0xff)
 
 // endpointPath is ep's URL path, for metrics and the call log.
 func endpointPath(ep openai.Endpoint) string {
-	if ep == endpointMessages {
+	switch ep {
+	case endpointMessages:
 		return "/v1/messages"
+	case endpointResponses:
+		return "/v1/responses"
 	}
 	return ep.String()
 }
@@ -52,6 +55,7 @@ var endpointNames = map[openai.Endpoint][]byte{
 	openai.Completions:     []byte("completions"),
 	openai.Embeddings:      []byte("embeddings"),
 	endpointMessages:       []byte("messages"),
+	endpointResponses:      []byte("responses"),
 }
 
 // providerState is what an exchange needs to speak its upstream's API.
@@ -68,12 +72,15 @@ type providerState struct {
 	// holds its OpenAI translation (rawKept).
 	raw     []byte
 	rawKept bool
+
+	resp responsesState // POST /v1/responses (responses.go)
 }
 
 func (p *providerState) reset() {
 	p.req = upstream.Request{}
 	p.rawKept = false
 	p.version, p.beta = p.version[:0], p.beta[:0]
+	p.resp.reset()
 	for _, b := range []*[]byte{&p.header, &p.body, &p.raw} {
 		if cap(*b) > 1<<20 {
 			*b = nil // a huge request's buffer is not kept in the pool
@@ -86,7 +93,11 @@ func (p *providerState) reset() {
 // Messages API request is read by anthropic.RequestParser, which also
 // records the client's anthropic-version and anthropic-beta.
 func (x *exchange) parseRequest(ctx *fasthttp.RequestCtx, body []byte, ep openai.Endpoint, r *openai.Request) error {
-	if ep != endpointMessages {
+	switch ep {
+	case endpointResponses:
+		return x.prov.resp.parser.Parse(body, r)
+	case endpointMessages:
+	default:
 		return x.parser.Parse(body, ep, r)
 	}
 	p := &x.prov
@@ -129,6 +140,12 @@ func (x *exchange) upstreamRequest(c *upstream.Client, path string, body []byte)
 	case endpointMessages:
 		// body is the client's, untouched: a native request asks for no
 		// stream_options (parseRequest sets IncludeUsage for streams).
+	case endpointResponses:
+		if err := x.prov.resp.translateRequest(body); err != nil {
+			return nil, err
+		}
+		body = x.prov.resp.chat
+		fallthrough
 	case openai.ChatCompletions:
 		// Translated on each call: an attempt may carry another body (a
 		// fallback model), and a retry is rare enough not to cache for.
@@ -176,6 +193,9 @@ var jsonContentType = []byte("application/json")
 // for the client.
 func (x *exchange) translateReply(status int, ct []byte) (int, []byte) {
 	if !x.client.Anthropic() {
+		if x.ep == endpointResponses {
+			x.keepResponse(status)
+		}
 		return status, ct
 	}
 	p := &x.prov
@@ -211,6 +231,9 @@ func (x *exchange) translateReply(status int, ct []byte) (int, []byte) {
 // message is rewritten with the new text (and stop_reason refusal for a
 // stop), and a plugin failure becomes an Anthropic error body.
 func (x *exchange) replyBody(b []byte) []byte {
+	if x.ep == endpointResponses {
+		return x.responseBody(b)
+	}
 	p := &x.prov
 	if !p.rawKept {
 		return b

@@ -114,6 +114,7 @@ func TestReplies(t *testing.T) {
 	}
 	var r struct {
 		ID, Object, Status, Model string
+		IncompleteDetails         struct{ Reason string } `json:"incomplete_details"`
 		Output                    []struct {
 			Type, CallID, Name, Arguments string
 			Content                       []struct{ Type, Text string }
@@ -174,7 +175,15 @@ func TestReplies(t *testing.T) {
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatal(err)
 	}
-	if r.Status != "incomplete" || r.Output[0].Content[0].Text != "no" || len(r.Output) != 2 {
+	if r.Status != "incomplete" || r.IncompleteDetails.Reason != "content_filter" || r.Output[0].Content[0].Text != "no" || len(r.Output) != 2 {
+		t.Fatalf("rewritten: %s", out)
+	}
+	// A replaced text that finishes as before keeps the response complete.
+	r.IncompleteDetails.Reason = ""
+	if out, err = AppendWithText(nil, resp, []byte("yes"), "tool_calls"); err != nil || json.Unmarshal(out, &r) != nil {
+		t.Fatal(err)
+	}
+	if r.Status != "completed" || r.IncompleteDetails.Reason != "" || r.Output[0].Content[0].Text != "yes" {
 		t.Fatalf("rewritten: %s", out)
 	}
 }

@@ -20,7 +20,7 @@ func AppendResponse(dst, chat []byte, id string) ([]byte, error) {
 	p := parsers.Get()
 	defer parsers.Put(p)
 	v, err := p.ParseBytes(chat)
-	if err != nil || v.Type() != fastjson.TypeObject {
+	if err != nil || v.Type() != fastjson.TypeObject || len(v.GetArray("choices")) == 0 {
 		return dst, errNotCompletion
 	}
 	o := outputs.Get().(*Output)
@@ -162,10 +162,10 @@ func AppendChatView(dst, resp []byte) ([]byte, error) {
 // AppendWithText appends the Response object resp with its output text
 // replaced by text (what a plugin made of the reply): the first message
 // item's content becomes one output_text part holding text, other message
-// items are dropped (function calls stay); with a non-empty finish the
-// status becomes incomplete with reason content_filter (or
-// max_output_tokens for "length"). Only replies a plugin changed take this
-// path.
+// items are dropped (function calls stay); a non-empty finish (a chat
+// finish_reason) sets the status as StatusOf maps it: content_filter and
+// length make the response incomplete. Only replies a plugin changed take
+// this path.
 func AppendWithText(dst, resp, text []byte, finish string) ([]byte, error) {
 	var p fastjson.Parser
 	v, err := p.ParseBytes(resp)
@@ -198,13 +198,14 @@ func AppendWithText(dst, resp, text []byte, finish string) ([]byte, error) {
 	v.Set("output", out)
 	if finish != "" {
 		s := StatusOf([]byte(finish))
-		if s.Reason == "" {
-			s = Status{Value: "incomplete", Reason: "content_filter"}
-		}
 		v.Set("status", a.NewString(s.Value))
-		d := a.NewObject()
-		d.Set("reason", a.NewString(s.Reason))
-		v.Set("incomplete_details", d)
+		if s.Reason == "" {
+			v.Set("incomplete_details", a.NewNull())
+		} else {
+			d := a.NewObject()
+			d.Set("reason", a.NewString(s.Reason))
+			v.Set("incomplete_details", d)
+		}
 	}
 	return appendValue(dst, v), nil
 }
