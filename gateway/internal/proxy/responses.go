@@ -47,15 +47,37 @@ type responsesState struct {
 	chat   []byte // the request translated into a chat request
 	body   []byte // the reply for the client, when the gateway wrote it
 	path   []byte // a stored-response request's upstream path
+	// viaChat: the request went to its upstream as a chat request (the
+	// last attempt's), and the reply is a chat reply or stream.
+	viaChat bool
 }
 
 func (r *responsesState) reset() {
+	r.viaChat = false
 	for _, b := range []*[]byte{&r.chat, &r.body} {
 		if cap(*b) > 1<<20 {
 			*b = nil
 		}
 		*b = (*b)[:0]
 	}
+}
+
+// responsesRequest decides how a Responses request goes to the upstream
+// of binding b: as it is to an upstream with the API (OpenAI-compatible,
+// or an adapter that serves it), else as a chat request (body and
+// endpoint returned), for an adapter that serves chat. It records which
+// in viaChat, for the reply.
+func (x *exchange) responsesRequest(b *binding, body []byte) (openai.Endpoint, []byte, error) {
+	r := &x.prov.resp
+	r.viaChat = false
+	if b.adapter == nil || b.adapter.Serves(endpointResponses) || !b.adapter.Serves(openai.ChatCompletions) {
+		return endpointResponses, body, nil
+	}
+	if err := r.translateRequest(body); err != nil {
+		return 0, nil, err
+	}
+	r.viaChat = true
+	return openai.ChatCompletions, r.chat, nil
 }
 
 // translateRequest makes the chat request (r.chat) for a Responses request
@@ -105,7 +127,7 @@ func (x *exchange) responseBody(b []byte) []byte {
 		p.resp.body = out
 		return out
 	}
-	if x.client == nil || !x.client.Anthropic() {
+	if !p.resp.viaChat {
 		return b
 	}
 	out, err := responses.AppendResponse(p.resp.body[:0], b, "resp_"+string(x.id))
@@ -139,13 +161,13 @@ type storeTarget struct {
 	name   []byte
 }
 
-// responseStores are the policy's upstreams with the Responses API, in
-// policy order.
+// responseStores are the policy's OpenAI-compatible upstreams, in policy
+// order: those that can hold stored responses.
 func (st *state) responseStores(dst []storeTarget) []storeTarget {
 	for _, u := range st.policy.Upstreams {
-		c := st.clients[u.Name]
-		if c == nil || c.Anthropic() {
-			continue
+		c, b := st.clients[u.Name], st.bindings[u.Name]
+		if c == nil || b == nil || b.adapter != nil {
+			continue // the stored-object paths of adapters' APIs are not built here
 		}
 		dst = append(dst, storeTarget{client: c, filter: st.filters[c], name: []byte(u.Name)})
 	}

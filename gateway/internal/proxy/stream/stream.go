@@ -11,14 +11,16 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/anthropic"
 	"github.com/tollgate/tollgate/gateway/internal/cancels"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
+	"github.com/tollgate/tollgate/gateway/internal/provider"
 	"github.com/tollgate/tollgate/gateway/internal/responses"
 	"github.com/tollgate/tollgate/gateway/internal/sse"
 	"github.com/tollgate/tollgate/gateway/internal/upstream"
 	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
-// maxEventBytes bounds one SSE event from an upstream.
-const maxEventBytes = 1 << 20
+// MaxEventBytes bounds one SSE event from an upstream (and one event of a
+// translated upstream's stream).
+const MaxEventBytes = 1 << 20
 
 // Stream is the body of a streamed reply. fasthttp calls Read from the
 // connection's goroutine and writes and flushes one HTTP chunk per Read, so
@@ -65,10 +67,11 @@ type Stream struct {
 	// usage is the last usage the upstream reported.
 	usage openai.Usage
 
-	// An Anthropic upstream's stream: translated into OpenAI chunks for a
-	// chat request (anth, kept across uses), or passed through on the
-	// native endpoint (native; see stream_native.go).
-	anth    *anthropic.StreamReader
+	// A translated upstream's stream: read as OpenAI chunks through tr,
+	// borrowed from trPool; or Anthropic's events passed through on the
+	// native endpoint (native; see native.go).
+	tr      provider.Stream
+	trPool  *sync.Pool
 	native  bool
 	nat     nativeState
 	scratch []byte // events the gateway writes itself, before they are placed
@@ -79,7 +82,7 @@ type Stream struct {
 	rs   respState
 }
 
-var streamPool = sync.Pool{New: func() any { return &Stream{rd: sse.NewReader(nil, maxEventBytes)} }}
+var streamPool = sync.Pool{New: func() any { return &Stream{rd: sse.NewReader(nil, MaxEventBytes)} }}
 
 // Exchange is the request a stream belongs to, as the stream sees it.
 type Exchange interface {
@@ -117,13 +120,18 @@ type Config struct {
 	Ctx      context.Context
 	Cancel   context.CancelCauseFunc
 	// Native: the client's Messages API, whose Anthropic events pass
-	// through (native.go). Anthropic: an Anthropic upstream's stream,
-	// translated into OpenAI chunks for a chat request.
-	Native, Anthropic bool
-	// Responses: the client's Responses API, whose events pass through
-	// from an upstream that has it, or are translated from a chat stream
-	// (with Anthropic) (responses.go).
-	Responses bool
+	// through (native.go).
+	Native bool
+	// Translation, when set, holds the provider.Stream readers that turn
+	// the upstream's stream into OpenAI chunks (a translated provider's:
+	// package provider); ReplyModel is the model name they write.
+	Translation *sync.Pool
+	ReplyModel  string
+	// Responses: the client's Responses API (responses.go), whose events
+	// pass through from an upstream that has it; with FromChat the
+	// upstream's reply is a chat stream (OpenAI's, or Translation's
+	// reading of the provider's), made into Responses events.
+	Responses, FromChat bool
 	// StripUsage drops the usage-only chunk the client did not ask for.
 	StripUsage bool
 }
@@ -148,29 +156,32 @@ func Acquire(c Config) *Stream {
 	case c.Responses:
 		st.resp = true
 		st.rs.reset()
-		if c.Anthropic {
-			if st.anth == nil {
-				st.anth = anthropic.NewStreamReader(maxEventBytes)
-			}
-			st.anth.Reset(ex, "", "", time.Now().Unix(), true)
-			if st.rs.tr == nil {
-				st.rs.tr = responses.NewStreamReader(maxEventBytes)
-			}
-			st.rs.id = append(append(st.rs.id[:0], "resp_"...), c.ID...)
-			st.rs.tr.Reset(st.anth, c.Model, st.rs.id, time.Now().Unix())
-			src = st.rs.tr
+		if !c.FromChat {
+			break
 		}
+		var chat io.Reader = ex
+		if c.Translation != nil {
+			st.trPool = c.Translation
+			st.tr = st.trPool.Get().(provider.Stream)
+			st.tr.Reset(ex, c.ReplyModel, "", time.Now().Unix(), true)
+			chat = st.tr
+		}
+		if st.rs.tr == nil {
+			st.rs.tr = responses.NewStreamReader(MaxEventBytes)
+		}
+		st.rs.id = append(append(st.rs.id[:0], "resp_"...), c.ID...)
+		st.rs.tr.Reset(chat, c.Model, st.rs.id, time.Now().Unix())
+		src = st.rs.tr
 	case c.Native:
 		st.native = true
 		st.nat.reset()
-	case c.Anthropic:
-		if st.anth == nil {
-			st.anth = anthropic.NewStreamReader(maxEventBytes)
-		}
+	case c.Translation != nil:
+		st.trPool = c.Translation
+		st.tr = st.trPool.Get().(provider.Stream)
 		// Usage is always asked for, as from an OpenAI upstream (see
-		// StripUsage); "" keeps the upstream's message id and model.
-		st.anth.Reset(ex, "", "", time.Now().Unix(), true)
-		src = st.anth
+		// StripUsage); "" keeps the upstream's reply id.
+		st.tr.Reset(ex, c.ReplyModel, "", time.Now().Unix(), true)
+		src = st.tr
 	}
 	st.rd.Reset(src)
 	return st
@@ -469,8 +480,10 @@ func (st *Stream) Close() error {
 	}
 	st.x.StreamClosed(st.endFlags, st.usage)
 	st.rd.Reset(nil)
-	if st.anth != nil {
-		st.anth.Reset(nil, "", "", 0, false)
+	if st.tr != nil {
+		st.tr.Reset(nil, "", "", 0, false)
+		st.trPool.Put(st.tr)
+		st.tr, st.trPool = nil, nil
 	}
 	if st.rs.tr != nil {
 		st.rs.tr.Reset(nil, nil, nil, 0)
