@@ -293,3 +293,68 @@ func TestResponsesRateLimit(t *testing.T) {
 		t.Fatalf("GET with an unknown key: %v, want a 401", err)
 	}
 }
+
+// TestResponsesPlugins: holding, replacing, stopping and failing on a
+// Responses stream and a whole Response, through both upstreams: the
+// client always gets a well-formed reply whose final response holds the
+// text it was streamed, and the gateway counts what it sent.
+func TestResponsesPlugins(t *testing.T) {
+	const text = "The quick brown fox jumps over the lazy dog."
+	_, anthURL := startAnthropicMock(t, mockllm.Config{Text: text, ChunkSize: 5})
+	_, openaiURL := startMock(t, mockllm.Config{Text: text, ChunkSize: 5})
+	gateway := func(t *testing.T, config string) (openai.Client, *lockedBuffer) {
+		probe, err := wasmbuild.Cached(repoRoot(t) + "/plugins/holdback/testdata/usageprobe")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pol := anthropicPolicy(anthURL, openaiURL, "", "") + "plugins:\n" + testPlugin(t, "fail_closed", config) + fmt.Sprintf("  - name: probe\n    path: %s\n", probe)
+		gw, logs := startLoggingGateway(t, pol, anthropicVars)
+		return responsesClient(gw), logs
+	}
+	params := func(model string) responses.ResponseNewParams {
+		return responses.ResponseNewParams{Model: model, Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}, MaxOutputTokens: openai.Int(99)}
+	}
+	for _, tc := range []struct {
+		name, config     string
+		stream, tool     bool
+		want, status     string
+		wantErr, hasCall bool
+	}{
+		{name: "hold everything", config: `{"chunk":"hold"}`, stream: true, tool: true, want: text, status: "completed", hasCall: true},
+		{name: "replace upper", config: `{"chunk":"replace_upper"}`, stream: true, tool: true, want: strings.ToUpper(text), status: "completed", hasCall: true},
+		{name: "stop at the first event", config: `{"chunk":"stop:[withheld]","finish_reason":"content_filter"}`, stream: true, want: "[withheld]", status: "incomplete"},
+		{name: "trap mid-stream", config: `{"chunk":"trap"}`, stream: true, wantErr: true},
+		{name: "whole reply replaced", config: `{"chunk":"replace_upper"}`, tool: true, want: strings.ToUpper(text), status: "completed", hasCall: true},
+		{name: "whole reply stopped", config: `{"chunk":"stop:[withheld]","finish_reason":"content_filter"}`, want: "[withheld]", status: "incomplete"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client, logs := gateway(t, tc.config)
+			for _, model := range []string{"mock-1", "claude-x"} {
+				id := strings.ReplaceAll("plug-"+model+"-"+tc.name, " ", "-")
+				opts := []option.RequestOption{option.WithHeader("X-Request-Id", id)}
+				if tc.tool {
+					opts = append(opts, option.WithHeader(mockllm.HeaderToolCallAt, "10"))
+				}
+				r, err := runResponses(t, client, params(model), tc.stream, opts...)
+				if tc.wantErr {
+					if err == nil {
+						t.Errorf("%s: no error, text %q", model, r.text)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("%s: %v", model, err)
+				}
+				if r.text != tc.want || r.status != tc.status || (r.callID != "") != tc.hasCall {
+					t.Errorf("%s: text %q status %s call %q, want %q %s (events %v)", model, r.text, r.status, r.callID, tc.want, tc.status, r.events)
+				}
+				if tc.status == "incomplete" && r.reason != "content_filter" {
+					t.Errorf("%s: incomplete_details.reason %q", model, r.reason)
+				}
+				if sent := sentBytes(t, logs, id); sent != len(tc.want) {
+					t.Errorf("%s: the gateway counted %d text bytes sent, the client got %d", model, sent, len(tc.want))
+				}
+			}
+		})
+	}
+}

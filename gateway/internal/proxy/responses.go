@@ -38,8 +38,8 @@ import (
 //     without a model).
 
 // endpointResponses is POST /v1/responses (and the stored-response
-// requests). Like endpointMessages, the value is the proxy's own.
-const endpointResponses = openai.Endpoint(0xfe)
+// requests); see openai.Responses.
+const endpointResponses = openai.Responses
 
 // responsesState is what an exchange on the Responses API keeps.
 type responsesState struct {
