@@ -358,3 +358,40 @@ func TestResponsesPlugins(t *testing.T) {
 		})
 	}
 }
+
+// TestResponsesBudget: a Responses request is held against the tenant's
+// budget by its max_output_tokens and settled from the usage its
+// response.completed (or Response object) reports: input tokens at 1 µ$,
+// output tokens at 10 µ$, exactly.
+func TestResponsesBudget(t *testing.T) {
+	w := newBudgetWorld(t, 1_000_000)
+	_, mockURL := startMock(t, mockllm.Config{Tokens: 30})
+	_, gw := w.gateway(t, w.policy(t, mockURL, `{}`, ""))
+	client := responsesClient(gw, option.WithAPIKey(w.key))
+	var want int64
+	for i, stream := range []bool{false, true} {
+		r, err := runResponses(t, client, responses.ResponseNewParams{Model: "mock-1", MaxOutputTokens: openai.Int(100),
+			Instructions: openai.String("You are terse."), Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hello there, model")}}, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.output != 30 || r.input <= 0 {
+			t.Fatalf("usage %d in, %d out", r.input, r.output)
+		}
+		want += r.input*inputMicrosPerMTok/1_000_000 + r.output*outputMicrosPerMTok/1_000_000
+		w.waitRows(t, int64(i+1))
+		if _, sum, _ := w.ledger(t); sum != want {
+			t.Fatalf("after %d requests the ledger holds %d µ$, the usage reported costs %d", i+1, sum, want)
+		}
+	}
+	if spent, holds := w.counter(t); spent != fmt.Sprint(want) || (holds != "0" && holds != "") {
+		t.Fatalf("budget counter %s, held %s; want %d spent and nothing held", spent, holds, want)
+	}
+	// A request whose hold alone passes the budget is refused.
+	_, err := client.Responses.New(context.Background(), responses.ResponseNewParams{Model: "mock-1", MaxOutputTokens: openai.Int(1_000_000),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
+	var e *openai.Error
+	if !errors.As(err, &e) || e.StatusCode != 429 || e.Code != "insufficient_quota" {
+		t.Fatalf("over-budget hold: %v", err)
+	}
+}
