@@ -268,6 +268,36 @@ func TestResponsesHoldback(t *testing.T) {
 	}
 }
 
+// TestResponsesHoldbackToolEvidence: a URL a tool produced (a
+// function_call_output item of the Responses input) passes the guard.
+func TestResponsesHoldbackToolEvidence(t *testing.T) {
+	guard, err := wasmbuild.Cached(repoRoot(t) + "/plugins/holdback")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, anthURL := startAnthropicMock(t, mockllm.Config{})
+	_, openaiURL := startMock(t, mockllm.Config{})
+	pol := anthropicPolicy(anthURL, openaiURL, "", "") + fmt.Sprintf("plugins:\n  - name: holdback\n    path: %s\n    on_error: fail_closed\n    config: %s\n", guard, hbConfig)
+	gw, _ := startLoggingGateway(t, pol, anthropicVars)
+	client := responsesClient(gw)
+	out := responses.ResponseInputItemParamOfFunctionCallOutput(`{"url":"` + hbURL + `"}`)
+	out.OfFunctionCallOutput.CallID = openai.String("c1")
+	for _, model := range []string{"mock-1", "claude-x"} {
+		params := responses.ResponseNewParams{Model: model, Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+			responses.ResponseInputItemParamOfMessage("draw a cat", responses.EasyInputMessageRoleUser),
+			responses.ResponseInputItemParamOfFunctionCall(`{"prompt":"cat"}`, "c1", "draw"),
+			out,
+		}}}
+		r, err := runResponses(t, client, params, true, option.WithHeader(mockllm.HeaderText, url.QueryEscape(hbText)), option.WithHeader(mockllm.HeaderChunkSize, "7"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.text != hbText || r.status != "completed" {
+			t.Errorf("%s: text %q status %s, want the tool's URL passed", model, r.text, r.status)
+		}
+	}
+}
+
 // TestResponsesRateLimit: Responses requests are counted by the rate
 // limiter like chat requests: the plan's rpm, then 429.
 func TestResponsesRateLimit(t *testing.T) {
