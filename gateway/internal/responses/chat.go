@@ -57,6 +57,9 @@ func AppendChatRequest(dst, body []byte) ([]byte, error) {
 	if err := checkRefused(root); err != nil {
 		return dst, err
 	}
+	if m, ok := stringOf(root.Get("model")); !ok || len(m) == 0 {
+		return dst, openai.BadRequest("model", "Missing required parameter: 'model' (a non-empty string).")
+	}
 	w := writers.Get().(*chatWriter)
 	defer writers.Put(w)
 	w.dst, w.asst, w.calls = append(dst, '{'), false, false
@@ -183,7 +186,7 @@ func (w *chatWriter) messageItem(i int, it *fastjson.Value) error {
 		w.message(string(role), func() { w.dst = openai.AppendJSONString(w.dst, s) })
 		return nil
 	}
-	parts, err := c.Array()
+	parts, err := arrayOf(c)
 	if err != nil {
 		return openai.BadRequest(fmt.Sprintf("input[%d].content", i), "Invalid type for 'input[%d].content': expected a string or an array of content parts.", i)
 	}
@@ -240,7 +243,7 @@ func (w *chatWriter) assistantItem(i int, it *fastjson.Value) error {
 	if s, ok := stringOf(c); ok {
 		text = s
 	} else {
-		parts, err := c.Array()
+		parts, err := arrayOf(c)
 		if err != nil {
 			return openai.BadRequest(fmt.Sprintf("input[%d].content", i), "Invalid type for 'input[%d].content': expected a string or an array of content parts.", i)
 		}
@@ -304,7 +307,7 @@ func (w *chatWriter) functionOutput(i int, it *fastjson.Value) error {
 	if s, ok := stringOf(out); ok {
 		text = s
 	} else {
-		parts, err := out.Array()
+		parts, err := arrayOf(out)
 		if err != nil {
 			return openai.BadRequest(fmt.Sprintf("input[%d].output", i), "Invalid type for 'input[%d].output': expected a string or an array of content parts.", i)
 		}
@@ -324,3 +327,13 @@ func (w *chatWriter) functionOutput(i int, it *fastjson.Value) error {
 	w.dst = append(w.dst, '}')
 	return nil
 }
+
+// arrayOf is v's elements; an error when v is absent or not an array.
+func arrayOf(v *fastjson.Value) ([]*fastjson.Value, error) {
+	if v == nil {
+		return nil, errNotArray
+	}
+	return v.Array()
+}
+
+const errNotArray = replyError("not an array")
