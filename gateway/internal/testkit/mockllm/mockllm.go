@@ -248,14 +248,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost && p == "/v1/messages":
 		s.serveMessages(w, r, body) // Anthropic's API, its own auth and errors
 		return
-	case r.Method == http.MethodPost && p == "/v1/responses":
-		handle = (*Server).serveResponses
-	case (r.Method == http.MethodGet || r.Method == http.MethodDelete) && strings.HasPrefix(p, "/v1/responses/") && len(p) > len("/v1/responses/"):
-		rest := p[len("/v1/responses/"):]
-		handle = func(s *Server, w http.ResponseWriter, r *http.Request, _ []byte, _ *params) {
-			s.serveStoredResponse(w, r, rest)
-		}
-	case strings.HasPrefix(p, "/openai/"):
+	case p == "/v1/responses" || strings.HasPrefix(p, "/v1/responses/"):
+		handle = responsesRoute(r.Method, p) // responses.go
+	case strings.HasPrefix(p, "/openai/") || strings.HasPrefix(p, "/v1/openai/"):
 		s.serveAzure(w, r, body) // Azure OpenAI's paths, api-version and api-key
 		return
 	case r.Method == http.MethodGet && p == "/v1/models":

@@ -41,6 +41,21 @@ type responsesRequest struct {
 	MaxOutputTokens *int            `json:"max_output_tokens"`
 }
 
+// responsesRoute is the handler of method on path p, under /v1/responses.
+func responsesRoute(method, p string) func(*Server, http.ResponseWriter, *http.Request, []byte, *params) {
+	if p == "/v1/responses" && method == http.MethodPost {
+		return (*Server).serveResponses
+	}
+	rest := strings.TrimPrefix(p, "/v1/responses/")
+	return func(s *Server, w http.ResponseWriter, r *http.Request, _ []byte, _ *params) {
+		if rest == p || rest == "" {
+			s.writeError(w, http.StatusNotFound, "invalid_request_error", "", "Invalid URL ("+r.Method+" "+r.URL.Path+")")
+			return
+		}
+		s.serveStoredResponse(w, r, rest)
+	}
+}
+
 // serveResponses serves POST /v1/responses (see the top of this file).
 func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request, body []byte, p *params) {
 	var req responsesRequest
