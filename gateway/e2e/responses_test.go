@@ -425,3 +425,41 @@ func TestResponsesBudget(t *testing.T) {
 		t.Fatalf("over-budget hold: %v", err)
 	}
 }
+
+// TestResponsesAzure: an Azure upstream (its adapter serves chat, not the
+// Responses API) gets a Responses request as a chat request on its
+// deployment path, and the reply comes back as a Response; the built-in
+// plugins (holdback among them) run on it as on any other.
+func TestResponsesAzure(t *testing.T) {
+	setAzureKeys(t)
+	const text = "Foxes are small omnivores."
+	mockURL, seen := startAzureMock(t, mockllm.Config{Text: text, ChunkSize: 6})
+	gw, logs := startLoggingGateway(t, azurePolicy(mockURL), azureVars)
+	client := azureSDK(gw, azureTenant)
+	for _, stream := range []bool{false, true} {
+		id := fmt.Sprintf("az-resp-%v", stream)
+		r, err := runResponses(t, client, responses.ResponseNewParams{Model: "gpt-4o", MaxOutputTokens: openai.Int(50),
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("foxes?")}}, stream,
+			option.WithHeader("X-Request-Id", id), option.WithHeader(mockllm.HeaderToolCallAt, "5"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The chat mock carries its tool call in streams only.
+		if r.text != text || r.status != "completed" || (r.callID != "") != stream || r.input <= 0 || r.output <= 0 {
+			t.Fatalf("stream %v: %+v", stream, r)
+		}
+		reqs := seen()
+		if len(reqs) != 1 || !strings.HasPrefix(reqs[0].uri, "/openai/deployments/gpt4o-prod/chat/completions?api-version=") {
+			t.Fatalf("the upstream saw %+v", reqs)
+		}
+		if prompt, completion, cost := azureCost(t, logs, id); int64(prompt) != r.input || int64(completion) != r.output || cost != prompt+10*completion {
+			t.Fatalf("metered %d+%d tokens for %d µ$, the reply said %d+%d", prompt, completion, cost, r.input, r.output)
+		}
+	}
+	markerAt := strings.Index(hbText, hbMarker)
+	r, err := runResponses(t, client, responses.ResponseNewParams{Model: "gpt-4o", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("draw")}}, true,
+		option.WithHeader(mockllm.HeaderText, url.QueryEscape(hbText)), option.WithHeader(mockllm.HeaderSplit, hbSplit(markerAt+3, markerAt+9)))
+	if err != nil || r.text != hbText[:markerAt]+hbCorrection || r.status != "incomplete" || r.reason != "content_filter" {
+		t.Fatalf("holdback on Azure: %v %+v", err, r)
+	}
+}
