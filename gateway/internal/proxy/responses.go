@@ -13,7 +13,7 @@ import (
 	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
-// OpenAI's Responses API.
+// OpenAI's Responses API (docs/adr/0011-responses-api.md).
 //
 //   - POST /v1/responses (endpointResponses) is routed by its model like a
 //     chat request, through the same plugins, limits and budgets: its

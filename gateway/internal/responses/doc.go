@@ -14,8 +14,10 @@
 //     chat.completion.chunk events → Responses events.
 //   - View: a Responses event read as a chat chunk; AppendChatView: a
 //     Response object read as a chat.completion.
-//   - Output, AppendWithText, AppendErrorEvent: what the gateway writes
-//     itself when a guard changes a Responses reply.
+//   - Output (its Append* methods, AppendTerminal), AppendWithText,
+//     AppendWithSeq, AppendErrorEvent: what the gateway writes itself when
+//     a guard changes a Responses reply (see proxy/stream/responses.go and
+//     docs/adr/0011-responses-api.md).
 //
 // The package does no I/O and depends only on openai, sse and fastjson.
 //
