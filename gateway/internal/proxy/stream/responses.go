@@ -52,11 +52,14 @@ type respState struct {
 	view responses.View
 	// out mirrors the output the client was sent (with chunk plugins),
 	// for the events the gateway writes itself.
-	out     responses.Output
-	kinds   []itemKind // by output index
-	up      [][]byte   // the upstream's text of each message item, by output index
-	started bool       // response.created placed
-	next    int64      // the next sequence number the client gets
+	out   responses.Output
+	kinds []itemKind // by output index
+	// regen: the item's closing events were written by the gateway (its
+	// text changed); the upstream's are dropped.
+	regen   []bool
+	up      [][]byte // the upstream's text of each message item, by output index
+	started bool     // response.created placed
+	next    int64    // the next sequence number the client gets
 
 	// deferred holds the closing events of message item defItem and the
 	// free events after them (defSpans: their ends, and which close).
@@ -89,17 +92,18 @@ type deferSpan struct {
 }
 
 // respSpan is one held event: where it ends in held, whether a Stop keeps
-// it, and for a text delta its item and where its text ends in htext.
+// it, for a text delta its item and where its text ends in htext, and
+// for a closing event of a message item that item (closes; else -1).
 type respSpan struct {
 	end, textEnd int
 	keep         bool
-	item         int
+	item, closes int
 }
 
 func (r *respState) reset() {
 	r.view.Reset()
 	r.out.Reset(nil, nil, 0)
-	r.kinds, r.started, r.next = r.kinds[:0], false, 0
+	r.kinds, r.regen, r.started, r.next = r.kinds[:0], r.regen[:0], false, 0
 	for i := range r.up {
 		r.up[i] = r.up[i][:0]
 	}
@@ -135,19 +139,64 @@ func (r *respState) changed(upstreamItems int) bool {
 	return false
 }
 
+// closerOf is the message item a closing event (output_text.done,
+// content_part.done, output_item.done) closes; -1 for other events.
+func (r *respState) closerOf(ev *responses.Event) int {
+	i := ev.Output
+	if i < 0 || i >= len(r.kinds) || r.kinds[i] != kindMessage {
+		return -1
+	}
+	switch ev.Type {
+	case responses.EventTextDone, responses.EventPartDone, responses.EventItemDone:
+		return i
+	}
+	return -1
+}
+
+// respPlaceCloser places a closing event of message item i: as the
+// upstream sent it while the client got the upstream's text, else the
+// gateway's own closing events with the text sent, once.
+func (st *Stream) respPlaceCloser(raw []byte, i int) {
+	rs := &st.rs
+	if bytes.Equal(rs.out.At(i).Text, *rs.upText(i)) {
+		st.respPlace(raw)
+		return
+	}
+	for len(rs.regen) <= i {
+		rs.regen = append(rs.regen, false)
+	}
+	if rs.regen[i] {
+		return
+	}
+	rs.regen[i] = true
+	o := &rs.out
+	o.Seq = rs.next
+	st.out = o.AppendItemDone(st.out, i)
+	rs.next = o.Seq
+}
+
 // processResponses decides what one event of a Responses stream becomes.
 func (st *Stream) processResponses(raw []byte) {
+	if ev, flags, run := st.readResponses(raw, st.pipe != nil); run {
+		st.runResponses(raw, ev, flags)
+	}
+}
+
+// readResponses reads one event for the accounting and places the events
+// no plugin reads; for the others it reports run and the chunk flags
+// (with guarded: chunk plugins run). The event's chunk is in st.chunk.
+func (st *Stream) readResponses(raw []byte, guarded bool) (ev *responses.Event, flags uint32, run bool) {
 	rs := &st.rs
 	var ok bool
 	st.data, ok = sse.AppendData(st.data[:0], raw)
 	if !ok {
-		st.respFree(raw)
-		return
+		st.respFree(raw, guarded)
+		return nil, 0, false
 	}
 	ev, err := rs.view.Parse(st.data, &st.chunk)
 	if err != nil {
-		st.respFree(raw)
-		return
+		st.respFree(raw, guarded)
+		return nil, 0, false
 	}
 	c := &st.chunk
 	if c.Usage.Present {
@@ -157,10 +206,10 @@ func (st *Stream) processResponses(raw []byte) {
 		st.up.Text += int64(len(c.Text))
 		st.up.Events++
 	}
-	if st.pipe == nil {
+	if !guarded {
 		st.out = append(st.out, raw...)
 		st.countText(int64(len(c.Text)))
-		return
+		return ev, 0, false
 	}
 	if ev.Type == responses.EventTextDelta && ev.Output >= 0 {
 		p := rs.upText(ev.Output)
@@ -172,31 +221,42 @@ func (st *Stream) processResponses(raw []byte) {
 		st.respFlushHeld()
 		st.respFlushDeferred()
 		st.respPlace(raw)
-		return
+		return ev, 0, false
 	case ev.Type == responses.EventTextDone && len(rs.held) == 0 && len(rs.defSpans) == 0 && ev.Content == 0 && rs.openMessage(ev.Output):
 		rs.defItem = ev.Output
 		st.respDefer(raw, true)
-		return
+		return ev, 0, false
 	case len(rs.defSpans) > 0 && ev.Output == rs.defItem && (ev.Type == responses.EventPartDone || ev.Type == responses.EventItemDone):
 		st.respDefer(raw, true)
 		if ev.Type == responses.EventItemDone {
 			rs.out.At(ev.Output).Open = false
 		}
-		return
+		return ev, 0, false
 	case c.Choices == 0 && !c.Done:
 		st.respTrack(ev)
+		item := rs.closerOf(ev)
 		if len(rs.held) > 0 {
-			st.respHold(raw, true, -1, nil)
-			return
+			st.respHoldSpan(raw, respSpan{keep: true, item: -1, closes: item}, nil)
+			return ev, 0, false
 		}
 		st.respFlushDeferred()
-		st.respPlace(raw)
-		return
+		if item >= 0 {
+			st.respPlaceCloser(raw, item)
+		} else {
+			st.respPlace(raw)
+		}
+		return ev, 0, false
 	}
-	flags := chunkFlags(c)
+	flags = chunkFlags(c)
 	if c.Done {
 		flags |= wasmhost.ChunkDone
 	}
+	return ev, flags, true
+}
+
+// runResponses runs the chunk phase for one event and applies its verdict.
+func (st *Stream) runResponses(raw []byte, ev *responses.Event, flags uint32) {
+	c := &st.chunk
 	wr := st.wr
 	if len(c.ToolCalls) > 0 {
 		st.calls = st.calls[:0]
@@ -209,6 +269,7 @@ func (st *Stream) processResponses(raw []byte) {
 	wr.ToolCalls = nil
 	if err != nil {
 		st.log.Error("plugin failed mid-stream; stream ended (fail_closed)", "err", err)
+		rs := &st.rs
 		rs.held, rs.spans, rs.htext = rs.held[:0], rs.spans[:0], rs.htext[:0]
 		st.endWithError(PluginFailed(err, "; the reply was ended."))
 		st.cancel(cancels.ErrPluginStopped)
@@ -226,9 +287,9 @@ func (st *Stream) applyResponses(raw []byte, ev *responses.Event, res wasmhost.C
 		if !ev.Terminal() { // nothing follows it: holding it would lose the end
 			st.respTrack(ev)
 			if ev.Type == responses.EventTextDelta {
-				st.respHold(raw, false, ev.Output, text)
+				st.respHoldSpan(raw, respSpan{item: ev.Output, closes: -1}, text)
 			} else {
-				st.respHold(raw, ev.Type != responses.EventArgsDelta, -1, nil)
+				st.respHoldSpan(raw, respSpan{keep: ev.Type != responses.EventArgsDelta, item: -1, closes: -1}, nil)
 			}
 			return
 		}
@@ -391,16 +452,11 @@ func (st *Stream) respFlushDeferred() {
 		return
 	}
 	i := rs.defItem
-	same := bytes.Equal(rs.out.At(i).Text, *rs.upText(i))
-	if !same {
-		o := &rs.out
-		o.Seq = rs.next
-		st.out = o.AppendItemDone(st.out, i)
-		rs.next = o.Seq
-	}
 	start := 0
 	for _, sp := range rs.defSpans {
-		if same || !sp.close {
+		if sp.close {
+			st.respPlaceCloser(rs.deferred[start:sp.end], i)
+		} else {
 			st.respPlace(rs.deferred[start:sp.end])
 		}
 		start = sp.end
@@ -411,36 +467,58 @@ func (st *Stream) respFlushDeferred() {
 
 // respFree places a comment, a retry hint or an event the gateway cannot
 // read where it came: after deferred events, after held ones, or out.
-func (st *Stream) respFree(raw []byte) {
+func (st *Stream) respFree(raw []byte, guarded bool) {
 	rs := &st.rs
 	switch {
-	case st.pipe == nil:
+	case !guarded:
 		st.out = append(st.out, raw...)
 	case len(rs.defSpans) > 0:
 		st.respDefer(raw, false)
 	case len(rs.held) > 0:
-		st.respHold(raw, true, -1, nil)
+		st.respHoldSpan(raw, respSpan{keep: true, item: -1, closes: -1}, nil)
 	default:
 		st.respPlace(raw)
 	}
 }
 
-// respHold keeps an event behind those already held; deferred events go
-// first.
-func (st *Stream) respHold(raw []byte, keep bool, item int, text []byte) {
+// respHoldSpan keeps an event (its span's end set here) behind those
+// already held; deferred events go first.
+func (st *Stream) respHoldSpan(raw []byte, sp respSpan, text []byte) {
 	rs := &st.rs
 	if len(rs.defSpans) > 0 {
 		start := 0
-		for _, sp := range rs.defSpans {
-			rs.held = append(rs.held, rs.deferred[start:sp.end]...)
-			rs.spans = append(rs.spans, respSpan{end: len(rs.held), textEnd: len(rs.htext), keep: true, item: -1})
-			start = sp.end
+		for _, d := range rs.defSpans {
+			closes := -1
+			if d.close {
+				closes = rs.defItem
+			}
+			rs.held = append(rs.held, rs.deferred[start:d.end]...)
+			rs.spans = append(rs.spans, respSpan{end: len(rs.held), textEnd: len(rs.htext), keep: true, item: -1, closes: closes})
+			start = d.end
 		}
 		rs.deferred, rs.defSpans = rs.deferred[:0], rs.defSpans[:0]
 	}
 	rs.held = append(rs.held, raw...)
 	rs.htext = append(rs.htext, text...)
-	rs.spans = append(rs.spans, respSpan{end: len(rs.held), textEnd: len(rs.htext), keep: keep, item: item})
+	sp.end, sp.textEnd = len(rs.held), len(rs.htext)
+	rs.spans = append(rs.spans, sp)
+}
+
+// respPlaceHeld places held span sp (its bytes ev): a delta's text joins
+// its item; a closing event is placed as respPlaceCloser does.
+func (st *Stream) respPlaceHeld(ev, text []byte, sp respSpan) {
+	rs := &st.rs
+	if sp.closes >= 0 {
+		st.respPlaceCloser(ev, sp.closes)
+		return
+	}
+	st.respPlace(ev)
+	if len(text) > 0 {
+		if sp.item >= 0 && sp.item < rs.out.Len() {
+			rs.out.At(sp.item).Text = append(rs.out.At(sp.item).Text, text...)
+		}
+		st.countText(int64(len(text)))
+	}
 }
 
 // respFlushHeld writes the held events in order.
@@ -448,13 +526,7 @@ func (st *Stream) respFlushHeld() {
 	rs := &st.rs
 	start, tstart := 0, 0
 	for _, sp := range rs.spans {
-		st.respPlace(rs.held[start:sp.end])
-		if t := rs.htext[tstart:sp.textEnd]; len(t) > 0 {
-			if sp.item >= 0 && sp.item < rs.out.Len() {
-				rs.out.At(sp.item).Text = append(rs.out.At(sp.item).Text, t...)
-			}
-			st.countText(int64(len(t)))
-		}
+		st.respPlaceHeld(rs.held[start:sp.end], rs.htext[tstart:sp.textEnd], sp)
 		start, tstart = sp.end, sp.textEnd
 	}
 	rs.held, rs.spans, rs.htext = rs.held[:0], rs.spans[:0], rs.htext[:0]
@@ -467,7 +539,7 @@ func (st *Stream) stopResponses(text, finish []byte, ev *responses.Event) {
 	start := 0
 	for _, sp := range rs.spans {
 		if sp.keep {
-			st.respPlace(rs.held[start:sp.end])
+			st.respPlaceHeld(rs.held[start:sp.end], nil, sp)
 		}
 		start = sp.end
 	}
