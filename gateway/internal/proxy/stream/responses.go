@@ -34,16 +34,17 @@ import (
 //     where a guard such as holdback releases the tail it held, so the
 //     text joins that item; with no message item to join, it goes in a new
 //     message item at the end of the output, before the terminal event.
-//   - The closing events of an item whose text a plugin changed, and the
-//     terminal event when any text changed, are rewritten with the text
-//     the client was sent.
+//   - The closing events of an item whose text a plugin changed (deferred,
+//     or held behind held deltas), and the terminal event when any text
+//     changed, are rewritten with the text the client was sent.
 //   - Stop drops the held deltas (held structural events still go out),
 //     writes the stop text into the open or deferred message item, or a
 //     new one, closes the open item and ends the response with
 //     response.incomplete (incomplete_details.reason content_filter, or
 //     max_output_tokens for the plugin's finish_reason "length";
-//     response.completed for "stop") holding the output as sent. A
-//     response.created is written first if none went out.
+//     response.completed for "stop") holding the output as sent, and the
+//     usage when the upstream had reported it. A response.created is
+//     written first if none went out.
 //   - A plugin failure under fail_closed, a cancel, or a broken upstream
 //     ends the stream with an "error" event.
 
@@ -591,8 +592,12 @@ func (st *Stream) stopResponses(text, finish []byte, ev *responses.Event) {
 		finish = contentFilter
 	}
 	s := responses.StatusOf(finish)
+	var u responses.Usage // the upstream's, when its end came before the stop
+	if st.usage.Present {
+		u = responses.Usage{Present: true, Input: st.usage.PromptTokens, Output: st.usage.CompletionTokens}
+	}
 	o.Seq = rs.next
-	st.out = o.AppendEnd(st.out, s, responses.Usage{})
+	st.out = o.AppendEnd(st.out, s, u)
 	rs.next = o.Seq
 	st.stopped, st.finished = true, true
 	st.endFlags |= wasmhost.EndStopped

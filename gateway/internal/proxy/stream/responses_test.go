@@ -335,3 +335,18 @@ func FuzzResponsesVerdicts(f *testing.F) {
 		}
 	})
 }
+
+// TestResponsesStopKeepsUsage: a stop at the terminal event ends the
+// response with the usage the upstream reported; a stop before it, with
+// none.
+func TestResponsesStopKeepsUsage(t *testing.T) {
+	rec := responsesRecording(t, "Hello")
+	end := string(runResponsesScript(t, rec, stopAtFlag(wasmhost.ChunkDone, "!")))
+	if !strings.Contains(end, `"usage":{"input_tokens":3,"input_tokens_details":{"cached_tokens":0},"output_tokens":9`) {
+		t.Errorf("a stop at the end lost the usage:\n%s", end)
+	}
+	early := string(runResponsesScript(t, rec, stopAt(1, "!")))
+	if !strings.Contains(early, `"usage":null`) {
+		t.Errorf("a stop before the end reported a usage:\n%s", early)
+	}
+}
