@@ -228,6 +228,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 			ID: x.id, Model: r.Model, Upstream: ex, Ctx: rctx, Cancel: x.exCancel,
 			Native: ep == endpointMessages, StripUsage: stripUsage,
 			Translation: x.translation(), ReplyModel: model,
+			Responses: ep == endpointResponses, FromChat: x.prov.resp.viaChat,
 		}), -1)
 		streamed = true
 		return

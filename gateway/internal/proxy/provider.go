@@ -43,8 +43,11 @@ const endpointMessages = openai.Endpoint(0xff)
 
 // endpointPath is ep's URL path, for metrics and the call log.
 func endpointPath(ep openai.Endpoint) string {
-	if ep == endpointMessages {
+	switch ep {
+	case endpointMessages:
 		return "/v1/messages"
+	case endpointResponses:
+		return "/v1/responses"
 	}
 	return ep.String()
 }
@@ -56,6 +59,7 @@ var endpointNames = map[openai.Endpoint][]byte{
 	openai.Completions:     []byte("completions"),
 	openai.Embeddings:      []byte("embeddings"),
 	endpointMessages:       []byte("messages"),
+	endpointResponses:      []byte("responses"),
 }
 
 // binding is how the proxy talks to one upstream (package provider).
@@ -106,12 +110,15 @@ type providerState struct {
 	// holds its OpenAI translation (rawKept).
 	raw     []byte
 	rawKept bool
+
+	resp responsesState // POST /v1/responses (responses.go)
 }
 
 func (p *providerState) reset() {
 	p.req = upstream.Request{}
 	p.rawKept = false
 	p.version, p.beta = p.version[:0], p.beta[:0]
+	p.resp.reset()
 	p.out.Reset()
 	for _, b := range []*[]byte{&p.header, &p.mapped, &p.raw} {
 		if cap(*b) > 1<<20 {
@@ -125,7 +132,11 @@ func (p *providerState) reset() {
 // Messages API request is read by anthropic.RequestParser, which also
 // records the client's anthropic-version and anthropic-beta.
 func (x *exchange) parseRequest(ctx *fasthttp.RequestCtx, body []byte, ep openai.Endpoint, r *openai.Request) error {
-	if ep != endpointMessages {
+	switch ep {
+	case endpointResponses:
+		return x.prov.resp.parser.Parse(body, r)
+	case endpointMessages:
+	default:
 		return x.parser.Parse(body, ep, r)
 	}
 	p := &x.prov
@@ -168,15 +179,23 @@ func (x *exchange) upstreamRequest(t *target, path string, body []byte, model []
 		body = p.mapped
 	}
 	p.req = upstream.Request{Method: "POST", Path: path, Header: x.header, Body: body}
+	ep := x.ep
+	if ep == endpointResponses {
+		var err error
+		if ep, body, err = x.responsesRequest(b, body); err != nil {
+			return nil, err
+		}
+		p.req.Body = body
+	}
 	switch {
-	case x.ep == endpointMessages:
+	case ep == endpointMessages:
 		if b.anthropic == nil {
 			return nil, x.noUpstream(x.req.Model, t)
 		}
 		return x.nativeRequest(b.anthropic), nil
 	case b.adapter == nil:
 		return &p.req, nil
-	case !b.adapter.Serves(x.ep):
+	case !b.adapter.Serves(ep):
 		return nil, &openai.Error{Status: fasthttp.StatusBadRequest, Type: openai.TypeInvalidRequest, Param: "model", Code: "unsupported_endpoint",
 			Message: fmt.Sprintf("The model `%s` is served by a %s upstream, which has no %s endpoint; use POST /v1/chat/completions.", x.req.Model, t.client.Provider(), x.ep)}
 	}
@@ -187,7 +206,7 @@ func (x *exchange) upstreamRequest(t *target, path string, body []byte, model []
 	// model), and a retry is rare enough not to cache for.
 	o := &p.out
 	o.Reset()
-	if err := b.adapter.Request(o, x.ep, upModel, x.req.Stream, body); err != nil {
+	if err := b.adapter.Request(o, ep, upModel, x.req.Stream, body); err != nil {
 		return nil, err
 	}
 	if p.path != string(o.Path) {
@@ -239,6 +258,10 @@ var jsonContentType = []byte("application/json")
 // the chunk phase and the accounting read. It returns the status and
 // content type for the client.
 func (x *exchange) translateReply(status int, ct []byte) (int, []byte) {
+	if x.ep == endpointResponses && !x.prov.resp.viaChat {
+		x.keepResponse(status) // the upstream's own Responses API
+		return status, ct
+	}
 	tr := x.bind.translator
 	if tr == nil {
 		return status, ct
@@ -273,7 +296,7 @@ func (x *exchange) translateReply(status int, ct []byte) (int, []byte) {
 // translation is the pool of stream readers that translate the reply, nil
 // when the stream is OpenAI's or passes through (endpointMessages).
 func (x *exchange) translation() *sync.Pool {
-	if x.ep == endpointMessages {
+	if x.ep == endpointMessages || (x.ep == endpointResponses && !x.prov.resp.viaChat) {
 		return nil
 	}
 	return x.bind.streams
@@ -297,6 +320,9 @@ func (x *exchange) replyModel() string {
 // message is rewritten with the new text (and stop_reason refusal for a
 // stop), and a plugin failure becomes an Anthropic error body.
 func (x *exchange) replyBody(b []byte) []byte {
+	if x.ep == endpointResponses {
+		return x.responseBody(b)
+	}
 	p := &x.prov
 	if !p.rawKept {
 		return b

@@ -272,6 +272,8 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	case "/v1/messages":
 		s.forward(ctx, endpointMessages, anthropic.MessagesPath)
 		nativeErrors(ctx)
+	case "/v1/responses":
+		s.forward(ctx, endpointResponses, "/responses")
 	case "/v1/models":
 		if !ctx.IsGet() && !ctx.IsHead() {
 			writeError(ctx, methodNotAllowed(ctx, "GET"))
@@ -295,6 +297,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	default:
 		if id, ok := cancelPath(ctx.Path()); ok {
 			s.cancelRequest(ctx, id)
+			return
+		}
+		if id, sub, ok := storedResponsePath(ctx.Path()); ok {
+			s.storedResponse(ctx, id, sub)
 			return
 		}
 		writeError(ctx, &openai.Error{Status: fasthttp.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",

@@ -20,6 +20,7 @@ var operationNames = map[openai.Endpoint]string{
 	openai.Completions:     "text_completion",
 	openai.Embeddings:      "embeddings",
 	endpointMessages:       "chat",
+	endpointResponses:      "chat",
 }
 
 // startTrace starts the request's root span once its route is known,

@@ -12,14 +12,18 @@
 // first copy and one that keeps the last disagree on what was sent):
 //
 //   - "system" (Anthropic): message 0 and the ones before the others
-//     wherever it stands, role system; a string or text blocks.
+//     wherever it stands, role system; a string or text blocks. So is a
+//     string "instructions" (OpenAI's Responses API).
 //   - "messages": each object is a message. Its "content" (a string, or an
 //     array of parts: "text" parts, and Anthropic "tool_use" and
 //     "tool_result" blocks), its "tool_calls" (OpenAI), and, for role
 //     "tool", its content as one tool_result named by "tool_call_id".
 //   - "prompt", "input" and "suffix": each string (the value, or each
 //     string of an array) is a user message with one text part; an object
-//     in an "input" array is read as a message (Responses-style items).
+//     in an "input" array is read as a message (Responses-style items),
+//     a function_call item as a tool_call of role assistant (NAME its
+//     name, TEXT its arguments) and a function_call_output item as a
+//     tool_result of role tool (NAME its call_id, TEXT its output).
 //
 // Scalars that select or name (role, type, name, tool_call_id,
 // tool_use_id, function.name, function.arguments, input) take the last
@@ -76,8 +80,13 @@ func (e *encoder) append() []byte {
 	// A malformed body still gives what the second pass reads before the
 	// error.
 	_ = e.s.Object(func(key []byte) error {
-		if string(key) == "system" {
+		switch string(key) {
+		case "system":
 			return e.system()
+		case "instructions":
+			if e.s.Peek() == '"' {
+				return e.system()
+			}
 		}
 		return e.s.Skip()
 	})
@@ -187,7 +196,7 @@ func (e *encoder) prompts(items bool) error {
 				return e.userText()
 			case '{':
 				if items {
-					return e.message()
+					return e.message(true)
 				}
 			}
 			return e.s.Skip()
@@ -220,6 +229,6 @@ func (e *encoder) messages() error {
 		if e.s.Peek() != '{' {
 			return e.s.Skip()
 		}
-		return e.message()
+		return e.message(false)
 	})
 }

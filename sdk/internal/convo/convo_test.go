@@ -29,6 +29,10 @@ var cases = []struct{ name, body string }{
 	{"embeddings", `{"input":["alpha","beta"]}`},
 	{"embeddings_string", `{"input":"alpha"}`},
 	{"responses_items", `{"input":[{"role":"user","content":[{"type":"input_text","text":"hi"},{"type":"input_image","image_url":"x"}]},{"type":"function_call_output","call_id":"c","output":"o"}]}`},
+	{"responses_function_items", `{"instructions":"Be terse.","input":[{"role":"user","content":"weather?"},` +
+		`{"type":"function_call","call_id":"c1","name":"get_weather","arguments":"{\"city\":\"Paris\"}","id":"fc_1"},` +
+		`{"type":"function_call_output","call_id":"c1","output":[{"type":"input_text","text":"18C"},{"type":"input_image","image_url":"x"},{"type":"output_text","text":", sunny"}]},` +
+		`{"type":"reasoning","id":"rs_1","summary":[]},{"call_id":"c2","type":"function_call_output"}]}`},
 	{"anthropic", `{"model":"claude","max_tokens":10,"messages":[{"role":"user","content":"Hi"},` +
 		`{"role":"assistant","content":[{"type":"text","text":"Let me look."},{"type":"tool_use","id":"tu1","name":"search","input":{"q": "cats", "n": [1, 2]}}]},` +
 		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"tu1","content":[{"type":"text","text":"3 "},{"type":"image","source":{}},{"type":"text","text":"results"}]},{"type":"text","text":"thanks"}]}],` +

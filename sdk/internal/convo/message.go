@@ -7,32 +7,54 @@ type message struct {
 	fixedRole  string // the role when there is no "role" member (system)
 	toolCallID span
 	isTool     bool // role is "tool": its content is one tool_result
+
+	// A Responses input item's: its "type", and a function call's
+	// "call_id", "name" and "arguments".
+	typ, callID, name, args span
 }
 
 // message reads the message object at the cursor: a first pass for its
-// role and tool_call_id, a second for its content and tool calls.
-func (e *encoder) message() error {
+// role and tool_call_id, a second for its content and tool calls. item:
+// it is an element of "input", where a Responses function_call or
+// function_call_output item is a tool call or a tool result.
+func (e *encoder) message(item bool) error {
 	start := e.s.Offset()
-	m := message{role: none, toolCallID: none}
+	m := message{role: none, toolCallID: none, typ: none, callID: none, name: none, args: none}
 	err := e.s.Object(func(key []byte) error {
+		var slot *span
 		switch string(key) {
 		case "role":
-			sp, err := e.stringSpan()
-			if sp != none {
-				m.role = sp
-			}
-			return err
+			slot = &m.role
 		case "tool_call_id":
-			sp, err := e.stringSpan()
-			if sp != none {
-				m.toolCallID = sp
-			}
-			return err
+			slot = &m.toolCallID
+		case "type":
+			slot = &m.typ
+		case "call_id":
+			slot = &m.callID
+		case "name":
+			slot = &m.name
+		case "arguments":
+			slot = &m.args
+		default:
+			return e.s.Skip()
 		}
-		return e.s.Skip()
+		if !item && slot != &m.role && slot != &m.toolCallID {
+			return e.s.Skip()
+		}
+		sp, err := e.stringSpan()
+		if sp != none {
+			*slot = sp
+		}
+		return err
 	})
 	if err != nil {
 		return err
+	}
+	if item && m.typ != none {
+		if done, err := e.functionItem(&m, start); done {
+			e.index++
+			return err
+		}
 	}
 	if m.role != none {
 		mark := len(e.dst)
@@ -136,7 +158,8 @@ func (e *encoder) toolMessage(m *message) error {
 }
 
 // resultText appends a tool result's text: a string, or the text of the
-// text blocks of an array, with no separator.
+// text blocks of an array (text, input_text and output_text), with no
+// separator.
 func (e *encoder) resultText() error {
 	switch e.s.Peek() {
 	case '"':
@@ -152,7 +175,7 @@ func (e *encoder) resultText() error {
 			if err != nil {
 				return err
 			}
-			if !p.is("text") {
+			if !p.is("text") && !p.is("input_text") && !p.is("output_text") {
 				e.s.Seek(p.end)
 				return nil
 			}
@@ -227,4 +250,49 @@ func (e *encoder) record(kind string, m *message, name, text span) error {
 	}
 	e.finish(start, kind, rn, nn)
 	return nil
+}
+
+// functionItem writes a Responses function_call item (a tool_call record,
+// role assistant) or function_call_output item (a tool_result record,
+// role tool, named by call_id, its every "output" read as a tool result's
+// content) starting at start; done is false for other item types.
+func (e *encoder) functionItem(m *message, start int) (done bool, err error) {
+	mark := len(e.dst)
+	if _, err := e.str(m.typ); err != nil {
+		e.dst = e.dst[:mark]
+		return true, err
+	}
+	typ := string(e.dst[mark:])
+	e.dst = e.dst[:mark]
+	switch typ {
+	case "function_call":
+		return true, e.record(KindToolCall, &message{role: none, fixedRole: "assistant"}, m.name, m.args)
+	case "function_call_output":
+	default:
+		return false, nil
+	}
+	end := e.s.Offset()
+	e.s.Seek(start)
+	rn := e.lit("tool")
+	nn, err := e.str(m.callID)
+	found := false
+	if err == nil {
+		err = e.s.Object(func(key []byte) error {
+			if string(key) != "output" {
+				return e.s.Skip()
+			}
+			switch e.s.Peek() {
+			case '"', '[':
+				found = true
+			}
+			return e.resultText()
+		})
+	}
+	e.s.Seek(end)
+	if err != nil || !found {
+		e.dst = e.dst[:mark]
+		return true, err
+	}
+	e.finish(mark, KindToolResult, rn, nn)
+	return true, nil
 }

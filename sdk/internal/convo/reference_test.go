@@ -113,7 +113,7 @@ func reference(body []byte) []byte {
 	}
 	r := &refEncoder{}
 	for _, m := range root.obj {
-		if m.key == "system" && (m.val.str != nil || m.val.isArray()) {
+		if m.key == "system" && (m.val.str != nil || m.val.isArray()) || m.key == "instructions" && m.val.str != nil {
 			r.content(m.val, "system")
 			r.index++
 		}
@@ -136,7 +136,7 @@ func reference(body []byte) []byte {
 					r.record(KindText, "user", "", *el.str)
 					r.index++
 				} else if el.isObject() && m.key == "input" {
-					r.message(el)
+					r.item(el)
 				}
 			}
 		}
@@ -231,7 +231,7 @@ func resultText(v node) string {
 	}
 	text := ""
 	for _, b := range v.arr {
-		if b.isObject() && b.typ() == "text" {
+		if t := b.typ(); b.isObject() && (t == "text" || t == "input_text" || t == "output_text") {
 			for _, m := range b.obj {
 				if m.key == "text" && m.val.str != nil {
 					text += *m.val.str
@@ -240,4 +240,32 @@ func resultText(v node) string {
 		}
 	}
 	return text
+}
+
+// item is an element of "input": a Responses function call or its output,
+// else a message.
+func (r *refEncoder) item(it node) {
+	t, _ := it.lastString("type")
+	switch t {
+	case "function_call":
+		name, _ := it.lastString("name")
+		args, _ := it.lastString("arguments")
+		r.record(KindToolCall, "assistant", name, args)
+		r.index++
+	case "function_call_output":
+		id, _ := it.lastString("call_id")
+		text, found := "", false
+		for _, m := range it.obj {
+			if m.key == "output" && (m.val.str != nil || m.val.isArray()) {
+				found = true
+				text += resultText(m.val)
+			}
+		}
+		if found {
+			r.record(KindToolResult, "tool", id, text)
+		}
+		r.index++
+	default:
+		r.message(it)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/cancels"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
 	"github.com/tollgate/tollgate/gateway/internal/provider"
+	"github.com/tollgate/tollgate/gateway/internal/responses"
 	"github.com/tollgate/tollgate/gateway/internal/sse"
 	"github.com/tollgate/tollgate/gateway/internal/upstream"
 	"github.com/tollgate/tollgate/sdk/wasmhost"
@@ -74,6 +75,11 @@ type Stream struct {
 	native  bool
 	nat     nativeState
 	scratch []byte // events the gateway writes itself, before they are placed
+
+	// A Responses API stream (responses.go): the upstream's Responses
+	// events, or a translated upstream's stream made into them.
+	resp bool
+	rs   respState
 }
 
 var streamPool = sync.Pool{New: func() any { return &Stream{rd: sse.NewReader(nil, MaxEventBytes)} }}
@@ -121,6 +127,11 @@ type Config struct {
 	// package provider); ReplyModel is the model name they write.
 	Translation *sync.Pool
 	ReplyModel  string
+	// Responses: the client's Responses API (responses.go), whose events
+	// pass through from an upstream that has it; with FromChat the
+	// upstream's reply is a chat stream (OpenAI's, or Translation's
+	// reading of the provider's), made into Responses events.
+	Responses, FromChat bool
 	// StripUsage drops the usage-only chunk the client did not ask for.
 	StripUsage bool
 }
@@ -142,6 +153,25 @@ func Acquire(c Config) *Stream {
 	}
 	var src io.Reader = ex
 	switch {
+	case c.Responses:
+		st.resp = true
+		st.rs.reset()
+		if !c.FromChat {
+			break
+		}
+		var chat io.Reader = ex
+		if c.Translation != nil {
+			st.trPool = c.Translation
+			st.tr = st.trPool.Get().(provider.Stream)
+			st.tr.Reset(ex, c.ReplyModel, "", time.Now().Unix(), true)
+			chat = st.tr
+		}
+		if st.rs.tr == nil {
+			st.rs.tr = responses.NewStreamReader(MaxEventBytes)
+		}
+		st.rs.id = append(append(st.rs.id[:0], "resp_"...), c.ID...)
+		st.rs.tr.Reset(chat, c.Model, st.rs.id, time.Now().Unix())
+		src = st.rs.tr
 	case c.Native:
 		st.native = true
 		st.nat.reset()
@@ -193,6 +223,10 @@ func (st *Stream) fill() {
 
 // process decides what one upstream event becomes.
 func (st *Stream) process(raw []byte) {
+	if st.resp {
+		st.processResponses(raw)
+		return
+	}
 	if st.native {
 		st.processNative(raw)
 		return
@@ -377,6 +411,10 @@ var defaultTemplate = []byte(`{"object":"chat.completion.chunk","choices":[{"ind
 func (st *Stream) finish(err error) {
 	if errors.Is(err, io.EOF) {
 		st.flushHeld()
+		if st.resp {
+			st.respFlushHeld()
+			st.respFlushDeferred()
+		}
 		if st.native {
 			st.flushDeferred()
 		}
@@ -416,9 +454,14 @@ func (st *Stream) finish(err error) {
 // endWithError ends the stream with a final error event. Text held back by
 // a plugin is dropped, never flushed unchecked.
 func (st *Stream) endWithError(e *openai.Error) {
-	if st.native {
+	switch {
+	case st.resp:
+		st.rs.held, st.rs.spans, st.rs.htext = st.rs.held[:0], st.rs.spans[:0], st.rs.htext[:0]
+		st.out = responses.AppendErrorEvent(st.out, st.rs.next, e)
+		st.rs.next++
+	case st.native:
 		st.out = anthropic.AppendErrorEvent(st.out, e)
-	} else {
+	default:
 		st.out = append(st.out, "data: "...)
 		st.out = e.AppendJSON(st.out)
 		st.out = append(st.out, "\n\n"...)
@@ -442,7 +485,10 @@ func (st *Stream) Close() error {
 		st.trPool.Put(st.tr)
 		st.tr, st.trPool = nil, nil
 	}
-	st.native = false
+	if st.rs.tr != nil {
+		st.rs.tr.Reset(nil, nil, nil, 0)
+	}
+	st.native, st.resp = false, false
 	st.x, st.up, st.wr, st.log, st.id, st.model = nil, nil, nil, nil, nil, nil
 	st.ex, st.ctx, st.cancel, st.pipe = nil, nil, nil, nil
 	st.out, st.sent, st.held, st.heldText, st.template = st.out[:0], 0, st.held[:0], 0, st.template[:0]

@@ -147,6 +147,11 @@ type Server struct {
 	completed    atomic.Int64
 	clientClosed atomic.Int64
 
+	// Replies kept for GET /v1/responses/{id} (responses.go).
+	storeMu     sync.Mutex
+	stored      map[string]storedResponse
+	storedOrder []string
+
 	onClose   atomic.Pointer[func(requestID string, at time.Time)]
 	onRequest atomic.Pointer[func(h http.Header, body []byte)]
 }
@@ -256,6 +261,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost && isGeminiRoute(p):
 		s.serveGenerateContent(w, r, body) // Google's APIs, their own auth and errors
 		return
+	case p == "/v1/responses" || strings.HasPrefix(p, "/v1/responses/"):
+		handle = responsesRoute(r.Method, p) // responses.go
 	case strings.HasPrefix(p, "/openai/") || strings.HasPrefix(p, "/v1/openai/"):
 		s.serveAzure(w, r, body) // Azure OpenAI's paths, api-version and api-key
 		return
