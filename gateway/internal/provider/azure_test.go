@@ -123,9 +123,12 @@ func TestEntraTokenCache(t *testing.T) {
 	}
 	// Past the refresh time (5 min before expiry for a 1 h token) with
 	// the credential stalled: the request goes on with token-1.
+	// The next token lives 2 h, so `later` is before its own refresh
+	// time: one more fetch is the one refresh, not a second one the
+	// request after it would rightly start.
 	gate := make(chan struct{})
 	cred.mu.Lock()
-	cred.gate = gate
+	cred.gate, cred.life = gate, 2*time.Hour
 	cred.mu.Unlock()
 	later := now.Add(56 * time.Minute)
 	if h, err := authHeader(t, a, later); err != nil || h != "Authorization: Bearer token-1\r\n" {
