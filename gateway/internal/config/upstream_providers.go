@@ -70,6 +70,13 @@ var knownProviders = []string{ProviderOpenAI, ProviderAnthropic, ProviderAzure, 
 // ProviderNames are the provider names a policy may use, openai first.
 func ProviderNames() []string { return slices.Clone(knownProviders) }
 
+// ProvidersRequiringBaseURL are the providers whose upstreams must set
+// base_url; the others (bedrock, gemini, vertex) default it from their
+// settings.
+func ProvidersRequiringBaseURL() []string {
+	return []string{ProviderOpenAI, ProviderAnthropic, ProviderAzure}
+}
+
 // validateProvider checks the provider name, that provider-specific
 // settings appear only on their provider, and runs the provider's own
 // check.

@@ -103,6 +103,8 @@ type schema struct {
 	AdditionalProperties any         `json:"additionalProperties,omitempty"` // false, or a *schema
 	AnyOf                []*schema   `json:"anyOf,omitempty"`
 	OneOf                []*schema   `json:"oneOf,omitempty"`
+	If                   *schema     `json:"if,omitempty"`
+	Then                 *schema     `json:"then,omitempty"`
 	Defs                 *properties `json:"$defs,omitempty"`
 }
 
@@ -151,6 +153,16 @@ type rule struct {
 	minItems int      // a list needs at least this many elements
 	constant any      // the one value accepted
 	oneOf    []string // exactly one of these keys of the object is present
+	// requiredWhen: the key must be present when the object's key
+	// requiredWhen.key is absent or one of requiredWhen.values.
+	requiredWhen *condition
+}
+
+// condition is a sibling key's values (absent counts as matching: the
+// key's default is among the values).
+type condition struct {
+	key    string
+	values []string
 }
 
 var rules = map[string]rule{
@@ -158,7 +170,7 @@ var rules = map[string]rule{
 	"upstreams":                       {required: true, minItems: 1},
 	"upstreams[].name":                {required: true},
 	"upstreams[].provider":            {enum: config.ProviderNames()},
-	"upstreams[].base_url":            {required: true},
+	"upstreams[].base_url":            {requiredWhen: &condition{key: "provider", values: config.ProvidersRequiringBaseURL()}},
 	"upstreams[].azure.auth":          {enum: []string{config.AzureAuthAPIKey, config.AzureAuthEntra}},
 	"routes":                          {required: true, minItems: 1},
 	"routes[]":                        {oneOf: []string{"upstream", "upstreams"}},
@@ -291,8 +303,16 @@ func (g *generator) object(t reflect.Type, at string) (*schema, error) {
 			return nil, err
 		}
 		s.Properties.add(key, fs)
-		if rules[path].required {
+		r := rules[path]
+		if r.required {
 			s.Required = append(s.Required, key)
+		}
+		if c := r.requiredWhen; c != nil {
+			// An interpolated value is in none of c.values: the loader,
+			// which sees the value, decides then.
+			cond := &schema{Properties: &properties{}}
+			cond.Properties.add(c.key, &schema{Enum: c.values})
+			s.If, s.Then = cond, &schema{Required: []string{key}}
 		}
 	}
 	return s, nil

@@ -418,3 +418,25 @@ func TestEnvironmentReferences(t *testing.T) {
 		})
 	}
 }
+
+// TestBaseURLDefaulted: bedrock, gemini and vertex upstreams default
+// base_url from their settings, so the schema, like the loader, does not
+// ask for it there; an interpolated provider is left to the loader.
+func TestBaseURLDefaulted(t *testing.T) {
+	s := compile(t, published(t))
+	for _, up := range []string{
+		"{name: b, provider: bedrock, bedrock: {region: us-east-1}}",
+		"{name: g, provider: gemini, api_key_env: GEMINI_API_KEY}",
+		"{name: v, provider: vertex, vertex: {project: p, location: us-central1}}",
+		"{name: e, provider: '${PROVIDER:-bedrock}', bedrock: {region: us-east-1}}",
+	} {
+		doc := "version: 1\nupstreams:\n  - " + up + "\nroutes:\n  - models: [m]\n    upstream: x\n"
+		v, err := yamlToJSON([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Validate(v); err != nil {
+			t.Errorf("%s without base_url does not validate:\n%v", up, err)
+		}
+	}
+}
