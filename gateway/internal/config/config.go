@@ -57,6 +57,8 @@ type Policy struct {
 	CallLog CallLog `yaml:"call_log"`
 	// Tracing exports OpenTelemetry spans (off by default).
 	Tracing Tracing `yaml:"tracing"`
+	// Passthrough configures the Files and Batch APIs (passthru.go).
+	Passthrough Passthrough `yaml:"passthrough"`
 
 	// Dir is the directory of the policy file; relative plugin paths are
 	// resolved against it ("" for a policy that is not a file: the working
@@ -406,6 +408,7 @@ func (p *Policy) validate(lookupEnv func(string) (string, bool)) Problems {
 	p.validatePlugins(&ps)
 	p.validateStore(lookupEnv, &ps)
 	p.validateShared(lookupEnv, &ps)
+	p.validatePassthrough(&ps)
 	p.Admin.Token, _ = lookupEnv(p.Admin.TokenEnv)
 	if p.Admin.Listen != "" && p.Admin.Token == "" {
 		ps.add("admin.token_env", "environment variable %s is not set: the admin API needs a token", p.Admin.TokenEnv)
