@@ -40,6 +40,9 @@ func TestPreflight(t *testing.T) {
 		{"wrong key", map[string]string{"Authorization": "Bearer tg_bad"}, "mock-1", 1, 401, "invalid_api_key"},
 		{"suspended", map[string]string{"Authorization": "Bearer tg_suspended"}, "mock-1", 1, 403, "account_suspended"},
 		{"model not allowed", map[string]string{"Authorization": "Bearer tg_good"}, "gpt-4o", 1, 403, "model_not_allowed"},
+		// The Files and Batch APIs name no model; the gateway admits them by plan.
+		{"no model", map[string]string{"Authorization": "Bearer tg_good"}, "", 0, 0, ""},
+		{"no model, no key", nil, "", 0, 401, "missing_api_key"},
 		{"too many messages", map[string]string{"Authorization": "Bearer tg_good"}, "mock-1", 3, 400, "too_many_messages"},
 	}
 	for _, tt := range tests {
