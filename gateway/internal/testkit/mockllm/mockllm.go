@@ -3,8 +3,9 @@
 // as the upstream on the other side of the gateway.
 //
 // It serves POST /v1/chat/completions, POST /v1/completions,
-// POST /v1/embeddings, GET /v1/models and GET /v1/models/{id}, and
-// Anthropic's POST /v1/messages (anthropic.go). Replies are
+// POST /v1/embeddings, GET /v1/models and GET /v1/models/{id},
+// Anthropic's POST /v1/messages (anthropic.go), and OpenAI's images, audio,
+// moderations, files and batches (passthru.go). Replies are
 // deterministic: generated content is the words "tok0 ", "tok1 ", ... (or the
 // configured Text cut into ChunkSize-byte pieces or at Split offsets), so a test can predict the
 // exact bytes the gateway should relay. Behaviour is set by Config and can be
@@ -139,6 +140,8 @@ type Server struct {
 	completed    atomic.Int64
 	clientClosed atomic.Int64
 
+	store passStore // files and batches (passthru.go)
+
 	onClose   atomic.Pointer[func(requestID string, at time.Time)]
 	onRequest atomic.Pointer[func(h http.Header, body []byte)]
 }
@@ -242,6 +245,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost && p == "/v1/messages":
 		s.serveMessages(w, r, body) // Anthropic's API, its own auth and errors
 		return
+	case isPassthru(p): // images, audio, moderations, files, batches (passthru.go)
+		handle = (*Server).servePassthru
 	case r.Method == http.MethodGet && p == "/v1/models":
 		handle = (*Server).serveModels
 	case r.Method == http.MethodGet && strings.HasPrefix(p, "/v1/models/") && len(p) > len("/v1/models/"):
