@@ -125,6 +125,11 @@ func TestPassthroughSDK(t *testing.T) {
 		if got := r.h.Get("Authorization"); got != "Bearer "+passUpstreamKey {
 			t.Errorf("the upstream got Authorization %q; want the gateway's key", got)
 		}
+		for k, v := range r.h {
+			if strings.Contains(strings.Join(v, ","), "tg_pt_1") {
+				t.Errorf("the client's key reached the upstream in %s", k)
+			}
+		}
 	}
 
 	t.Run("images", func(t *testing.T) {
@@ -168,6 +173,31 @@ func TestPassthroughSDK(t *testing.T) {
 		}
 		if !bytes.Equal(audio, mockllm.SpeechAudio(input)) || resp.Header.Get("Content-Type") != "audio/mpeg" {
 			t.Errorf("%d bytes of %s; want the mock's %d bytes of audio/mpeg", len(audio), resp.Header.Get("Content-Type"), len(mockllm.SpeechAudio(input)))
+		}
+	})
+
+	t.Run("speech relayed as it arrives", func(t *testing.T) {
+		// 8 pieces of 64 bytes, 150 ms apart: the first reaches the client
+		// while the mock is still writing.
+		const input = "Eight by."
+		before := mock.Stats().Completed
+		resp, err := c.Audio.Speech.New(ctx, openai.AudioSpeechNewParams{Input: input, Model: openai.SpeechModelTTS1,
+			Voice: openai.AudioSpeechNewParamsVoiceUnion{OfString: openai.String("alloy")}},
+			option.WithHeader("X-Mock-Inter-Token", "150ms"), option.WithHeader("X-Mock-Chunk-Size", "64"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		first := make([]byte, 1)
+		if _, err := io.ReadFull(resp.Body, first); err != nil {
+			t.Fatal(err)
+		}
+		if done := mock.Stats().Completed - before; done != 0 {
+			t.Errorf("the mock had finished %d replies when the first byte arrived: the reply was buffered", done)
+		}
+		rest, err := io.ReadAll(resp.Body)
+		if err != nil || !bytes.Equal(append(first, rest...), mockllm.SpeechAudio(input)) {
+			t.Errorf("%d bytes, %v; want the mock's %d", 1+len(rest), err, len(mockllm.SpeechAudio(input)))
 		}
 	})
 
@@ -376,6 +406,35 @@ func TestPassthroughRefusals(t *testing.T) {
 		if resp.StatusCode != tt.status || !strings.Contains(string(b), tt.want) {
 			t.Errorf("%s: %d %s; want %d mentioning %q", tt.name, resp.StatusCode, b, tt.status, tt.want)
 		}
+	}
+	big := "--b\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nwhisper-1\r\n--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.wav\"\r\n\r\n" +
+		strings.Repeat("R", 300<<10) + "\r\n--b--\r\n"
+	for _, tt := range []struct {
+		method, path, ct, body string
+		status                 int
+		code                   string
+	}{
+		{"POST", "/v1/audio/transcriptions", "multipart/form-data; boundary=b", big, 413, "request_too_large"},
+		{"GET", "/v1/files/file~1", "", "", 400, ""},
+		{"GET", "/v1/files/", "", "", 404, "unknown_url"},
+	} {
+		req, _ := http.NewRequest(tt.method, gw+tt.path, strings.NewReader(tt.body))
+		req.Header.Set("Authorization", "Bearer tg_pt_1")
+		if tt.ct != "" {
+			req.Header.Set("Content-Type", tt.ct)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.status || !strings.Contains(string(b), tt.code) {
+			t.Errorf("%s %s: %d %s; want %d %s", tt.method, tt.path, resp.StatusCode, b, tt.status, tt.code)
+		}
+	}
+	if got := mock.Stats().Requests - before; got != 2 {
+		t.Errorf("the upstream saw %d requests; want the 2 speech requests", got)
 	}
 	for _, tt := range []struct{ method, path string }{{"PUT", "/v1/files"}, {"POST", "/v1/files/file-1"}, {"GET", "/v1/images/generations"}} {
 		req, _ := http.NewRequest(tt.method, gw+tt.path, nil)
