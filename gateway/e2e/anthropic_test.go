@@ -121,7 +121,7 @@ var createdRE = regexp.MustCompile(`"created":\d+`)
 func translatedStream(t *testing.T, rec []byte, includeUsage bool) []byte {
 	t.Helper()
 	r := anthropic.NewStreamReader(0)
-	r.Reset(bytes.NewReader(rec), "", "", 1, true)
+	r.Reset(bytes.NewReader(rec), "claude-x", "", 1, true) // the client sees its own model name
 	out, err := io.ReadAll(r)
 	if err != nil {
 		t.Fatalf("translating the recording: %v", err)
@@ -185,7 +185,7 @@ func TestAnthropicChatNonStreamRecordings(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			status, _, got := post(t, gw+"/v1/chat/completions", `{"model":"claude-x","messages":[{"role":"user","content":"hi"}]}`,
 				mockllm.HeaderRecording, name)
-			want, err := anthropic.AppendResponse(nil, recs[name], "", "", 1)
+			want, err := anthropic.AppendResponse(nil, recs[name], "claude-x", "", 1)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -33,6 +33,15 @@ const (
 	// ProviderAnthropic is Anthropic's Messages API: OpenAI-style chat
 	// requests are translated, and POST /v1/messages passes through.
 	ProviderAnthropic = "anthropic"
+	// ProviderAzure is Azure OpenAI: OpenAI's wire format on deployment
+	// paths, with an api-key or an Entra ID token (azure.go).
+	ProviderAzure = "azure"
+	// ProviderBedrock is AWS Bedrock's Converse API, SigV4-signed.
+	ProviderBedrock = "bedrock"
+	// ProviderGemini is Google's Gemini API (AI Studio key).
+	ProviderGemini = "gemini"
+	// ProviderVertex is Gemini on Google Cloud's Vertex AI (OAuth).
+	ProviderVertex = "vertex"
 )
 
 // Policy is a decoded and validated policy file.
@@ -208,7 +217,8 @@ type Upstream struct {
 	// Name is unique among the upstreams; routes refer to it.
 	Name string `yaml:"name"`
 	// Provider is the API the upstream speaks: openai (the default: OpenAI
-	// and compatible servers) or anthropic (Anthropic's Messages API).
+	// and compatible servers), anthropic (Anthropic's Messages API),
+	// azure, bedrock, gemini or vertex (see docs/POLICY.md, Providers).
 	Provider string `yaml:"provider"`
 	// BaseURL is the API root including its version path, e.g.
 	// https://api.openai.com/v1; the gateway appends /chat/completions etc.
@@ -240,6 +250,16 @@ type Upstream struct {
 	// anthropic upstream (default 2023-06-01); on POST /v1/messages the
 	// client's own anthropic-version wins. Only for provider anthropic.
 	AnthropicVersion string `yaml:"anthropic_version"`
+	// Azure, Bedrock and Vertex are their providers' settings (only for
+	// that provider; upstream_providers.go).
+	Azure   *Azure   `yaml:"azure"`
+	Bedrock *Bedrock `yaml:"bedrock"`
+	Vertex  *Vertex  `yaml:"vertex"`
+	// ModelIDs maps a client's model name to the name sent to this
+	// upstream (an Azure deployment, a Bedrock model id, a Gemini model).
+	// A model not listed goes as it is. Clients, the call log and the
+	// metrics keep the client's name.
+	ModelIDs map[string]string `yaml:"model_ids"`
 
 	// APIKey is resolved from APIKeyEnv at load; never logged.
 	APIKey string `yaml:"-"`
@@ -447,16 +467,7 @@ func (u *Upstream) validate(at string, names map[string]int, i int, lookupEnv fu
 	} else {
 		names[u.Name] = i
 	}
-	switch u.Provider {
-	case ProviderOpenAI:
-		if u.AnthropicVersion != "" {
-			ps.add(at+".anthropic_version", "is only for provider %s", ProviderAnthropic)
-		}
-	case ProviderAnthropic:
-		u.validateAnthropic(at, ps)
-	default:
-		ps.add(at+".provider", "unknown provider %q (supported: %s, %s)", u.Provider, ProviderOpenAI, ProviderAnthropic)
-	}
+	u.validateProvider(at, ps)
 	switch parsed, err := url.Parse(u.BaseURL); {
 	case u.BaseURL == "":
 		ps.add(at+".base_url", "is required")

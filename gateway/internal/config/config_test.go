@@ -91,7 +91,7 @@ upstreams:
   - name: b
     bse_url: http://y/v1
 routes: [{models: [m], upstream: a}]
-`, nil, []string{"upstreams[1].bse_url (line 7): unknown field (known: anthropic_version, api_key_env, base_url,"}},
+`, nil, []string{"upstreams[1].bse_url (line 7): unknown field (known: anthropic_version, api_key_env, azure, base_url,"}},
 		{"every problem listed", `
 version: 2
 upstreams:

@@ -61,21 +61,52 @@ routes: [{models: ["claude-*"], upstream: claude}]
 	}
 }
 
-func TestAnthropicVersionOnlyForAnthropic(t *testing.T) {
-	_, err := Parse([]byte(`
-version: 1
-upstreams: [{name: a, base_url: "http://x", anthropic_version: "2023-06-01"}]
-routes: [{models: [m], upstream: a}]
-`), env(nil))
-	if err == nil || !strings.Contains(err.Error(), "upstreams[0].anthropic_version: is only for provider anthropic") {
-		t.Errorf("error %v", err)
+func TestProviderSettings(t *testing.T) {
+	tests := []struct {
+		name, upstream string
+		want           string // "" for no error
+	}{
+		{"anthropic_version on openai", `{name: a, base_url: "http://x", anthropic_version: "2023-06-01"}`,
+			"upstreams[0].anthropic_version: is only for provider anthropic"},
+		{"bedrock settings on openai", `{name: a, base_url: "http://x", bedrock: {region: us-east-1}}`,
+			"upstreams[0].bedrock: is only for provider bedrock"},
+		{"vertex settings on azure", `{name: a, base_url: "http://x", provider: azure, vertex: {project: p}}`,
+			"upstreams[0].vertex: is only for provider vertex"},
+		{"unknown provider", `{name: a, base_url: "http://x", provider: cohere}`,
+			`unknown provider "cohere" (supported: openai, anthropic, azure, bedrock, gemini, vertex)`},
+		{"model_ids", `{name: a, base_url: "http://x", model_ids: {gpt-4o: my-deployment}}`, ""},
+		{"empty model id", `{name: a, base_url: "http://x", model_ids: {gpt-4o: ""}}`,
+			`upstreams[0].model_ids["gpt-4o"]: model names must be non-empty`},
 	}
-	_, err = Parse([]byte(`
-version: 1
-upstreams: [{name: a, base_url: "http://x", provider: gemini}]
-routes: [{models: [m], upstream: a}]
-`), env(nil))
-	if err == nil || !strings.Contains(err.Error(), `unknown provider "gemini" (supported: openai, anthropic)`) {
-		t.Errorf("error %v", err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := Parse([]byte("version: 1\nupstreams: ["+tt.upstream+"]\nroutes: [{models: [m], upstream: a}]\n"), env(nil))
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := p.Upstreams[0].ModelIDs["gpt-4o"]; got != "my-deployment" {
+					t.Errorf("model_ids[gpt-4o] = %q", got)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// A provider named by the policy format whose check is not in this build
+// is refused by name, not as unknown.
+func TestProviderNotInBuild(t *testing.T) {
+	for _, name := range knownProviders {
+		if _, ok := providerChecks[name]; ok || name == ProviderOpenAI {
+			continue
+		}
+		_, err := Parse([]byte("version: 1\nupstreams: [{name: a, base_url: \"http://x\", provider: "+name+"}]\nroutes: [{models: [m], upstream: a}]\n"), env(nil))
+		if err == nil || !strings.Contains(err.Error(), "provider \""+name+"\" is not yet supported by this build") {
+			t.Errorf("%s: error %v", name, err)
+		}
 	}
 }

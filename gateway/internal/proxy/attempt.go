@@ -59,6 +59,16 @@ type attemptState struct {
 	// fbBody is the request body for fallback model fbFor.
 	fbBody []byte
 	fbFor  string
+	// fbName is fbFor as bytes, for the model_ids lookup.
+	fbName []byte
+}
+
+// fbModel is fallback model fb as bytes.
+func (a *attemptState) fbModel(fb string) []byte {
+	if string(a.fbName) != fb {
+		a.fbName = append(a.fbName[:0], fb...)
+	}
+	return a.fbName
 }
 
 func (a *attemptState) reset() {
@@ -85,15 +95,15 @@ func healthConfig(u *config.Upstream) balance.Config {
 }
 
 // choose picks the upstream the request will most likely go to, before
-// the plugins run: they read its name. It returns its client.
-func (x *exchange) choose() *upstream.Client {
+// the plugins run: they read its name.
+func (x *exchange) choose() *target {
 	rt := x.route
 	i := 0
 	if len(rt.targets) > 1 {
 		i = rt.set.Peek()
-		if x.ep == endpointMessages && !x.accepts(rt.targets[i].client) {
+		if x.ep == endpointMessages && !x.accepts(&rt.targets[i]) {
 			for j := range rt.targets {
-				if x.accepts(rt.targets[j].client) {
+				if x.accepts(&rt.targets[j]) {
 					i = j
 					break
 				}
@@ -101,7 +111,7 @@ func (x *exchange) choose() *upstream.Client {
 		}
 	}
 	x.try.prefer = i
-	return rt.targets[i].client
+	return &rt.targets[i]
 }
 
 // unservable is the mask of rt's members that cannot serve the request's
@@ -112,7 +122,7 @@ func (x *exchange) unservable(rt *route) uint64 {
 	}
 	var m uint64
 	for i := range rt.targets {
-		if !x.accepts(rt.targets[i].client) {
+		if !x.accepts(&rt.targets[i]) {
 			m |= 1 << i
 		}
 	}
@@ -131,6 +141,7 @@ type attemptResult struct {
 	ex         *upstream.Exchange // a 429/5xx reply (nil for err)
 	err        error
 	client     *upstream.Client
+	bind       *binding
 	name       []byte
 	up         *balance.Upstream
 	fallback   string
@@ -245,7 +256,7 @@ func (x *exchange) send(ctx *fasthttp.RequestCtx, rctx context.Context, path str
 			}
 		}
 		last.discard()
-		x.client, a.name = t.client, t.name
+		x.client, x.bind, a.name = t.client, t.bind, t.name
 		ex, err := t.client.Do(rctx, req)
 		a.tried[a.attempts] = tk.Upstream()
 		a.timedOut[a.attempts] = err != nil && (errors.Is(err, upstream.ErrTimeout) || errors.Is(err, upstream.ErrPoolFull))
@@ -258,7 +269,7 @@ func (x *exchange) send(ctx *fasthttp.RequestCtx, rctx context.Context, path str
 			if o == balance.Cancelled || a.attempts >= limit {
 				return nil, err
 			}
-			last = attemptResult{err: err, client: t.client, name: t.name, up: tk.Upstream(), fallback: w.fb}
+			last = attemptResult{err: err, client: t.client, bind: t.bind, name: t.name, up: tk.Upstream(), fallback: w.fb}
 		} else {
 			o := balance.StatusOutcome(ex.StatusCode())
 			tk.Done(o, retry)
@@ -267,7 +278,7 @@ func (x *exchange) send(ctx *fasthttp.RequestCtx, rctx context.Context, path str
 				return ex, nil
 			}
 			tk.Release()
-			last = attemptResult{ex: ex, client: t.client, name: t.name, up: tk.Upstream(), fallback: w.fb, retryAfter: retryAfter(ex)}
+			last = attemptResult{ex: ex, client: t.client, bind: t.bind, name: t.name, up: tk.Upstream(), fallback: w.fb, retryAfter: retryAfter(ex)}
 		}
 		w.excluded |= bit
 		w.progress = true
@@ -280,7 +291,7 @@ func (x *exchange) lastFailure(ctx *fasthttp.RequestCtx, last *attemptResult, re
 	a := &x.try
 	switch {
 	case last.ex != nil || last.err != nil:
-		x.client, a.name, a.fallback = last.client, last.name, last.fallback
+		x.client, x.bind, a.name, a.fallback = last.client, last.bind, last.name, last.fallback
 		ex, err := last.ex, last.err
 		*last = attemptResult{}
 		return ex, err
@@ -321,7 +332,9 @@ func (x *exchange) attemptRequest(ctx *fasthttp.RequestCtx, t *target, path stri
 		x.buildHeader(ctx, t.filter)
 		a.hdrFor = t.filter
 	}
+	model := x.req.Model
 	if fb != "" {
+		model = a.fbModel(fb)
 		if a.fbFor != fb {
 			var err error
 			if a.fbBody, err = openai.AppendWithModel(a.fbBody[:0], body, fb); err != nil {
@@ -331,7 +344,7 @@ func (x *exchange) attemptRequest(ctx *fasthttp.RequestCtx, t *target, path stri
 		}
 		body = a.fbBody
 	}
-	return x.upstreamRequest(t.client, path, body)
+	return x.upstreamRequest(t, path, body, model)
 }
 
 // triedBefore reports whether this request already went to u, and

@@ -1,11 +1,11 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +32,7 @@ type exchange struct {
 	req    openai.Request
 	ep     openai.Endpoint
 	client *upstream.Client
+	bind   *binding          // x.client's (provider.go)
 	wr     *wasmhost.Request // nil without plugins
 	conn   *clientConn       // the client's connection; nil when not served by Serve
 
@@ -98,7 +99,7 @@ func (x *exchange) free() {
 		x.st.release()
 		x.st = nil
 	}
-	x.s, x.client, x.conn = nil, nil, nil
+	x.s, x.client, x.bind, x.conn = nil, nil, nil, nil
 	x.usage, x.up, x.usagePending = openai.Usage{}, stream.Counters{}, false
 	x.svc.Reset()
 	x.prov.reset()
@@ -142,11 +143,13 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 		writeError(ctx, &openai.Error{Status: 503, Type: "server_error", Code: "shutting_down", Message: "The gateway is shutting down; retry the request."})
 		return
 	}
+	var t *target
 	if x.route, x.modelLabel = x.st.routes.lookup(r.Model); x.route != nil {
-		x.client = x.choose()
+		t = x.choose()
+		x.client, x.bind = t.client, t.bind
 	}
-	if x.client == nil || !x.accepts(x.client) {
-		writeError(ctx, x.noUpstream(r.Model, x.client))
+	if t == nil || !x.accepts(t) {
+		writeError(ctx, x.noUpstream(r.Model, t))
 		return
 	}
 	x.startTrace(ctx)
@@ -206,8 +209,15 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 		}
 	}
 	ct := ex.Header().ContentType()
-	if status >= 200 && status < 300 && bytes.HasPrefix(ct, []byte("text/event-stream")) {
+	if x.bind.isStream(status, ct) {
+		model := ""
+		if x.translation() != nil {
+			model = x.replyModel()
+		}
 		ctx.SetStatusCode(status)
+		if x.bind.translator != nil {
+			ct = eventStreamType // the translation's, whatever the upstream's framing
+		}
 		ctx.Response.Header.SetContentTypeBytes(ct)
 		ctx.Response.Header.Set("Cache-Control", "no-cache")
 		// The status and headers go out now, not with the first event: a
@@ -218,7 +228,8 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 		ctx.SetBodyStream(stream.Acquire(stream.Config{
 			Exchange: x, Counters: &x.up, Start: x.start, Request: x.wr, Pipeline: pipe, Log: s.log,
 			ID: x.id, Model: r.Model, Upstream: ex, Ctx: rctx, Cancel: x.exCancel,
-			Native: ep == endpointMessages, Anthropic: x.client.Anthropic(), StripUsage: stripUsage,
+			Native: ep == endpointMessages, StripUsage: stripUsage,
+			Translation: x.translation(), ReplyModel: model,
 		}), -1)
 		streamed = true
 		return
@@ -534,6 +545,12 @@ func (s *Server) upstreamFailed(ctx *fasthttp.RequestCtx, c *upstream.Client, er
 	case errors.Is(err, upstream.ErrPoolFull):
 		s.log.Warn("upstream connection pool full", "upstream", c.Name(), "err", err)
 		writeError(ctx, saturated(ctx, fmt.Sprintf("Every connection to the upstream %q is busy (its max_connections); retry the request.", c.Name())))
+	case errors.Is(err, upstream.ErrCredentials):
+		// The message names the upstream and the credential source, never
+		// a secret (upstream.Authorizer's contract).
+		s.log.Error("no credentials for the upstream", "upstream", c.Name(), "err", err)
+		writeError(ctx, &openai.Error{Status: fasthttp.StatusBadGateway, Type: openai.TypeUpstream, Code: "upstream_credentials",
+			Message: fmt.Sprintf("The gateway could not obtain credentials for the upstream %q: %v", c.Name(), strings.TrimPrefix(err.Error(), upstream.ErrCredentials.Error()+": "+c.Name()+": "))})
 	case errors.Is(err, upstream.ErrTimeout):
 		s.log.Warn("upstream timeout", "upstream", c.Name(), "err", err)
 		writeError(ctx, openai.UpstreamTimeout(fmt.Sprintf("The upstream %q did not answer in time.", c.Name())))

@@ -3,34 +3,37 @@ package proxy
 import (
 	"bytes"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fastjson"
 
 	"github.com/tollgate/tollgate/gateway/internal/anthropic"
+	"github.com/tollgate/tollgate/gateway/internal/config"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
+	"github.com/tollgate/tollgate/gateway/internal/provider"
+	"github.com/tollgate/tollgate/gateway/internal/proxy/stream"
 	"github.com/tollgate/tollgate/gateway/internal/upstream"
 )
 
 // Providers. An upstream speaks OpenAI's API (requests and replies pass as
-// they are) or Anthropic's Messages API. To an Anthropic upstream:
+// they are) or another provider's, through the adapter its provider
+// registered in package provider (see that package's documentation for
+// the contract). For an adapter's upstream each attempt's request is
+// built by Adapter.Request; a Translator's replies are turned into OpenAI
+// ones (Translator.Reply for whole replies, Translator.NewStream's reader
+// for streams, read by the stream as if an OpenAI upstream had sent it).
+// A model listed in the upstream's model_ids goes out under its upstream
+// id; the client still sees its own name.
 //
-//   - POST /v1/chat/completions is translated: the request into a Messages
-//     API request (anthropic.AppendRequest), the reply back into a
-//     chat.completion (anthropic.AppendResponse), a stream event by event
-//     into chat.completion.chunk events (anthropic.StreamReader, read by
-//     the stream as if the upstream had sent them), errors into OpenAI
-//     errors (anthropic.TranslateError).
-//   - POST /v1/messages (endpointMessages) passes through: the client's
-//     body and the upstream's reply and events are not changed, but the
-//     guards and the accounting read them as the OpenAI chunks a
-//     translation would give (anthropic.ChunkView, stream_native.go), and
-//     the errors the gateway itself produces are in Anthropic's format.
-//
-// Either way the upstream's key goes out as x-api-key with an
-// anthropic-version header, and the client's own key (its gateway key, read
-// by the preflight plugin from Authorization or X-Api-Key) never does.
+// POST /v1/messages (endpointMessages) goes only to Anthropic upstreams
+// and passes through: the client's body and the upstream's reply and
+// events are not changed, but the guards and the accounting read them as
+// the OpenAI chunks a translation would give (anthropic.ChunkView,
+// stream/native.go), and the errors the gateway itself produces are in
+// Anthropic's format. The client's own key (its gateway key, read by the
+// preflight plugin from Authorization or X-Api-Key) never goes upstream.
 
 // endpointMessages is POST /v1/messages, Anthropic's Messages API served
 // natively. The openai package knows only OpenAI's endpoints, so the value
@@ -54,12 +57,46 @@ var endpointNames = map[openai.Endpoint][]byte{
 	endpointMessages:       []byte("messages"),
 }
 
+// binding is how the proxy talks to one upstream (package provider).
+type binding struct {
+	adapter    provider.Adapter    // nil: OpenAI-compatible
+	translator provider.Translator // nil: replies in OpenAI's format
+	anthropic  *provider.Anthropic // non-nil: serves endpointMessages
+	// modelIDs maps a client's model to the upstream's (model_ids).
+	modelIDs map[string]string
+	// streams pools the translator's stream readers.
+	streams *sync.Pool
+}
+
+func newBinding(u *config.Upstream, b provider.Binding) *binding {
+	bd := &binding{adapter: b.Adapter, modelIDs: u.ModelIDs}
+	if len(bd.modelIDs) == 0 {
+		bd.modelIDs = nil
+	}
+	bd.translator, _ = b.Adapter.(provider.Translator)
+	bd.anthropic, _ = b.Adapter.(*provider.Anthropic)
+	if tr := bd.translator; tr != nil {
+		bd.streams = &sync.Pool{New: func() any { return tr.NewStream(stream.MaxEventBytes) }}
+	}
+	return bd
+}
+
+// isStream reports whether a reply is to be streamed to the client.
+func (b *binding) isStream(status int, ct []byte) bool {
+	if b.translator != nil {
+		return b.translator.IsStream(status, ct)
+	}
+	return provider.IsSSE(status, ct)
+}
+
 // providerState is what an exchange needs to speak its upstream's API.
 type providerState struct {
 	native anthropic.RequestParser
 	req    upstream.Request
-	header []byte // header lines for an Anthropic upstream
-	body   []byte // the chat request translated for Anthropic
+	out    provider.Outbound // an adapter's request
+	header []byte            // x.header and the adapter's header lines
+	path   string            // out.Path, kept while the same
+	mapped []byte            // the body with the upstream's model id
 
 	// The client's anthropic-version and anthropic-beta (endpointMessages).
 	version, beta []byte
@@ -74,7 +111,8 @@ func (p *providerState) reset() {
 	p.req = upstream.Request{}
 	p.rawKept = false
 	p.version, p.beta = p.version[:0], p.beta[:0]
-	for _, b := range []*[]byte{&p.header, &p.body, &p.raw} {
+	p.out.Reset()
+	for _, b := range []*[]byte{&p.header, &p.mapped, &p.raw} {
 		if cap(*b) > 1<<20 {
 			*b = nil // a huge request's buffer is not kept in the pool
 		}
@@ -95,65 +133,90 @@ func (x *exchange) parseRequest(ctx *fasthttp.RequestCtx, body []byte, ep openai
 	return p.native.Parse(body, r)
 }
 
-// accepts reports whether c can serve the exchange's endpoint: the native
+// accepts reports whether t can serve the exchange's endpoint: the native
 // Messages API only goes to Anthropic upstreams.
-func (x *exchange) accepts(c *upstream.Client) bool {
-	return x.ep != endpointMessages || c.Anthropic()
+func (x *exchange) accepts(t *target) bool {
+	return x.ep != endpointMessages || t.bind.anthropic != nil
 }
 
 // noUpstream is the 404 for a model no route sends to an upstream that can
 // serve the endpoint.
-func (x *exchange) noUpstream(model []byte, c *upstream.Client) *openai.Error {
-	if c == nil || x.ep != endpointMessages {
+func (x *exchange) noUpstream(model []byte, t *target) *openai.Error {
+	if t == nil || x.ep != endpointMessages {
 		return openai.NotFoundModel(string(model))
 	}
 	return &openai.Error{Status: fasthttp.StatusNotFound, Type: "not_found_error", Code: "model_not_found",
 		Message: fmt.Sprintf("The model `%s` is not served by an Anthropic upstream here; use POST /v1/chat/completions for it.", model)}
 }
 
-// upstreamRequest returns the request for c: path, header lines and body in
-// the API c speaks. body is the request body as prepared for an OpenAI
-// upstream (see forward). It is called once per attempt, possibly for
-// different upstreams; the result is valid until the next call. An error
-// is the client's (*openai.Error): the request cannot be expressed for c.
-func (x *exchange) upstreamRequest(c *upstream.Client, path string, body []byte) (*upstream.Request, error) {
+// upstreamRequest returns the request for t: path, header lines and body in
+// the API t speaks. body is the request body as prepared for an OpenAI
+// upstream (see forward) for model (the client's, or a fallback's). It is
+// called once per attempt, possibly for different upstreams; the result is
+// valid until the next call. An error is the client's (*openai.Error): the
+// request cannot be expressed for t.
+func (x *exchange) upstreamRequest(t *target, path string, body []byte, model []byte) (*upstream.Request, error) {
 	p := &x.prov
-	p.req = upstream.Request{Method: "POST", Path: path, Header: x.header, Body: body}
-	if !c.Anthropic() {
-		if x.ep == endpointMessages {
-			return nil, x.noUpstream(x.req.Model, c)
-		}
-		return &p.req, nil
-	}
-	switch x.ep {
-	case endpointMessages:
-		// body is the client's, untouched: a native request asks for no
-		// stream_options (parseRequest sets IncludeUsage for streams).
-	case openai.ChatCompletions:
-		// Translated on each call: an attempt may carry another body (a
-		// fallback model), and a retry is rare enough not to cache for.
+	b := t.bind
+	upModel, mapped := b.modelIDs[string(model)]
+	if mapped {
 		var err error
-		if p.body, err = anthropic.AppendRequest(p.body[:0], body, 0); err != nil {
+		if p.mapped, err = openai.AppendWithModel(p.mapped[:0], body, upModel); err != nil {
 			return nil, err
 		}
-		p.req.Body = p.body
-	default:
-		return nil, &openai.Error{Status: fasthttp.StatusBadRequest, Type: openai.TypeInvalidRequest, Param: "model", Code: "unsupported_endpoint",
-			Message: fmt.Sprintf("The model `%s` is served by an Anthropic upstream, which has no %s endpoint; use POST /v1/chat/completions.", x.req.Model, x.ep)}
+		body = p.mapped
 	}
+	p.req = upstream.Request{Method: "POST", Path: path, Header: x.header, Body: body}
+	switch {
+	case x.ep == endpointMessages:
+		if b.anthropic == nil {
+			return nil, x.noUpstream(x.req.Model, t)
+		}
+		return x.nativeRequest(b.anthropic), nil
+	case b.adapter == nil:
+		return &p.req, nil
+	case !b.adapter.Serves(x.ep):
+		return nil, &openai.Error{Status: fasthttp.StatusBadRequest, Type: openai.TypeInvalidRequest, Param: "model", Code: "unsupported_endpoint",
+			Message: fmt.Sprintf("The model `%s` is served by a %s upstream, which has no %s endpoint; use POST /v1/chat/completions.", x.req.Model, t.client.Provider(), x.ep)}
+	}
+	if !mapped {
+		upModel = string(model) // adapters' upstreams only: OpenAI's stay allocation-free
+	}
+	// Built on each call: an attempt may carry another body (a fallback
+	// model), and a retry is rare enough not to cache for.
+	o := &p.out
+	o.Reset()
+	if err := b.adapter.Request(o, x.ep, upModel, x.req.Stream, body); err != nil {
+		return nil, err
+	}
+	if p.path != string(o.Path) {
+		p.path = string(o.Path)
+	}
+	p.req.Path = p.path
+	if len(o.Header) > 0 {
+		p.header = append(append(p.header[:0], x.header...), o.Header...)
+		p.req.Header = p.header
+	}
+	if len(o.Body) > 0 {
+		p.req.Body = o.Body
+	}
+	return &p.req, nil
+}
+
+// nativeRequest is POST /v1/messages for an Anthropic upstream: the
+// client's body (it asks for no stream_options: parseRequest sets
+// IncludeUsage for streams), with the client's anthropic-version
+// (fasthttp has refused CR, LF and NUL in it) or else the upstream's, and
+// the client's anthropic-beta.
+func (x *exchange) nativeRequest(a *provider.Anthropic) *upstream.Request {
+	p := &x.prov
 	p.req.Path = anthropic.MessagesPath
-	// The key is in c's static headers; the version is the client's on the
-	// native endpoint (fasthttp has refused CR, LF and NUL in it), else
-	// the upstream's (validated by config).
 	p.header = append(p.header[:0], x.header...)
 	p.header = append(p.header, "anthropic-version: "...)
-	switch {
-	case len(p.version) > 0:
+	if len(p.version) > 0 {
 		p.header = append(p.header, p.version...)
-	case c.AnthropicVersion() != "":
-		p.header = append(p.header, c.AnthropicVersion()...)
-	default:
-		p.header = append(p.header, anthropic.DefaultVersion...)
+	} else {
+		p.header = append(p.header, a.Version...)
 	}
 	p.header = append(p.header, "\r\n"...)
 	if len(p.beta) > 0 {
@@ -162,20 +225,21 @@ func (x *exchange) upstreamRequest(c *upstream.Client, path string, body []byte)
 		p.header = append(p.header, "\r\n"...)
 	}
 	p.req.Header = p.header
-	return &p.req, nil
+	return &p.req
 }
 
 var jsonContentType = []byte("application/json")
 
-// translateReply turns a non-streamed reply from an Anthropic upstream (in
-// x.resp) into what the rest of the exchange reads: for a chat request the
-// OpenAI reply (a chat.completion, or an OpenAI error with the status that
-// goes with it); for a native request the upstream's reply is kept for the
-// client (replyBody) and x.resp holds its translation, which the chunk
-// phase and the accounting read. It returns the status and content type
-// for the client.
+// translateReply turns a non-streamed reply from a translated upstream
+// (in x.resp) into what the rest of the exchange reads: for an OpenAI
+// request the OpenAI reply (a chat.completion, or an OpenAI error with the
+// status that goes with it); for a native request the upstream's reply is
+// kept for the client (replyBody) and x.resp holds its translation, which
+// the chunk phase and the accounting read. It returns the status and
+// content type for the client.
 func (x *exchange) translateReply(status int, ct []byte) (int, []byte) {
-	if !x.client.Anthropic() {
+	tr := x.bind.translator
+	if tr == nil {
 		return status, ct
 	}
 	p := &x.prov
@@ -184,25 +248,46 @@ func (x *exchange) translateReply(status int, ct []byte) (int, []byte) {
 		return status, ct // the upstream's error, as it sent it
 	}
 	p.raw, x.resp = x.resp, p.raw[:0]
-	var err error
-	if status >= 200 && status < 300 {
-		x.resp, err = anthropic.AppendResponse(x.resp, p.raw, "", "", time.Now().Unix())
-	} else {
-		err = anthropic.TranslateError(status, p.raw)
-	}
-	if err == nil {
-		p.rawKept = native
-		return status, ct
-	}
 	if native {
-		// Not a message the gateway can read: it passes as sent, and the
-		// accounting falls back to its estimate.
-		p.raw, x.resp = x.resp, p.raw
+		var err error
+		if x.resp, err = anthropic.AppendResponse(x.resp, p.raw, "", "", time.Now().Unix()); err != nil {
+			// Not a message the gateway can read: it passes as sent, and
+			// the accounting falls back to its estimate.
+			p.raw, x.resp = x.resp, p.raw
+			return status, ct
+		}
+		p.rawKept = true
 		return status, ct
 	}
-	e := asOpenAIError(err)
-	x.resp = e.AppendJSON(x.resp[:0])
-	return e.Status, jsonContentType
+	out, st, err := tr.Reply(x.resp, status, p.raw, x.replyModel(), time.Now().Unix())
+	if err != nil {
+		e := asOpenAIError(err)
+		x.resp = e.AppendJSON(x.resp[:0])
+		return e.Status, jsonContentType
+	}
+	x.resp = out
+	return st, jsonContentType
+}
+
+// translation is the pool of stream readers that translate the reply, nil
+// when the stream is OpenAI's or passes through (endpointMessages).
+func (x *exchange) translation() *sync.Pool {
+	if x.ep == endpointMessages {
+		return nil
+	}
+	return x.bind.streams
+}
+
+// eventStreamType is the Content-Type of a translated stream.
+var eventStreamType = []byte("text/event-stream")
+
+// replyModel is the model name the client sees in a translated reply: the
+// model it asked for, or the fallback model that served.
+func (x *exchange) replyModel() string {
+	if x.try.fallback != "" {
+		return x.try.fallback
+	}
+	return string(x.req.Model)
 }
 
 // replyBody is the body for the client of a non-streamed reply, given what

@@ -51,6 +51,7 @@ type route struct {
 // target is one upstream of a route.
 type target struct {
 	client *upstream.Client
+	bind   *binding // how to speak its API (provider.go)
 	filter *headerFilter
 	name   []byte // the plugins' upstream field; shared, never written
 }
@@ -62,7 +63,7 @@ type fallback struct {
 
 // newRouter builds the routes of p. ups holds each upstream's client and
 // health state by name.
-func newRouter(p *config.Policy, clients map[string]*upstream.Client, filters map[*upstream.Client]*headerFilter,
+func newRouter(p *config.Policy, clients map[string]*upstream.Client, bindings map[string]*binding, filters map[*upstream.Client]*headerFilter,
 	health map[string]*balance.Upstream, created time.Time) *router {
 	r := &router{exact: make(map[string]exactRoute)}
 	timeouts := make(map[string]time.Duration, len(p.Upstreams))
@@ -78,7 +79,7 @@ func newRouter(p *config.Policy, clients map[string]*upstream.Client, filters ma
 		for j, ru := range rt.Upstreams {
 			c := clients[ru.Name]
 			members[j], weights[j] = health[ru.Name], ru.Weight
-			ro.targets[j] = target{client: c, filter: filters[c], name: []byte(ru.Name)}
+			ro.targets[j] = target{client: c, bind: bindings[ru.Name], filter: filters[c], name: []byte(ru.Name)}
 			ro.wait = max(ro.wait, timeouts[ru.Name])
 		}
 		ro.set = balance.NewSet(members, weights)

@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/balance"
 	"github.com/tollgate/tollgate/gateway/internal/config"
 	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
+	"github.com/tollgate/tollgate/gateway/internal/provider"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
 	"github.com/tollgate/tollgate/gateway/internal/upstream"
 	"github.com/tollgate/tollgate/sdk/wasmhost"
@@ -27,7 +28,9 @@ type state struct {
 	routes  *router
 	files   *route // /v1/files and /v1/batches (passthru.go); nil: not served
 	clients map[string]*upstream.Client
-	filters map[*upstream.Client]*headerFilter
+	// bindings are the upstreams' providers, by name (provider.go).
+	bindings map[string]*binding
+	filters  map[*upstream.Client]*headerFilter
 	// health is each upstream's breaker, in-flight count and attempt
 	// counters, in policy order (metrics read it).
 	health   []*balance.Upstream
@@ -43,7 +46,7 @@ type state struct {
 }
 
 func (s *Server) newState(p *config.Policy) (_ *state, err error) {
-	st := &state{policy: p, acct: s.acct, clients: make(map[string]*upstream.Client), filters: make(map[*upstream.Client]*headerFilter)}
+	st := &state{policy: p, acct: s.acct, clients: make(map[string]*upstream.Client), bindings: make(map[string]*binding), filters: make(map[*upstream.Client]*headerFilter)}
 	st.refs.Store(1)
 	s.acct.OpenState()
 	defer func() {
@@ -70,8 +73,16 @@ func (s *Server) newState(p *config.Policy) (_ *state, err error) {
 	health := make(map[string]*balance.Upstream, len(p.Upstreams))
 	for i := range p.Upstreams {
 		u := &p.Upstreams[i]
-		c := upstream.New(u)
+		b, err := provider.Bind(u)
+		if err != nil {
+			return nil, err
+		}
+		if b.Close != nil {
+			st.closers = append(st.closers, b.Close)
+		}
+		c := upstream.New(u, b.Options...)
 		st.clients[u.Name] = c
+		st.bindings[u.Name] = newBinding(u, b)
 		f := newHeaderFilter(u.ForwardHeaders)
 		if s.tracing != nil {
 			f.withhold("traceparent", "tracestate") // the gateway sends its own
@@ -81,7 +92,7 @@ func (s *Server) newState(p *config.Policy) (_ *state, err error) {
 		health[u.Name] = h
 		st.health = append(st.health, h)
 	}
-	st.routes = newRouter(p, st.clients, st.filters, health, time.Now())
+	st.routes = newRouter(p, st.clients, st.bindings, st.filters, health, time.Now())
 	st.files = newFilesRoute(p, st.clients, st.filters, health)
 	st.closers = append(st.closers, s.obs.Attach(st.pipeline, st.tenants))
 	return st, nil

@@ -45,6 +45,9 @@ var (
 	// upstream (max_connections) stayed busy for the whole wait: the
 	// gateway's own limit, which says nothing about the upstream's health.
 	ErrPoolFull = errors.New("every connection to the upstream is busy")
+	// ErrCredentials means the upstream's Authorizer could not produce
+	// credentials for the request (its source failed); nothing was sent.
+	ErrCredentials = errors.New("no credentials for the upstream")
 )
 
 // maxIdleAge drops pooled connections idle longer than this; servers
@@ -62,9 +65,10 @@ type Client struct {
 	static   []byte
 	basePath string
 	provider string
-	// anthropicVersion is the anthropic-version an anthropic upstream is
-	// sent by default (the caller writes it, since a client may choose).
-	anthropicVersion string
+	// auth writes per-request credentials (nil: the static headers carry
+	// them, if any); host is the Host it signs.
+	auth Authorizer
+	host string
 
 	dialer net.Dialer
 	idle   chan *conn    // pooled idle connections
@@ -73,8 +77,29 @@ type Client struct {
 	closed atomic.Bool
 }
 
+// Option configures a Client beyond its policy entry.
+type Option func(*options)
+
+type options struct {
+	auth      Authorizer
+	keyHeader string
+}
+
+// WithAuthorizer has every request written to the upstream carry the
+// credentials a writes (see Authorizer): SigV4 signatures, OAuth tokens.
+func WithAuthorizer(a Authorizer) Option { return func(o *options) { o.auth = a } }
+
+// WithKeyHeader sends the upstream's key (api_key_env) as the header name
+// with the key as its whole value (Anthropic's x-api-key, Azure's
+// api-key), instead of the default "Authorization: Bearer <key>".
+func WithKeyHeader(name string) Option { return func(o *options) { o.keyHeader = name } }
+
 // New returns a Client for u (validated by config).
-func New(u *config.Upstream) *Client {
+func New(u *config.Upstream, opts ...Option) *Client {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
 	host := u.URL.Host
 	port := u.URL.Port()
 	var tc *tls.Config
@@ -98,13 +123,13 @@ func New(u *config.Upstream) *Client {
 		idle:     make(chan *conn, u.MaxConnections),
 		slots:    make(chan struct{}, u.MaxConnections),
 	}
-	c.static = appendHeader(c.static, "Host", hostHeader(u.URL))
-	c.provider, c.anthropicVersion = u.Provider, u.AnthropicVersion
+	c.host = hostHeader(u.URL)
+	c.static = appendHeader(c.static, "Host", c.host)
+	c.provider, c.auth = u.Provider, o.auth
 	switch {
 	case u.APIKey == "":
-	case u.Provider == config.ProviderAnthropic:
-		// Anthropic reads x-api-key, not Authorization.
-		c.static = appendHeader(c.static, "x-api-key", u.APIKey)
+	case o.keyHeader != "":
+		c.static = appendHeader(c.static, o.keyHeader, u.APIKey)
 	default:
 		c.static = appendHeader(c.static, "Authorization", "Bearer "+u.APIKey)
 	}
@@ -131,17 +156,8 @@ func appendHeader(dst []byte, k, v string) []byte {
 // Name is the upstream's name from the policy.
 func (c *Client) Name() string { return c.name }
 
-// Provider is the API the upstream speaks (config.ProviderOpenAI or
-// config.ProviderAnthropic).
+// Provider is the API the upstream speaks (config.ProviderOpenAI, ...).
 func (c *Client) Provider() string { return c.provider }
-
-// Anthropic reports whether the upstream speaks Anthropic's Messages API.
-func (c *Client) Anthropic() bool { return c.provider == config.ProviderAnthropic }
-
-// AnthropicVersion is the anthropic-version to send an anthropic upstream
-// when the client did not choose one ("" for other providers). Do does not
-// send it: the caller writes it into Request.Header.
-func (c *Client) AnthropicVersion() string { return c.anthropicVersion }
 
 // Request is what Do sends. Path is appended to the upstream's base path
 // ("/chat/completions"). Header holds extra header lines, each ending in
@@ -185,7 +201,7 @@ func (c *Client) classify(ctx context.Context, err error) error {
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("%w: %s: %w", ErrCanceled, c.name, context.Cause(ctx))
-	case errors.Is(err, ErrPoolFull):
+	case errors.Is(err, ErrPoolFull), errors.Is(err, ErrCredentials):
 		return err
 	case errors.Is(err, ErrTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, fasthttp.ErrTimeout),
 		errors.As(err, &ne) && ne.Timeout():

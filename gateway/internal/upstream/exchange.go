@@ -28,6 +28,11 @@ type Exchange struct {
 	reusedConn bool
 	bodyEOF    bool
 	gotHeader  bool
+
+	// An Authorizer's work space (auth.go), kept across uses.
+	authReq   AuthRequest
+	authPath  []byte
+	authLines []byte
 }
 
 // Header returns the response headers. Valid until Release.
@@ -44,6 +49,10 @@ func (ex *Exchange) Upstream() string { return ex.client.name }
 
 func (ex *Exchange) attempt(ctx context.Context, req *Request) error {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// Credentials first: a failure sends nothing and holds no connection.
+	if err := ex.appendAuth(req); err != nil {
 		return err
 	}
 	cn, reused, err := ex.client.getConn(ctx, ex.deadline)
@@ -108,6 +117,7 @@ func (ex *Exchange) writeRequest(req *Request) error {
 	w.WriteString(" HTTP/1.1\r\n")
 	w.Write(c.static)
 	w.Write(req.Header)
+	w.Write(ex.authLines)
 	if req.Body != nil || req.Method == "POST" {
 		w.WriteString("Content-Length: ")
 		var nb [20]byte

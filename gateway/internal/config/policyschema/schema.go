@@ -157,7 +157,7 @@ var rules = map[string]rule{
 	"version":                         {required: true, constant: config.Version},
 	"upstreams":                       {required: true, minItems: 1},
 	"upstreams[].name":                {required: true},
-	"upstreams[].provider":            {enum: []string{config.ProviderOpenAI, config.ProviderAnthropic}},
+	"upstreams[].provider":            {enum: config.ProviderNames()},
 	"upstreams[].base_url":            {required: true},
 	"routes":                          {required: true, minItems: 1},
 	"routes[]":                        {oneOf: []string{"upstream", "upstreams"}},

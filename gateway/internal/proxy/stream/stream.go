@@ -11,13 +11,15 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/anthropic"
 	"github.com/tollgate/tollgate/gateway/internal/cancels"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
+	"github.com/tollgate/tollgate/gateway/internal/provider"
 	"github.com/tollgate/tollgate/gateway/internal/sse"
 	"github.com/tollgate/tollgate/gateway/internal/upstream"
 	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
-// maxEventBytes bounds one SSE event from an upstream.
-const maxEventBytes = 1 << 20
+// MaxEventBytes bounds one SSE event from an upstream (and one event of a
+// translated upstream's stream).
+const MaxEventBytes = 1 << 20
 
 // Stream is the body of a streamed reply. fasthttp calls Read from the
 // connection's goroutine and writes and flushes one HTTP chunk per Read, so
@@ -64,16 +66,17 @@ type Stream struct {
 	// usage is the last usage the upstream reported.
 	usage openai.Usage
 
-	// An Anthropic upstream's stream: translated into OpenAI chunks for a
-	// chat request (anth, kept across uses), or passed through on the
-	// native endpoint (native; see stream_native.go).
-	anth    *anthropic.StreamReader
+	// A translated upstream's stream: read as OpenAI chunks through tr,
+	// borrowed from trPool; or Anthropic's events passed through on the
+	// native endpoint (native; see native.go).
+	tr      provider.Stream
+	trPool  *sync.Pool
 	native  bool
 	nat     nativeState
 	scratch []byte // events the gateway writes itself, before they are placed
 }
 
-var streamPool = sync.Pool{New: func() any { return &Stream{rd: sse.NewReader(nil, maxEventBytes)} }}
+var streamPool = sync.Pool{New: func() any { return &Stream{rd: sse.NewReader(nil, MaxEventBytes)} }}
 
 // Exchange is the request a stream belongs to, as the stream sees it.
 type Exchange interface {
@@ -111,9 +114,13 @@ type Config struct {
 	Ctx      context.Context
 	Cancel   context.CancelCauseFunc
 	// Native: the client's Messages API, whose Anthropic events pass
-	// through (native.go). Anthropic: an Anthropic upstream's stream,
-	// translated into OpenAI chunks for a chat request.
-	Native, Anthropic bool
+	// through (native.go).
+	Native bool
+	// Translation, when set, holds the provider.Stream readers that turn
+	// the upstream's stream into OpenAI chunks (a translated provider's:
+	// package provider); ReplyModel is the model name they write.
+	Translation *sync.Pool
+	ReplyModel  string
 	// StripUsage drops the usage-only chunk the client did not ask for.
 	StripUsage bool
 }
@@ -138,14 +145,13 @@ func Acquire(c Config) *Stream {
 	case c.Native:
 		st.native = true
 		st.nat.reset()
-	case c.Anthropic:
-		if st.anth == nil {
-			st.anth = anthropic.NewStreamReader(maxEventBytes)
-		}
+	case c.Translation != nil:
+		st.trPool = c.Translation
+		st.tr = st.trPool.Get().(provider.Stream)
 		// Usage is always asked for, as from an OpenAI upstream (see
-		// StripUsage); "" keeps the upstream's message id and model.
-		st.anth.Reset(ex, "", "", time.Now().Unix(), true)
-		src = st.anth
+		// StripUsage); "" keeps the upstream's reply id.
+		st.tr.Reset(ex, c.ReplyModel, "", time.Now().Unix(), true)
+		src = st.tr
 	}
 	st.rd.Reset(src)
 	return st
@@ -431,8 +437,10 @@ func (st *Stream) Close() error {
 	}
 	st.x.StreamClosed(st.endFlags, st.usage)
 	st.rd.Reset(nil)
-	if st.anth != nil {
-		st.anth.Reset(nil, "", "", 0, false)
+	if st.tr != nil {
+		st.tr.Reset(nil, "", "", 0, false)
+		st.trPool.Put(st.tr)
+		st.tr, st.trPool = nil, nil
 	}
 	st.native = false
 	st.x, st.up, st.wr, st.log, st.id, st.model = nil, nil, nil, nil, nil, nil

@@ -3,9 +3,10 @@
 // as the upstream on the other side of the gateway.
 //
 // It serves POST /v1/chat/completions, POST /v1/completions,
-// POST /v1/embeddings, GET /v1/models and GET /v1/models/{id},
-// Anthropic's POST /v1/messages (anthropic.go), and OpenAI's images, audio,
-// moderations, files and batches (passthru.go). Replies are
+// POST /v1/embeddings, GET /v1/models and GET /v1/models/{id}, Anthropic's
+// POST /v1/messages (anthropic.go), Azure OpenAI's deployment and v1
+// paths (azure.go), and OpenAI's images, audio, moderations, files and
+// batches (passthru.go). Replies are
 // deterministic: generated content is the words "tok0 ", "tok1 ", ... (or the
 // configured Text cut into ChunkSize-byte pieces or at Split offsets), so a test can predict the
 // exact bytes the gateway should relay. Behaviour is set by Config and can be
@@ -247,6 +248,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case isPassthru(p): // images, audio, moderations, files, batches (passthru.go)
 		handle = (*Server).servePassthru
+	case strings.HasPrefix(p, "/openai/"):
+		s.serveAzure(w, r, body) // Azure OpenAI's paths, api-version and api-key
+		return
 	case r.Method == http.MethodGet && p == "/v1/models":
 		handle = (*Server).serveModels
 	case r.Method == http.MethodGet && strings.HasPrefix(p, "/v1/models/") && len(p) > len("/v1/models/"):
@@ -263,6 +267,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.authorized(w, r) {
 		return
 	}
+	s.run(w, r, body, handle)
+}
+
+// run serves an authorized request on a known route with handle, after
+// the X-Mock-* behaviour that applies to every route (delays, failures).
+// Each wire format's file calls it once its own path and auth checks pass.
+func (s *Server) run(w http.ResponseWriter, r *http.Request, body []byte, handle func(*Server, http.ResponseWriter, *http.Request, []byte, *params)) {
 	p, perr := s.params(r.Header)
 	if perr != nil {
 		s.writeError(w, http.StatusBadRequest, "invalid_request_error", "", perr.Error())
