@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -446,5 +448,54 @@ func TestPassthroughRefusals(t *testing.T) {
 		if resp.StatusCode != 405 || resp.Header.Get("Allow") == "" {
 			t.Errorf("%s %s: %d, Allow %q; want 405 with Allow", tt.method, tt.path, resp.StatusCode, resp.Header.Get("Allow"))
 		}
+	}
+}
+
+// TestPassthroughModelIDs: an upstream's model_ids rename the model a
+// passthrough request names — in a JSON body and in a form's model field,
+// the rest of the form byte for byte — and the client still sees its own.
+func TestPassthroughModelIDs(t *testing.T) {
+	mock, mockURL := startMock(t, mockllm.Config{Tokens: 3})
+	seen := recordRequests(mock)
+	pol := policy(mockURL, "    model_ids: {img: gpt-image-1, stt: gpt-4o-transcribe}", "img", "stt")
+	_, gw := startGateway(t, pol, nil)
+	c := passClient(gw, "k")
+	ctx := context.Background()
+	last := func() seenRequest {
+		var r seenRequest
+		for len(seen) > 0 {
+			r = <-seen
+		}
+		return r
+	}
+
+	res, err := c.Images.Generate(ctx, openai.ImageGenerateParams{Prompt: "a lighthouse", Model: "img"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := last(); !strings.Contains(string(r.body), `"model":"gpt-image-1"`) || res.Usage.OutputTokens != 3 {
+		t.Errorf("upstream body %s, usage %+v; want model gpt-image-1 (which reports usage)", r.body, res.Usage)
+	}
+	wav := bytes.Repeat([]byte("RIFF"), 100)
+	tr, err := c.Audio.Transcriptions.New(ctx, openai.AudioTranscriptionNewParams{File: namedReader("a.wav", wav), Model: "stt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := last()
+	_, params, _ := mime.ParseMediaType(r.h.Get("Content-Type"))
+	form, err := multipart.NewReader(bytes.NewReader(r.body), params["boundary"]).ReadForm(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := form.Value["model"]; len(got) != 1 || got[0] != "gpt-4o-transcribe" || tr.Usage.Type != "tokens" {
+		t.Errorf("upstream form model %v, usage %+v; want gpt-4o-transcribe (usage in tokens)", got, tr.Usage)
+	}
+	f, err := form.File["file"][0].Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(f)
+	if !bytes.Equal(got, wav) {
+		t.Errorf("the file reached the upstream as %d bytes; want the client's %d", len(got), len(wav))
 	}
 }

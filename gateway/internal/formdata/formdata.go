@@ -44,6 +44,9 @@ type Part struct {
 	// 7bit, 8bit or binary, so Value is not what a reader decodes.
 	Encoded bool
 	Value   []byte
+	// Offset is where Value starts in the body: a field can be replaced
+	// by splicing (body[:Offset], new value, body[Offset+len(Value):]).
+	Offset int
 }
 
 // Boundary returns the boundary of a multipart/form-data Content-Type
@@ -167,7 +170,7 @@ func readPart(body []byte, pos int, delim []byte, n int) (p Part, end int, err e
 	if err != nil {
 		return p, 0, fmt.Errorf("%w: part %d (%q): %w", ErrMalformed, n, p.Name, err)
 	}
-	p.Value = body[pos:max(pos, end):max(pos, end)]
+	p.Value, p.Offset = body[pos:max(pos, end):max(pos, end)], pos
 	return p, end, nil
 }
 
@@ -242,26 +245,37 @@ func (p *Part) readDisposition(v []byte) error {
 	return nil
 }
 
-// Field returns the value of the field name among parts; found false when
-// no part has that name. A field named twice, a file part and an encoded
-// value are errors: readers would disagree about the value.
-func Field(parts []Part, name string) (value []byte, found bool, err error) {
+// FieldPart returns the part of the field name among parts (nil when
+// none), under Field's rules.
+func FieldPart(parts []Part, name string) (*Part, error) {
+	var found *Part
 	for i := range parts {
 		p := &parts[i]
 		if p.Name != name {
 			continue
 		}
 		switch {
-		case found:
-			return nil, false, fmt.Errorf("%w: the field %q appears more than once; send it once", ErrMalformed, name)
+		case found != nil:
+			return nil, fmt.Errorf("%w: the field %q appears more than once; send it once", ErrMalformed, name)
 		case p.HasFile:
-			return nil, false, fmt.Errorf("%w: the field %q is a file; send it as a plain field", ErrMalformed, name)
+			return nil, fmt.Errorf("%w: the field %q is a file; send it as a plain field", ErrMalformed, name)
 		case p.Encoded:
-			return nil, false, fmt.Errorf("%w: the field %q has a Content-Transfer-Encoding; send it as it is", ErrMalformed, name)
+			return nil, fmt.Errorf("%w: the field %q has a Content-Transfer-Encoding; send it as it is", ErrMalformed, name)
 		}
-		value, found = p.Value, true
+		found = p
 	}
-	return value, found, nil
+	return found, nil
+}
+
+// Field returns the value of the field name among parts; found false when
+// no part has that name. A field named twice, a file part and an encoded
+// value are errors: readers would disagree about the value.
+func Field(parts []Part, name string) (value []byte, found bool, err error) {
+	p, err := FieldPart(parts, name)
+	if p == nil || err != nil {
+		return nil, false, err
+	}
+	return p.Value, true, nil
 }
 
 func isTokenChar(c byte) bool {

@@ -49,6 +49,9 @@ func FuzzParts(f *testing.F) {
 			if err != nil {
 				t.Fatalf("part %d: mime/multipart: %v", i, err)
 			}
+			if pt := parts[i]; !bytes.Equal(body[pt.Offset:pt.Offset+len(pt.Value)], pt.Value) {
+				t.Fatalf("part %d: Offset %d does not locate its value", i, pt.Offset)
+			}
 			if !parts[i].Encoded && !bytes.Equal(v, parts[i].Value) {
 				t.Fatalf("part %d: value %q; mime/multipart reads %q", i, parts[i].Value, v)
 			}

@@ -195,57 +195,87 @@ func validQuery(q []byte) bool {
 	return true
 }
 
-// passModel reads the model a passthrough request names, borrowed from
-// body; nil when it names none.
-func passModel(ctx *fasthttp.RequestCtx, pe *passEndpoint, body []byte, parts []formdata.Part) ([]byte, []formdata.Part, error) {
+// passModel reads the model a passthrough request names (nil when it
+// names none) and, for a form, where its value starts in body (-1 for a
+// JSON body, or none).
+func passModel(ctx *fasthttp.RequestCtx, pe *passEndpoint, body []byte, parts []formdata.Part) (model []byte, at int, _ []formdata.Part, _ error) {
 	switch pe.body {
 	case passJSON:
-		var p fastjson.Parser
+		var p fastjson.Parser // once per request, off the chat path
 		v, err := p.ParseBytes(body)
 		if err != nil {
-			return nil, parts, openai.BadRequest("", "We could not parse the JSON body of your request: %v.", err)
+			return nil, -1, parts, openai.BadRequest("", "We could not parse the JSON body of your request: %v.", err)
 		}
 		obj, err := v.Object()
 		if err != nil {
-			return nil, parts, openai.BadRequest("", "The request body must be a JSON object.")
+			return nil, -1, parts, openai.BadRequest("", "The request body must be a JSON object.")
 		}
 		if err := openai.CheckMembers(obj, [][]byte{[]byte("model")}); err != nil {
-			return nil, parts, err
+			return nil, -1, parts, err
 		}
 		m := obj.Get("model")
 		if m == nil || m.Type() == fastjson.TypeNull {
-			return nil, parts, nil
+			return nil, -1, parts, nil
 		}
 		s, err := m.StringBytes()
 		if err != nil {
-			return nil, parts, openai.BadRequest("model", "model must be a string.")
+			return nil, -1, parts, openai.BadRequest("model", "model must be a string.")
 		}
-		// fastjson's parser owns s: a copy in body's place is not
-		// possible, so it is copied by the caller.
-		return s, parts, nil
+		return s, -1, parts, nil // the parser's, kept alive by s: the caller copies it
 	case passForm:
 		b, err := formdata.Boundary(ctx.Request.Header.ContentType())
 		if err == nil {
 			parts, err = formdata.Parts(parts[:0], body, b)
 		}
-		var m []byte
+		var mp *formdata.Part
 		if err == nil {
-			m, _, err = formdata.Field(parts, "model")
+			mp, err = formdata.FieldPart(parts, "model")
 		}
 		if err != nil {
-			return nil, parts, openai.BadRequest("", "%s expects a multipart/form-data body: %v", pe.label, err)
+			return nil, -1, parts, openai.BadRequest("", "%s expects a multipart/form-data body: %v", pe.label, err)
 		}
-		return m, parts, nil
+		if mp == nil {
+			return nil, -1, parts, nil
+		}
+		return mp.Value, mp.Offset, parts, nil
 	}
-	return nil, parts, nil
+	return nil, -1, parts, nil
 }
 
-// passUnservable is the mask of rt's members that cannot serve a
-// passthrough endpoint: every upstream that does not speak OpenAI's API.
-func passUnservable(rt *route) uint64 {
+// passAddresser is implemented by a provider adapter whose upstream
+// serves OpenAI's passthrough endpoints at paths of its own (Azure
+// OpenAI's deployments); the proxy finds it by type assertion. An
+// adapter's upstream without it serves none of them.
+type passAddresser interface {
+	// AppendPassthroughPath appends to dst the path, relative to the
+	// upstream's base URL and escaped (it may carry a query), for the
+	// OpenAI API path p ("/images/generations", "/files/file-1/content",
+	// with the client's query if any) and model (the upstream's id; ""
+	// for files and batches). ok false: the upstream has no such
+	// endpoint.
+	AppendPassthroughPath(dst []byte, p, model string) (_ []byte, ok bool)
+}
+
+// passAddress is t's path for the passthrough path p and model: p itself
+// for an OpenAI-compatible upstream; ok false when t has no such endpoint.
+func passAddress(dst []byte, t *target, p, model string) ([]byte, bool) {
+	if t.bind == nil || t.bind.adapter == nil {
+		return append(dst, p...), true
+	}
+	a, ok := t.bind.adapter.(passAddresser)
+	if !ok {
+		return dst, false
+	}
+	return a.AppendPassthroughPath(dst, p, model)
+}
+
+// passUnservable is the mask of rt's members that cannot serve pe:
+// upstreams of a provider without it (Anthropic's, and every adapter's
+// that does not address it).
+func passUnservable(rt *route, pe *passEndpoint, model []byte) uint64 {
 	var m uint64
 	for i := range rt.targets {
-		if rt.targets[i].client.Provider() != config.ProviderOpenAI {
+		if _, ok := passAddress(nil, &rt.targets[i], pe.path, string(model)); !ok {
 			m |= 1 << i
 		}
 	}
@@ -277,8 +307,8 @@ func filesForbidden(pe *passEndpoint) *openai.Error {
 
 // newFilesRoute is the route of /v1/files and /v1/batches: the one
 // upstream passthrough.files names (nil when it is not set).
-func newFilesRoute(p *config.Policy, clients map[string]*upstream.Client, filters map[*upstream.Client]*headerFilter,
-	health map[string]*balance.Upstream) *route {
+func newFilesRoute(p *config.Policy, clients map[string]*upstream.Client, bindings map[string]*binding,
+	filters map[*upstream.Client]*headerFilter, health map[string]*balance.Upstream) *route {
 	f := p.Passthrough.Files
 	if f == nil {
 		return nil
@@ -287,7 +317,7 @@ func newFilesRoute(p *config.Policy, clients map[string]*upstream.Client, filter
 	if c == nil {
 		return nil // validation names an existing upstream
 	}
-	ro := &route{targets: []target{{client: c, filter: filters[c], name: []byte(f.Upstream)}}}
+	ro := &route{targets: []target{{client: c, bind: bindings[f.Upstream], filter: filters[c], name: []byte(f.Upstream)}}}
 	ro.set = balance.NewSet([]*balance.Upstream{health[f.Upstream]}, []int{1})
 	for _, u := range p.Upstreams {
 		if u.Name == f.Upstream {

@@ -21,15 +21,26 @@ import (
 // passState is what an exchange keeps for a passthrough request
 // (passthru.go).
 type passState struct {
-	model []byte          // the request's model, copied from its body
-	parts []formdata.Part // a form's parts (their values borrow the body)
-	relay passRelay       // a reply relayed as it arrives
-	req   upstream.Request
+	model []byte // the request's model, copied from its body
+	// modelAt is where a form's model value starts in the body (-1: a
+	// JSON body, or no model).
+	modelAt int
+	body    []byte          // the body with the upstream's model id (model_ids)
+	path    []byte          // the upstream path an adapter gave
+	parts   []formdata.Part // a form's parts (their values borrow the body)
+	relay   passRelay       // a reply relayed as it arrives
+	req     upstream.Request
 }
 
 func (p *passState) reset() {
 	clear(p.parts)
 	p.model, p.parts = p.model[:0], p.parts[:0]
+	for _, b := range []*[]byte{&p.body, &p.path} {
+		if cap(*b) > 1<<20 {
+			*b = nil // a huge upload's copy is not kept in the pool
+		}
+		*b = (*b)[:0]
+	}
 	p.relay = passRelay{line: p.relay.line[:0]}
 	p.req = upstream.Request{}
 }
@@ -131,7 +142,7 @@ func (x *exchange) readPassRequest(ctx *fasthttp.RequestCtx, pe *passEndpoint, i
 	p := &x.pass
 	var model []byte
 	var err error
-	model, p.parts, err = passModel(ctx, pe, body, p.parts)
+	model, p.modelAt, p.parts, err = passModel(ctx, pe, body, p.parts)
 	if err != nil {
 		return asOpenAIError(err)
 	}
@@ -162,7 +173,7 @@ func (x *exchange) passRoute(pe *passEndpoint) (excluded uint64, e *openai.Error
 		if x.route, x.modelLabel = x.st.routes.lookup(x.req.Model); x.route == nil {
 			return 0, openai.NotFoundModel(string(x.req.Model))
 		}
-		excluded = passUnservable(x.route)
+		excluded = passUnservable(x.route, pe, x.req.Model)
 	}
 	rt := x.route
 	all := uint64(1)<<len(rt.targets) - 1
@@ -177,7 +188,7 @@ func (x *exchange) passRoute(pe *passEndpoint) (excluded uint64, e *openai.Error
 		}
 	}
 	x.try.prefer = i
-	x.client = rt.targets[i].client
+	x.client, x.bind = rt.targets[i].client, rt.targets[i].bind
 	return excluded, nil
 }
 
@@ -244,10 +255,13 @@ func (x *exchange) sendPass(ctx *fasthttp.RequestCtx, rctx context.Context, pe *
 		}
 	}
 	t := &rt.targets[tk.Index()]
-	x.client, a.name = t.client, t.name
+	x.client, x.bind, a.name = t.client, t.bind, t.name
 	x.buildHeader(ctx, t.filter)
-	req := &x.pass.req
-	*req = upstream.Request{Method: pe.method, Path: path, Header: x.header, Body: body}
+	req, err := x.passRequest(t, pe, path, body)
+	if err != nil {
+		tk.Cancel()
+		return nil, err
+	}
 	ex, err := t.client.Do(rctx, req)
 	a.tried[0], a.attempts = tk.Upstream(), 1
 	if err != nil {
@@ -258,6 +272,41 @@ func (x *exchange) sendPass(ctx *fasthttp.RequestCtx, rctx context.Context, pe *
 	tk.Done(balance.StatusOutcome(ex.StatusCode()), false)
 	a.ticket = tk
 	return ex, nil
+}
+
+// passRequest is the request for target t: its path for the endpoint, and
+// the body with the model renamed when t's model_ids maps it (then
+// copied: a JSON body rewritten, a form's model field spliced).
+func (x *exchange) passRequest(t *target, pe *passEndpoint, path string, body []byte) (*upstream.Request, error) {
+	p := &x.pass
+	model := string(p.model) // no copy: a map key and an argument
+	var up string
+	if t.bind != nil && len(p.model) > 0 {
+		up = t.bind.modelIDs[model]
+	}
+	switch {
+	case up == "":
+		up = model
+	case pe.body == passJSON:
+		var err error
+		if p.body, err = openai.AppendWithModel(p.body[:0], body, up); err != nil {
+			return nil, openai.BadRequest("", "The request body must be a JSON object.")
+		}
+		body = p.body
+	case pe.body == passForm && p.modelAt >= 0:
+		p.body = append(append(append(p.body[:0], body[:p.modelAt]...), up...), body[p.modelAt+len(p.model):]...)
+		body = p.body
+	}
+	if t.bind != nil && t.bind.adapter != nil {
+		var ok bool
+		if p.path, ok = passAddress(p.path[:0], t, path, up); !ok {
+			return nil, passUnsupported(pe, p.model, x.route)
+		}
+		path = string(p.path)
+	}
+	req := &p.req
+	*req = upstream.Request{Method: pe.method, Path: path, Header: x.header, Body: body}
+	return req, nil
 }
 
 // passReply sends the upstream's reply: whole when it is an error or its

@@ -3,6 +3,9 @@ package proxy
 import (
 	"bytes"
 	"testing"
+
+	"github.com/tollgate/tollgate/gateway/internal/openai"
+	"github.com/tollgate/tollgate/gateway/internal/provider"
 )
 
 func TestPassEndpointFor(t *testing.T) {
@@ -142,5 +145,46 @@ func TestPassRelayScan(t *testing.T) {
 	r.scanLines([]byte("data: {\"usage\":{\"input_tokens\":2}}\n"))
 	if r.usage.PromptTokens != 2 {
 		t.Errorf("the line after an over-long one: %+v", r.usage)
+	}
+}
+
+// azureLike addresses images under a deployment path and nothing else.
+type azureLike struct{}
+
+func (azureLike) Serves(ep openai.Endpoint) bool { return ep == openai.ChatCompletions }
+func (azureLike) Request(*provider.Outbound, openai.Endpoint, string, bool, []byte) error {
+	return nil
+}
+func (azureLike) AppendPassthroughPath(dst []byte, p, model string) ([]byte, bool) {
+	if p != "/images/generations" {
+		return dst, false
+	}
+	return append(append(append(dst, "/openai/deployments/"...), model...), p+"?api-version=x"...), true
+}
+
+func TestPassUnservable(t *testing.T) {
+	openaiT := target{bind: &binding{}}
+	anthropicT := target{bind: &binding{adapter: &provider.Anthropic{}}}
+	azureT := target{bind: &binding{adapter: azureLike{}}}
+	rt := &route{targets: []target{openaiT, anthropicT, azureT}}
+	tests := []struct {
+		ep   openai.Endpoint
+		want uint64
+	}{
+		{endpointImagesGenerations, 0b010},
+		{endpointAudioSpeech, 0b110},
+	}
+	for _, tt := range tests {
+		pe := passEndpointOf(tt.ep)
+		if got := passUnservable(rt, pe, []byte("m")); got != tt.want {
+			t.Errorf("%s: mask %03b; want %03b", pe.label, got, tt.want)
+		}
+	}
+	p, ok := passAddress(nil, &azureT, "/images/generations", "dep-1")
+	if !ok || string(p) != "/openai/deployments/dep-1/images/generations?api-version=x" {
+		t.Errorf("azure-like path %q %v", p, ok)
+	}
+	if p, ok := passAddress(nil, &openaiT, "/files/file-1/content?x=1", ""); !ok || string(p) != "/files/file-1/content?x=1" {
+		t.Errorf("openai path %q %v", p, ok)
 	}
 }
