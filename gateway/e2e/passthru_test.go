@@ -23,8 +23,8 @@ import (
 
 // passPolicy routes the passthrough test models to the mock (upstream
 // "up"), claude-* to an Anthropic upstream, and serves /v1/files and
-// /v1/batches from "up" to plan "files" only, with preflight and ratelimit
-// on: tenant acme (plan files, key tg_pt_1, rpm per key), tenant other
+// /v1/batches from "up" to plan "files" only, with the built-in plugins
+// as `make run` has them (preflight, ratelimit, budget, holdback): tenant acme (plan files, key tg_pt_1, rpm per key), tenant other
 // (plan basic, key tg_pt_other).
 func passPolicy(t *testing.T, mockURL string, rpm int) string {
 	return fmt.Sprintf(`
@@ -53,8 +53,10 @@ store:
   kind: memory
 tenants:
   plans:
-    - {id: files, allowed_models: ["mock-*", "gpt-*", "dall-e-*", "tts-*", "whisper-*", "omni-*", "claude-*"]}
+    - {id: files, monthly_budget_usd: 5, allowed_models: ["mock-*", "gpt-*", "dall-e-*", "tts-*", "whisper-*", "omni-*", "claude-*"]}
     - {id: basic}
+  prices:
+    - {model: gpt-image-1, input_usd_per_mtok: 5, output_usd_per_mtok: 40}
   tenants:
     - id: acme
       plan: files
@@ -69,6 +71,12 @@ plugins:
     builtin: preflight
   - name: ratelimit
     builtin: ratelimit
+  - name: budget
+    builtin: budget
+  - name: holdback
+    builtin: holdback
+    on_error: fail_closed
+    config: {markers: [files.oaiusercontent.com]}
 `, mockURL, mockURL, sha("tg_pt_1"), rpm, sha("tg_pt_other"))
 }
 
@@ -307,6 +315,11 @@ func TestPassthroughSDK(t *testing.T) {
 		in, out := m[`tollgate_tokens_total{tenant="acme",type="prompt"}`], m[`tollgate_tokens_total{tenant="acme",type="completion"}`]
 		if in != 28 || out != 25 {
 			t.Errorf("tokens metered: %v prompt, %v completion; want 28 and 25", in, out)
+		}
+		// gpt-image-1 at 5 µ$ an input token and 40 an output token:
+		// (6·5 + 10·40) + (2·5 + 5·40); the other models have no price.
+		if c := m[`tollgate_cost_usd_micros_total{tenant="acme"}`]; c != 640 {
+			t.Errorf("cost %v µ$; want 640", c)
 		}
 		if n := m[`tollgate_requests_total{endpoint="/v1/files/{id}",model="",status="200",upstream="up"}`]; n != 2 {
 			t.Errorf("requests to /v1/files/{id}: %v; want 2 (get, delete)\n%s", n, grepLines(text, "tollgate_requests_total"))
