@@ -188,3 +188,23 @@ func TestPassUnservable(t *testing.T) {
 		t.Errorf("openai path %q %v", p, ok)
 	}
 }
+
+// FuzzPassRelayScan checks that a relayed stream's usage does not depend
+// on how the upstream's bytes were cut into reads: scanning the stream in
+// pieces of any size finds what scanning it whole finds.
+func FuzzPassRelayScan(f *testing.F) {
+	f.Add([]byte("data: {\"type\":\"transcript.text.done\",\"usage\":{\"input_tokens\":7,\"output_tokens\":1}}\n\n"), uint8(3))
+	f.Add([]byte("event: x\ndata: {\"usage\":{\"input_tokens\":1}}\r\ndata: {\"usage\":{\"type\":\"duration\"}}\n"), uint8(1))
+	f.Fuzz(func(t *testing.T, stream []byte, size uint8) {
+		whole := &passRelay{scan: true}
+		whole.scanLines(stream)
+		cut := &passRelay{scan: true}
+		n := int(size) + 1
+		for off := 0; off < len(stream); off += n {
+			cut.scanLines(stream[off:min(off+n, len(stream))])
+		}
+		if whole.usage != cut.usage {
+			t.Fatalf("whole %+v, in pieces of %d %+v", whole.usage, n, cut.usage)
+		}
+	})
+}
