@@ -40,9 +40,6 @@ func TestPreflight(t *testing.T) {
 		{"wrong key", map[string]string{"Authorization": "Bearer tg_bad"}, "mock-1", 1, 401, "invalid_api_key"},
 		{"suspended", map[string]string{"Authorization": "Bearer tg_suspended"}, "mock-1", 1, 403, "account_suspended"},
 		{"model not allowed", map[string]string{"Authorization": "Bearer tg_good"}, "gpt-4o", 1, 403, "model_not_allowed"},
-		// The Files and Batch APIs name no model; the gateway admits them by plan.
-		{"no model", map[string]string{"Authorization": "Bearer tg_good"}, "", 0, 0, ""},
-		{"no model, no key", nil, "", 0, 401, "missing_api_key"},
 		{"too many messages", map[string]string{"Authorization": "Bearer tg_good"}, "mock-1", 3, 400, "too_many_messages"},
 	}
 	for _, tt := range tests {
@@ -55,6 +52,17 @@ func TestPreflight(t *testing.T) {
 				t.Errorf("got %+v, want %d %s", res, tt.status, tt.code)
 			}
 		})
+	}
+	// The Files and Batch APIs name no model: the gateway admits them by
+	// plan, and the plan's models do not apply.
+	for _, tt := range []struct {
+		headers map[string]string
+		status  int
+	}{{map[string]string{"Authorization": "Bearer tg_good"}, 0}, {nil, 401}} {
+		res := p.Request(plugintest.Request{Endpoint: "files", Explicit: plugintest.FieldModel, Headers: tt.headers})
+		if res.Err != nil || res.Status != tt.status || res.Rejected != (tt.status != 0) {
+			t.Errorf("no model, headers %v: %+v; want status %d", tt.headers, res, tt.status)
+		}
 	}
 	if _, err := plugintest.LoadErr(t, plugintest.Build(t, "."), `{"max_mesages": 2}`); err == nil {
 		t.Error("a misspelled config key was accepted")
