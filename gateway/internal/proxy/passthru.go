@@ -282,10 +282,9 @@ func passUnservable(rt *route, pe *passEndpoint, model []byte) uint64 {
 	return m
 }
 
-// passUnsupported is the 400 for a model whose route has no upstream that
-// serves the endpoint.
-func passUnsupported(pe *passEndpoint, model []byte, rt *route) *openai.Error {
-	c := rt.targets[0].client
+// passUnsupported is the 400 for a model whose upstream c (of a route
+// with none that serves the endpoint) has no such endpoint.
+func passUnsupported(pe *passEndpoint, model []byte, c *upstream.Client) *openai.Error {
 	return &openai.Error{Status: fasthttp.StatusBadRequest, Type: openai.TypeInvalidRequest, Param: "model", Code: "unsupported_endpoint",
 		Message: fmt.Sprintf("The model `%s` is served by the upstream %q (provider %s), which has no %s %s endpoint.",
 			model, c.Name(), c.Provider(), pe.method, pe.label)}

@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fastjson"
 
 	"github.com/tollgate/tollgate/gateway/internal/balance"
+	"github.com/tollgate/tollgate/gateway/internal/cancels"
 	"github.com/tollgate/tollgate/gateway/internal/formdata"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
 	"github.com/tollgate/tollgate/gateway/internal/upstream"
@@ -120,15 +121,13 @@ func (s *Server) passthru(ctx *fasthttp.RequestCtx, pe *passEndpoint, id []byte)
 	if pipe := x.st.pipeline; pipe.Wants(x.wr, wasmhost.PhaseResponseHeaders) {
 		x.wr.UpstreamHeader, x.wr.Status = ex.Header(), status
 		if err := pipe.ResponseHeaders(x.wr, status); err != nil {
-			x.closeUpstream(errPassStopped)
+			x.closeUpstream(cancels.ErrPluginStopped)
 			x.pluginRefused(ctx, err)
 			return
 		}
 	}
 	streamed = x.passReply(ctx, rctx, pe, status)
 }
-
-var errPassStopped = errors.New("a plugin refused the reply")
 
 // readPassRequest checks the request's path id and query and reads its
 // model into x.pass.model; the error is the client's.
@@ -178,7 +177,7 @@ func (x *exchange) passRoute(pe *passEndpoint) (excluded uint64, e *openai.Error
 	rt := x.route
 	all := uint64(1)<<len(rt.targets) - 1
 	if excluded&all == all {
-		return 0, passUnsupported(pe, x.req.Model, rt)
+		return 0, passUnsupported(pe, x.req.Model, rt.targets[0].client)
 	}
 	i := 0
 	if len(rt.targets) > 1 {
@@ -279,14 +278,13 @@ func (x *exchange) sendPass(ctx *fasthttp.RequestCtx, rctx context.Context, pe *
 // copied: a JSON body rewritten, a form's model field spliced).
 func (x *exchange) passRequest(t *target, pe *passEndpoint, path string, body []byte) (*upstream.Request, error) {
 	p := &x.pass
-	model := string(p.model) // no copy: a map key and an argument
 	var up string
+	mapped := false
 	if t.bind != nil && len(p.model) > 0 {
-		up = t.bind.modelIDs[model]
+		up, mapped = t.bind.modelIDs[string(p.model)]
 	}
 	switch {
-	case up == "":
-		up = model
+	case !mapped:
 	case pe.body == passJSON:
 		var err error
 		if p.body, err = openai.AppendWithModel(p.body[:0], body, up); err != nil {
@@ -298,9 +296,12 @@ func (x *exchange) passRequest(t *target, pe *passEndpoint, path string, body []
 		body = p.body
 	}
 	if t.bind != nil && t.bind.adapter != nil {
+		if !mapped {
+			up = string(p.model) // adapters' upstreams only: OpenAI's stay allocation-free
+		}
 		var ok bool
 		if p.path, ok = passAddress(p.path[:0], t, path, up); !ok {
-			return nil, passUnsupported(pe, p.model, x.route)
+			return nil, passUnsupported(pe, p.model, t.client)
 		}
 		path = string(p.path)
 	}
