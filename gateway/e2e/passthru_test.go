@@ -211,6 +211,21 @@ func TestPassthroughSDK(t *testing.T) {
 		}
 	})
 
+	t.Run("speech events", func(t *testing.T) {
+		// 13 bytes of input: 832 bytes of audio in 2 events of 416.
+		resp, err := c.Audio.Speech.New(ctx, openai.AudioSpeechNewParams{Input: "Hello events.", Model: "gpt-4o-mini-tts",
+			Voice: openai.AudioSpeechNewParamsVoiceUnion{OfString: openai.String("alloy")}, StreamFormat: "sse"},
+			option.WithHeader("X-Mock-Chunk-Size", "416"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if n := strings.Count(string(b), `"type":"speech.audio.delta"`); n != 2 || !strings.Contains(string(b), `"type":"speech.audio.done"`) {
+			t.Errorf("%d delta events:\n%s", n, b)
+		}
+	})
+
 	t.Run("transcription", func(t *testing.T) {
 		wav := bytes.Repeat([]byte("RIFF"), 250) // 1000 bytes: 10 input tokens
 		res, err := c.Audio.Transcriptions.New(ctx, openai.AudioTranscriptionNewParams{File: namedReader("a.wav", wav), Model: openai.AudioModelGPT4oTranscribe})
@@ -310,11 +325,12 @@ func TestPassthroughSDK(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := metricValues(t, text)
-		// Images 6+10 and 2+5, transcriptions 10+5 twice; speech,
-		// moderations, files and batches carry no usage.
+		// Images 6+10 and 2+5, speech events 3+2, transcriptions 10+5
+		// twice; speech as audio, moderations, files and batches carry no
+		// usage.
 		in, out := m[`tollgate_tokens_total{tenant="acme",type="prompt"}`], m[`tollgate_tokens_total{tenant="acme",type="completion"}`]
-		if in != 28 || out != 25 {
-			t.Errorf("tokens metered: %v prompt, %v completion; want 28 and 25", in, out)
+		if in != 31 || out != 27 {
+			t.Errorf("tokens metered: %v prompt, %v completion; want 31 and 27", in, out)
 		}
 		// gpt-image-1 at 5 µ$ an input token and 40 an output token:
 		// (6·5 + 10·40) + (2·5 + 5·40); the other models have no price.

@@ -19,7 +19,8 @@ import (
 // it (provider openai): the request body and the reply go as they are, the
 // plugins run their request, response-headers and end phases (not the
 // chunk phase: there is no chat text to read), and the usage a reply
-// reports (images, transcriptions) is what the request is charged.
+// reports (images, transcriptions, speech events) is what the request is
+// charged.
 //
 //   - Requests that name a model (a JSON body's "model", a multipart
 //     form's model field, read in place by package formdata) go by the
@@ -53,7 +54,8 @@ type passEndpoint struct {
 	// files: the endpoint goes to passthrough.files' upstream, not by a
 	// model's route.
 	files bool
-	// metered: a 2xx JSON reply may carry usage (images, transcriptions).
+	// metered: a 2xx JSON reply or event stream may carry usage (images,
+	// transcriptions, speech events).
 	metered bool
 }
 
@@ -91,7 +93,7 @@ var passEndpoints = [...]passEndpoint{
 	{ep: endpointImagesGenerations, label: "/v1/images/generations", path: "/images/generations", method: "POST", body: passJSON, metered: true},
 	{ep: endpointImagesEdits, label: "/v1/images/edits", path: "/images/edits", method: "POST", body: passForm, metered: true},
 	{ep: endpointImagesVariations, label: "/v1/images/variations", path: "/images/variations", method: "POST", body: passForm, metered: true},
-	{ep: endpointAudioSpeech, label: "/v1/audio/speech", path: "/audio/speech", method: "POST", body: passJSON},
+	{ep: endpointAudioSpeech, label: "/v1/audio/speech", path: "/audio/speech", method: "POST", body: passJSON, metered: true},
 	{ep: endpointAudioTranscriptions, label: "/v1/audio/transcriptions", path: "/audio/transcriptions", method: "POST", body: passForm, metered: true},
 	{ep: endpointAudioTranslations, label: "/v1/audio/translations", path: "/audio/translations", method: "POST", body: passForm, metered: true},
 	{ep: endpointModerations, label: "/v1/moderations", path: "/moderations", method: "POST", body: passJSON},

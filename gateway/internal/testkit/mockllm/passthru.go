@@ -29,7 +29,10 @@ import (
 //     dall-e models' (and variations') have none, as OpenAI's.
 //   - POST /v1/audio/speech: MockSpeechBytes bytes of audio per byte of
 //     input, written in ChunkSize pieces (chunked, Inter-Token apart);
-//     Content-Type audio/mpeg (or audio/<response_format>).
+//     Content-Type audio/mpeg (or audio/<response_format>). With
+//     stream_format sse: speech.audio.delta events of ChunkSize bytes and a
+//     speech.audio.done event with usage (input a quarter of the input's
+//     bytes, at least 1; output one token per delta).
 //   - POST /v1/audio/transcriptions and /v1/audio/translations (multipart,
 //     a file required): the generated text as {"text":...}, as plain text
 //     with response_format text, or (transcriptions, stream=true) as
@@ -253,6 +256,10 @@ func (s *Server) serveSpeech(w http.ResponseWriter, r *http.Request, body []byte
 		format = "mpeg"
 	}
 	audio := SpeechAudio(input)
+	if str(m, "stream_format") == "sse" {
+		s.streamSpeech(w, r, input, audio, p)
+		return
+	}
 	w.Header().Set("Content-Type", "audio/"+format)
 	w.WriteHeader(http.StatusOK)
 	f, _ := w.(http.Flusher)
@@ -271,6 +278,37 @@ func (s *Server) serveSpeech(w http.ResponseWriter, r *http.Request, body []byte
 		}
 	}
 	s.completed.Add(1)
+}
+
+// streamSpeech sends speech as speech.audio.delta events (base64 audio,
+// ChunkSize bytes each, Inter-Token apart) and a speech.audio.done event
+// with usage: input_tokens a quarter of the input's bytes (at least 1),
+// output_tokens one per delta.
+func (s *Server) streamSpeech(w http.ResponseWriter, r *http.Request, input string, audio []byte, p *params) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	f, _ := w.(http.Flusher)
+	send := func(v any) bool {
+		b, _ := json.Marshal(v)
+		_, err := w.Write(append(append([]byte("data: "), b...), "\n\n"...))
+		if f != nil {
+			f.Flush()
+		}
+		return err == nil
+	}
+	size, n := max(p.chunkSize, 1), 0
+	for off := 0; off < len(audio); off += size {
+		if (off > 0 && !p.wait.wait(p.interToken)) ||
+			!send(map[string]string{"type": "speech.audio.delta", "audio": base64.StdEncoding.EncodeToString(audio[off:min(off+size, len(audio))])}) {
+			s.noticeClose(r)
+			return
+		}
+		n++
+	}
+	in := max(1, len(input)/4)
+	if send(map[string]any{"type": "speech.audio.done", "usage": map[string]int{"input_tokens": in, "output_tokens": n, "total_tokens": in + n}}) {
+		s.completed.Add(1)
+	}
 }
 
 // SpeechAudio is the mock's audio for a speech input: MockSpeechBytes
