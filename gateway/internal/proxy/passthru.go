@@ -24,19 +24,21 @@ import (
 //
 //   - Requests that name a model (a JSON body's "model", a multipart
 //     form's model field, read in place by package formdata) go by the
-//     model's route, to one of its openai upstreams; an upstream of
-//     another provider has no such endpoint (400 unsupported_endpoint).
+//     model's route, to one of its upstreams that serve the endpoint:
+//     openai upstreams, and those whose adapter addresses it
+//     (passAddresser); the others have no such endpoint (400
+//     unsupported_endpoint naming it). model_ids apply.
 //   - /v1/files and /v1/batches name no model: they go to the upstream
 //     policy passthrough.files names, for the plans it names, and are off
 //     (404) without it. Every tenant shares that upstream's key, and so
 //     its files: see docs/POLICY.md, "Files and batches".
 //
 // One attempt is made, never retried nor sent to a fallback model: an
-// upload creates state upstream, and a multipart body has no model to
-// rewrite. Bodies are bounded by server.max_body_bytes like any other;
+// upload creates state upstream, and a form's model is not rewritten per
+// fallback (docs/adr/0011-passthrough-endpoints.md). Bodies are bounded by server.max_body_bytes like any other;
 // a whole reply is read only when usage is to be read from it (a 2xx JSON
 // reply of a metered endpoint) or it is an error, else it streams to the
-// client as it arrives (speech audio, file content, transcription events).
+// client as it arrives (speech audio, file content, event streams).
 
 // passEndpoint is one passthrough endpoint.
 type passEndpoint struct {
@@ -46,7 +48,7 @@ type passEndpoint struct {
 	label string
 	name  []byte // the plugins' endpoint field: label without "/v1/"
 	// path is the upstream path relative to its base URL, before the id
-	// and suffix (idPath).
+	// and suffix (passPath).
 	path   string
 	suffix string // after the id ("/content", "/cancel")
 	method string
