@@ -35,10 +35,11 @@ import (
 //
 // One attempt is made, never retried nor sent to a fallback model: an
 // upload creates state upstream, and a form's model is not rewritten per
-// fallback (docs/adr/0012-passthrough-endpoints.md). Bodies are bounded by server.max_body_bytes like any other;
-// a whole reply is read only when usage is to be read from it (a 2xx JSON
-// reply of a metered endpoint) or it is an error, else it streams to the
-// client as it arrives (speech audio, file content, event streams).
+// fallback (docs/adr/0012-passthrough-endpoints.md). Bodies are bounded
+// by server.max_body_bytes like any other; a whole reply is read only when
+// usage is to be read from it (a 2xx JSON reply of a metered endpoint) or
+// it is an error, else it streams to the client as it arrives (speech
+// audio, file content, event streams).
 
 // passEndpoint is one passthrough endpoint.
 type passEndpoint struct {
