@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -108,5 +109,63 @@ func TestProviderNotInBuild(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "provider \""+name+"\" is not yet supported by this build") {
 			t.Errorf("%s: error %v", name, err)
 		}
+	}
+}
+
+func TestAzureUpstream(t *testing.T) {
+	const base = `
+version: 1
+upstreams:
+  - name: az
+    provider: azure
+    base_url: %s
+%s
+routes: [{models: ["gpt-*"], upstream: az}]
+`
+	keyEnv := map[string]string{"AZURE_OPENAI_API_KEY": "az-key"}
+	tests := []struct {
+		name, url, extra string
+		version, auth    string // the resolved settings; "" when an error is wanted
+		want             []string
+	}{
+		{"defaults", "https://res.openai.azure.com", "    api_key_env: AZURE_OPENAI_API_KEY", DefaultAzureAPIVersion, AzureAuthAPIKey, nil},
+		{"behind a gateway", "https://openai.example.com/aoai", "    api_key_env: AZURE_OPENAI_API_KEY", DefaultAzureAPIVersion, AzureAuthAPIKey, nil},
+		{"preview version", "https://res.openai.azure.com", "    api_key_env: AZURE_OPENAI_API_KEY\n    azure: {api_version: 2025-01-01-preview}", "2025-01-01-preview", AzureAuthAPIKey, nil},
+		{"v1 with entra", "https://res.openai.azure.com", "    azure: {api_version: v1, auth: entra}", AzureAPIV1, AzureAuthEntra, nil},
+		{"api key missing", "https://res.openai.azure.com", "", "", "",
+			[]string{"upstreams[0].api_key_env: is required for azure.auth api_key (or set azure.auth: entra)"}},
+		{"key with entra", "https://res.openai.azure.com", "    api_key_env: AZURE_OPENAI_API_KEY\n    azure: {auth: entra}", "", "",
+			[]string{"upstreams[0].api_key_env: is not used with azure.auth entra"}},
+		{"bad version", "https://res.openai.azure.com", "    api_key_env: AZURE_OPENAI_API_KEY\n    azure: {api_version: latest}", "", "",
+			[]string{`upstreams[0].azure.api_version: "latest" is neither a version date`}},
+		{"bad auth", "https://res.openai.azure.com", "    azure: {auth: cert}", "", "",
+			[]string{`upstreams[0].azure.auth: unknown auth "cert" (supported: api_key, entra)`}},
+		{"openai path in base_url", "https://res.openai.azure.com/openai/v1", "    api_key_env: AZURE_OPENAI_API_KEY", "", "",
+			[]string{"upstreams[0].base_url: is the resource's root"}},
+		{"key header by hand", "https://res.openai.azure.com", "    api_key_env: AZURE_OPENAI_API_KEY\n    headers: {Api-Key: x}", "", "",
+			[]string{"upstreams[0].headers.Api-Key: is set by the gateway for provider azure"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := Parse([]byte(fmt.Sprintf(base, tt.url, tt.extra)), env(keyEnv))
+			if tt.want != nil {
+				if err == nil {
+					t.Fatal("want an error")
+				}
+				for _, w := range tt.want {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q lacks %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := p.Upstreams[0].Azure
+			if a == nil || a.APIVersion != tt.version || a.Auth != tt.auth {
+				t.Errorf("azure %+v", a)
+			}
+		})
 	}
 }

@@ -25,7 +25,8 @@ import (
 // ones (Translator.Reply for whole replies, Translator.NewStream's reader
 // for streams, read by the stream as if an OpenAI upstream had sent it).
 // A model listed in the upstream's model_ids goes out under its upstream
-// id; the client still sees its own name.
+// id; the call log, metrics and prices keep the client's name, and a
+// translated reply carries it (an OpenAI-format reply passes as sent).
 //
 // POST /v1/messages (endpointMessages) goes only to Anthropic upstreams
 // and passes through: the client's body and the upstream's reply and

@@ -159,6 +159,7 @@ var rules = map[string]rule{
 	"upstreams[].name":                {required: true},
 	"upstreams[].provider":            {enum: config.ProviderNames()},
 	"upstreams[].base_url":            {required: true},
+	"upstreams[].azure.auth":          {enum: []string{config.AzureAuthAPIKey, config.AzureAuthEntra}},
 	"routes":                          {required: true, minItems: 1},
 	"routes[]":                        {oneOf: []string{"upstream", "upstreams"}},
 	"routes[].models":                 {required: true, minItems: 1},

@@ -20,6 +20,11 @@ import (
 //   - v1: POST /openai/v1/chat/completions, the model (a deployment name)
 //     in the body; an api-version, if given, must be "preview" or "latest".
 //
+// Both are also served below /v1 (/v1/openai/...), so that a base URL
+// ending in /v1, as the OpenAI routes are addressed, works for Azure too
+// (an Azure upstream's base_url may carry a path, as behind API
+// Management).
+//
 // Replies are the OpenAI routes' (same content, same X-Mock-* headers),
 // except that a stream opens with Azure's prompt_filter_results chunk (no
 // choices) and errors have Azure's shape for auth and routing failures.
@@ -36,7 +41,7 @@ var azureOperations = map[string]func(*Server, http.ResponseWriter, *http.Reques
 }
 
 func (s *Server) serveAzure(w http.ResponseWriter, r *http.Request, body []byte) {
-	rest := strings.TrimPrefix(r.URL.EscapedPath(), "/openai/")
+	rest := strings.TrimPrefix(strings.TrimPrefix(r.URL.EscapedPath(), "/v1"), "/openai/")
 	version := r.URL.Query().Get("api-version")
 	var deployment, op string
 	if after, ok := strings.CutPrefix(rest, "v1/"); ok {

@@ -111,6 +111,7 @@ func TestAzureChecks(t *testing.T) {
 		{"wrong key", "/openai/deployments/d/chat/completions?api-version=2024-10-21", "api-key: nope", body, 401, `invalid subscription key`},
 		{"unknown operation", "/openai/deployments/d/images/generations?api-version=2024-10-21", "api-key: az-key", body, 404, `Resource not found`},
 		{"model from the deployment", "/openai/deployments/my%20dep/chat/completions?api-version=2024-10-21", "api-key: az-key", body, 200, `"model":"my dep"`},
+		{"below /v1", "/v1/openai/deployments/d/chat/completions?api-version=2024-10-21", "api-key: az-key", body, 200, `"content":"abc"`},
 		{"bearer token", "/openai/deployments/d/chat/completions?api-version=2025-01-01-preview", "Authorization: Bearer az-key", body, 200, `"content":"abc"`},
 		{"stream", "/openai/deployments/d/chat/completions?api-version=2024-10-21", "api-key: az-key", `{"stream":true,` + body[1:], 200,
 			`data: {"choices":[],"created":0,"id":"","model":"","object":"","prompt_filter_results":[`},

@@ -248,7 +248,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case isPassthru(p): // images, audio, moderations, files, batches (passthru.go)
 		handle = (*Server).servePassthru
-	case strings.HasPrefix(p, "/openai/"):
+	case strings.HasPrefix(p, "/openai/") || strings.HasPrefix(p, "/v1/openai/"):
 		s.serveAzure(w, r, body) // Azure OpenAI's paths, api-version and api-key
 		return
 	case r.Method == http.MethodGet && p == "/v1/models":
