@@ -528,3 +528,62 @@ func TestPassthroughModelIDs(t *testing.T) {
 		t.Errorf("the file reached the upstream as %d bytes; want the client's %d", len(got), len(wav))
 	}
 }
+
+// TestPassthroughAzure: an azure upstream serves images and audio on its
+// deployment paths (api-version and api-key checked by the mock), the
+// deployment the model_ids name; moderations, which Azure has not, are
+// refused naming the endpoint.
+func TestPassthroughAzure(t *testing.T) {
+	mock, mockURL := startMock(t, mockllm.Config{Tokens: 4, APIKey: "az-key"})
+	seen := recordRequests(mock)
+	_, gw := startGateway(t, fmt.Sprintf(`
+version: 1
+server: {drain_timeout: 2s}
+upstreams:
+  - name: azure
+    provider: azure
+    base_url: %s
+    api_key_env: AZ_KEY
+    azure: {api_version: "2025-04-01-preview"}
+    model_ids: {img: gpt-image-1}
+    timeouts: {connect: 1s, first_byte: 5s, idle: 5s, total: 30s}
+routes:
+  - models: [img, gpt-4o-transcribe, tts-1, omni-moderation-latest]
+    upstream: azure
+`, mockURL), map[string]string{"AZ_KEY": "az-key"})
+	c := passClient(gw, "k")
+	ctx := context.Background()
+	last := func() seenRequest {
+		var r seenRequest
+		for len(seen) > 0 {
+			r = <-seen
+		}
+		return r
+	}
+
+	res, err := c.Images.Generate(ctx, openai.ImageGenerateParams{Prompt: "a lighthouse", Model: "img"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := last()
+	if res.Usage.OutputTokens != 4 || r.h.Get("Api-Key") != "az-key" || r.h.Get("Authorization") != "" {
+		t.Errorf("usage %+v, api-key %q, Authorization %q; want gpt-image-1's usage and the upstream's api-key only", res.Usage, r.h.Get("Api-Key"), r.h.Get("Authorization"))
+	}
+	tr, err := c.Audio.Transcriptions.New(ctx, openai.AudioTranscriptionNewParams{File: namedReader("a.wav", bytes.Repeat([]byte("R"), 300)), Model: "gpt-4o-transcribe"})
+	if err != nil || tr.Text != "tok0 tok1 tok2 tok3 " || tr.Usage.InputTokens != 3 {
+		t.Errorf("transcription %+v, %v", tr, err)
+	}
+	resp, err := c.Audio.Speech.New(ctx, openai.AudioSpeechNewParams{Input: "hi", Model: "tts-1", Voice: openai.AudioSpeechNewParamsVoiceUnion{OfString: openai.String("alloy")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	audio, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Equal(audio, mockllm.SpeechAudio("hi")) {
+		t.Errorf("speech: %d bytes", len(audio))
+	}
+	_, err = c.Moderations.New(ctx, openai.ModerationNewParams{Model: "omni-moderation-latest", Input: openai.ModerationNewParamsInputUnion{OfString: openai.String("x")}})
+	if apiStatus(err) != 400 || apiCode(err) != "unsupported_endpoint" || !strings.Contains(apiMessage(err), "/v1/moderations") {
+		t.Errorf("moderations on azure: %v; want 400 unsupported_endpoint", err)
+	}
+}

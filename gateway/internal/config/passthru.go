@@ -23,8 +23,8 @@ type Passthrough struct {
 // them.
 type FilesPassthrough struct {
 	// Upstream names the upstream that keeps the files and runs the
-	// batches; it must speak the OpenAI API. Default: the policy's only
-	// openai upstream (with several, name one).
+	// batches: an openai or azure upstream. Default: the policy's only
+	// openai upstream (with several, or for azure, name one).
 	Upstream string `yaml:"upstream"`
 	// Plans are the plans whose tenants may use the endpoints (a tenant
 	// of another plan gets 403); "*" allows every tenant, and requests
@@ -77,8 +77,8 @@ func (p *Policy) validatePassthrough(ps *Problems) {
 		if u.Name != f.Upstream {
 			continue
 		}
-		if u.Provider != ProviderOpenAI {
-			ps.add(at+".upstream", "%q speaks %s, which has no Files or Batch API; name an openai upstream", u.Name, u.Provider)
+		if u.Provider != ProviderOpenAI && u.Provider != ProviderAzure {
+			ps.add(at+".upstream", "%q speaks %s, which has no Files or Batch API; name an openai or azure upstream", u.Name, u.Provider)
 		}
 		return
 	}

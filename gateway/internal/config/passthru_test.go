@@ -30,7 +30,7 @@ routes: [{models: [m], upstream: a}]
 		{"the only openai upstream", one + "passthrough: {files: {plans: [p]}}\n", "a", ""},
 		{"named", two + "passthrough: {files: {upstream: b, plans: ['*']}}\n", "b", ""},
 		{"several openai upstreams", two + "passthrough: {files: {plans: [p]}}\n", "", "passthrough.files.upstream: required: the policy has 2 openai upstreams [a b]"},
-		{"not openai", two + "passthrough: {files: {upstream: c, plans: [p]}}\n", "", `passthrough.files.upstream: "c" speaks anthropic`},
+		{"not openai", two + "passthrough: {files: {upstream: c, plans: [p]}}\n", "", `passthrough.files.upstream: "c" speaks anthropic, which has no Files or Batch API; name an openai or azure upstream`},
 		{"unknown upstream", two + "passthrough: {files: {upstream: z, plans: [p]}}\n", "", `passthrough.files.upstream: no upstream is named "z"`},
 		{"no plans", one + "passthrough: {files: {}}\n", "", "passthrough.files.plans: at least one plan is required"},
 		{"empty plan", one + "passthrough: {files: {plans: [' ']}}\n", "", "passthrough.files.plans[0]: must not be empty"},

@@ -11,6 +11,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/config"
 	"github.com/tollgate/tollgate/gateway/internal/formdata"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
+	"github.com/tollgate/tollgate/gateway/internal/provider"
 	"github.com/tollgate/tollgate/gateway/internal/upstream"
 )
 
@@ -260,6 +261,10 @@ type passAddresser interface {
 	// endpoint.
 	AppendPassthroughPath(dst []byte, p, model string) (_ []byte, ok bool)
 }
+
+// Azure OpenAI's adapter addresses the passthrough endpoints
+// (provider/azure_passthru.go).
+var _ passAddresser = (*provider.Azure)(nil)
 
 // passAddress is t's path for the passthrough path p and model: p itself
 // for an OpenAI-compatible upstream; ok false when t has no such endpoint.

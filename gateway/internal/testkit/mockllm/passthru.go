@@ -48,6 +48,25 @@ import (
 //     /v1/batches/{id} (GET), /v1/batches/{id}/cancel (POST): kept in
 //     memory, ids numbered from 1 in order of creation.
 
+// The images and audio routes are also served below an Azure deployment
+// (azure.go), the deployment naming the model when the body has none.
+func init() {
+	for op, h := range map[string]func(*Server, http.ResponseWriter, *http.Request, []byte, *params){
+		"images/generations": func(s *Server, w http.ResponseWriter, r *http.Request, b []byte, p *params) {
+			s.serveImages(w, r, b, p, false)
+		},
+		"images/edits": func(s *Server, w http.ResponseWriter, r *http.Request, b []byte, p *params) {
+			s.serveImages(w, r, b, p, true)
+		},
+		"audio/speech": (*Server).serveSpeech,
+		"audio/transcriptions": func(s *Server, w http.ResponseWriter, r *http.Request, b []byte, p *params) {
+			s.serveTranscription(w, r, b, p, false)
+		},
+	} {
+		azureOperations[op] = h
+	}
+}
+
 // MockSpeechBytes is the audio the mock returns per byte of speech input.
 const MockSpeechBytes = 64
 
