@@ -66,7 +66,9 @@ type Policy struct {
 	CallLog CallLog `yaml:"call_log"`
 	// Tracing exports OpenTelemetry spans (off by default).
 	Tracing Tracing `yaml:"tracing"`
-	// Passthrough configures the Files and Batch APIs (passthru.go).
+	// Passthrough configures the endpoints passed through without a
+	// model to route by: the Files and Batch APIs (docs/POLICY.md,
+	// "Passthrough endpoints").
 	Passthrough Passthrough `yaml:"passthrough"`
 
 	// Dir is the directory of the policy file; relative plugin paths are
