@@ -61,6 +61,17 @@ func TestReserve(t *testing.T) {
 	}
 }
 
+// A request without a model (files, batches) is not refused as unpriced.
+func TestNoModelNotRefusedAsUnpriced(t *testing.T) {
+	p := load(t, `{"unpriced":"reject"}`, "noprice", nil)
+	if res := p.Request(plugintest.Request{Explicit: plugintest.FieldModel, Tenant: acme}); res.Rejected || res.Err != nil {
+		t.Fatalf("%+v", res)
+	}
+	if res := p.Request(plugintest.Request{Model: "m-1", Tenant: acme}); res.Status != 400 || res.Code != "model_not_priced" {
+		t.Fatalf("a model without a price: %+v", res)
+	}
+}
+
 // Without a tenant there is no budget to hold: no call, admitted.
 func TestNoTenantNoReservation(t *testing.T) {
 	p := load(t, `{}`, "ok 1 1", nil)

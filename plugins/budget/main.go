@@ -172,7 +172,9 @@ func onRequest(r *sdk.Request) sdk.Verdict {
 	case "unlimited", "notenant":
 		return sdk.Continue
 	case "noprice":
-		if cfg.Unpriced == "reject" {
+		// A request without a model (the Files and Batch APIs) has no
+		// price to have and no usage to settle: not refused for it.
+		if cfg.Unpriced == "reject" && r.Model() != "" {
 			return r.Reject(400, "invalid_request_error", "model_not_priced",
 				"The model `"+r.Model()+"` has no price, so its cost cannot be held against the budget.")
 		}

@@ -82,8 +82,10 @@ func onRequest(r *sdk.Request) sdk.Verdict {
 	default: // unknown, revoked and expired keys read the same
 		return r.Reject(401, "invalid_request_error", "invalid_api_key", "Incorrect API key provided.")
 	}
-	model := r.Model()
-	if !modelAllowed(model, allowed) {
+	// A request without a model (the Files and Batch APIs) is not held
+	// to the plan's models: the gateway admits those endpoints per plan
+	// itself (policy passthrough.files).
+	if model := r.Model(); model != "" && !modelAllowed(model, allowed) {
 		return r.Reject(403, "permission_error", "model_not_allowed",
 			"Your API key may not use the model `"+model+"`.")
 	}

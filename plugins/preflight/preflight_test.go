@@ -53,6 +53,17 @@ func TestPreflight(t *testing.T) {
 			}
 		})
 	}
+	// The Files and Batch APIs name no model: the gateway admits them by
+	// plan, and the plan's models do not apply.
+	for _, tt := range []struct {
+		headers map[string]string
+		status  int
+	}{{map[string]string{"Authorization": "Bearer tg_good"}, 0}, {nil, 401}} {
+		res := p.Request(plugintest.Request{Endpoint: "files", Explicit: plugintest.FieldModel, Headers: tt.headers})
+		if res.Err != nil || res.Status != tt.status || res.Rejected != (tt.status != 0) {
+			t.Errorf("no model, headers %v: %+v; want status %d", tt.headers, res, tt.status)
+		}
+	}
 	if _, err := plugintest.LoadErr(t, plugintest.Build(t, "."), `{"max_mesages": 2}`); err == nil {
 		t.Error("a misspelled config key was accepted")
 	}

@@ -66,6 +66,10 @@ type Policy struct {
 	CallLog CallLog `yaml:"call_log"`
 	// Tracing exports OpenTelemetry spans (off by default).
 	Tracing Tracing `yaml:"tracing"`
+	// Passthrough configures the endpoints passed through without a
+	// model to route by: the Files and Batch APIs (docs/POLICY.md,
+	// "Passthrough endpoints").
+	Passthrough Passthrough `yaml:"passthrough"`
 
 	// Dir is the directory of the policy file; relative plugin paths are
 	// resolved against it ("" for a policy that is not a file: the working
@@ -426,6 +430,7 @@ func (p *Policy) validate(lookupEnv func(string) (string, bool)) Problems {
 	p.validatePlugins(&ps)
 	p.validateStore(lookupEnv, &ps)
 	p.validateShared(lookupEnv, &ps)
+	p.validatePassthrough(&ps)
 	p.Admin.Token, _ = lookupEnv(p.Admin.TokenEnv)
 	if p.Admin.Listen != "" && p.Admin.Token == "" {
 		ps.add("admin.token_env", "environment variable %s is not set: the admin API needs a token", p.Admin.TokenEnv)

@@ -25,7 +25,8 @@ func init() { Register(config.ProviderAzure, newAzure) }
 // Translator. Credentials: api-key, or an Entra ID bearer token
 // (azure_entra.go).
 type Azure struct {
-	v1 bool
+	v1      bool
+	version string // api_version (azure_passthru.go)
 	// suffix holds each endpoint's path after the deployment, query
 	// included (deployments), or its whole path (v1).
 	suffix [openai.Embeddings + 1]string
@@ -61,7 +62,7 @@ func newAzureAdapter(c *config.Azure) *Azure {
 	if c != nil && c.APIVersion != "" {
 		version = c.APIVersion
 	}
-	a := &Azure{v1: version == config.AzureAPIV1}
+	a := &Azure{v1: version == config.AzureAPIV1, version: version}
 	for ep, op := range map[openai.Endpoint]string{openai.ChatCompletions: "chat/completions", openai.Completions: "completions", openai.Embeddings: "embeddings"} {
 		if a.v1 {
 			a.suffix[ep] = "/openai/v1/" + op

@@ -63,6 +63,7 @@ type exchange struct {
 	cancelKey string // the request's entry in the cancel registry
 
 	prov providerState // the upstream API's request and reply (provider.go)
+	pass passState     // a passthrough request's model and reply (passthru.go)
 	// route is the request's route; try its attempts (attempt.go).
 	route *route
 	// modelLabel is the model in metrics: a name or pattern of the policy.
@@ -102,6 +103,7 @@ func (x *exchange) free() {
 	x.usage, x.up, x.usagePending = openai.Usage{}, stream.Counters{}, false
 	x.svc.Reset()
 	x.prov.reset()
+	x.pass.reset()
 	x.route, x.modelLabel = nil, ""
 	x.try.reset()
 	x.ended, x.endFlags, x.endStatus, x.ex, x.exCancel, x.watch, x.inFlight = false, 0, 0, nil, nil, nil, false

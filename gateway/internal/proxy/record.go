@@ -19,7 +19,7 @@ func (x *exchange) record(flags uint32, status int, prompt, completion int64) {
 			Status: status, StartedAt: x.start.UTC(), FirstByte: x.firstByte, Total: x.total,
 			PromptTokens: prompt, CompletionTokens: completion, Attempts: x.try.attempts, ReplyBytes: x.up.Text,
 		},
-		Start: x.start, Endpoint: endpointPath(x.ep), ModelLabel: x.modelLabel,
+		Start: x.start, Endpoint: x.endpointLabel(), ModelLabel: x.modelLabel,
 		Streamed: x.ex != nil, // a stream keeps its upstream exchange for the end phase
 		UpSent:   x.upSent, TTFT: x.up.TTFT, Events: x.up.Events, Fallback: x.try.fallback,
 		Plugins: x.st.pipeline.Plugins(), AccessLog: x.st.policy.Server.AccessLog,

@@ -303,6 +303,14 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			s.storedResponse(ctx, id, sub)
 			return
 		}
+		if pe, id, allow, ok := passEndpointFor(ctx.Method(), ctx.Path()); ok {
+			if pe == nil {
+				writeError(ctx, methodNotAllowed(ctx, allow))
+				return
+			}
+			s.passthru(ctx, pe, id)
+			return
+		}
 		writeError(ctx, &openai.Error{Status: fasthttp.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
 			Message: fmt.Sprintf("Unknown request URL: %s %s.", ctx.Method(), ctx.Path())})
 	}

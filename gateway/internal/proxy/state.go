@@ -26,6 +26,7 @@ import (
 type state struct {
 	policy  *config.Policy
 	routes  *router
+	files   *route // /v1/files and /v1/batches (passthru.go); nil: not served
 	clients map[string]*upstream.Client
 	// bindings are the upstreams' providers, by name (provider.go).
 	bindings map[string]*binding
@@ -92,6 +93,7 @@ func (s *Server) newState(p *config.Policy) (_ *state, err error) {
 		st.health = append(st.health, h)
 	}
 	st.routes = newRouter(p, st.clients, st.bindings, st.filters, health, time.Now())
+	st.files = newFilesRoute(p, st.clients, st.bindings, st.filters, health)
 	st.closers = append(st.closers, s.obs.Attach(st.pipeline, st.tenants))
 	return st, nil
 }

@@ -189,6 +189,7 @@ var rules = map[string]rule{
 	"tenants.tenants[].keys[].id":     {required: true},
 	"tenants.tenants[].keys[].status": {enum: []string{tenant.StatusActive, tenant.StatusRevoked}},
 	"tenants.prices[].model":          {required: true},
+	"passthrough.files.plans":         {required: true, minItems: 1},
 }
 
 // generator builds the schema of one type tree.

@@ -109,7 +109,7 @@ func TestAzureChecks(t *testing.T) {
 		{"v1 bad api-version", "/openai/v1/chat/completions?api-version=2024-10-21", "api-key: az-key", `{"model":"d"` + body[1:], 400, `API version not supported`},
 		{"no key", "/openai/deployments/d/chat/completions?api-version=2024-10-21", "", body, 401, `missing subscription key`},
 		{"wrong key", "/openai/deployments/d/chat/completions?api-version=2024-10-21", "api-key: nope", body, 401, `invalid subscription key`},
-		{"unknown operation", "/openai/deployments/d/images/generations?api-version=2024-10-21", "api-key: az-key", body, 404, `Resource not found`},
+		{"unknown operation", "/openai/deployments/d/assistants?api-version=2024-10-21", "api-key: az-key", body, 404, `Resource not found`},
 		{"model from the deployment", "/openai/deployments/my%20dep/chat/completions?api-version=2024-10-21", "api-key: az-key", body, 200, `"model":"my dep"`},
 		{"below /v1", "/v1/openai/deployments/d/chat/completions?api-version=2024-10-21", "api-key: az-key", body, 200, `"content":"abc"`},
 		{"bearer token", "/openai/deployments/d/chat/completions?api-version=2025-01-01-preview", "Authorization: Bearer az-key", body, 200, `"content":"abc"`},

@@ -6,8 +6,10 @@
 // POST /v1/embeddings, GET /v1/models and GET /v1/models/{id}, Anthropic's
 // POST /v1/messages (anthropic.go), Azure OpenAI's deployment and v1
 // paths (azure.go), Bedrock's Converse and ConverseStream (bedrock.go),
-// and Google's generateContent and streamGenerateContent in both the
-// Gemini API's and Vertex AI's paths (gemini.go). Replies are
+// Google's generateContent and streamGenerateContent in both the Gemini
+// API's and Vertex AI's paths (gemini.go), OpenAI's Responses API
+// (responses.go), and OpenAI's images, audio, moderations, files and
+// batches (passthru.go). Replies are
 // deterministic: generated content is the words "tok0 ", "tok1 ", ... (or the
 // configured Text cut into ChunkSize-byte pieces or at Split offsets), so a test can predict the
 // exact bytes the gateway should relay. Behaviour is set by Config and can be
@@ -151,6 +153,8 @@ type Server struct {
 	storeMu     sync.Mutex
 	stored      map[string]storedResponse
 	storedOrder []string
+	// Files and batches (passthru.go).
+	store passStore
 
 	onClose   atomic.Pointer[func(requestID string, at time.Time)]
 	onRequest atomic.Pointer[func(h http.Header, body []byte)]
@@ -263,6 +267,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case p == "/v1/responses" || strings.HasPrefix(p, "/v1/responses/"):
 		handle = responsesRoute(r.Method, p) // responses.go
+	case isPassthru(p): // images, audio, moderations, files, batches (passthru.go)
+		handle = (*Server).servePassthru
 	case strings.HasPrefix(p, "/openai/") || strings.HasPrefix(p, "/v1/openai/"):
 		s.serveAzure(w, r, body) // Azure OpenAI's paths, api-version and api-key
 		return
