@@ -237,3 +237,90 @@ func TestResponsesProvidersPlugins(t *testing.T) {
 		}
 	})
 }
+
+// TestResponsesAzureNative: an Azure upstream whose api_version has the
+// Responses API (v1, or a 2025-03-01-preview or later) gets a Responses
+// request as it is, on its Responses path, the deployment named in the
+// body's model; the reply and its events pass back, metered from the
+// usage Azure reported, and holdback stops a stream on a marker URL. The
+// stored response is found, listed and deleted there.
+func TestResponsesAzureNative(t *testing.T) {
+	setAzureKeys(t)
+	const text = "Foxes are small omnivores."
+	for _, tc := range []struct{ version, path, query string }{
+		{"v1", "/openai/v1/responses", ""},
+		{"2025-04-01-preview", "/openai/responses", "?api-version=2025-04-01-preview"},
+	} {
+		t.Run(tc.version, func(t *testing.T) {
+			mockURL, seen := startAzureMock(t, mockllm.Config{Text: text, ChunkSize: 6})
+			// The plan lists no models: a stored-response request names none.
+			pol := strings.NewReplacer(`api_version: "2024-10-21"`, fmt.Sprintf("api_version: %q", tc.version),
+				"monthly_budget_usd: 0.002", "monthly_budget_usd: 5", `, allowed_models: ["gpt-*"]`, "").Replace(azurePolicy(mockURL))
+			gw, logs := startLoggingGateway(t, pol, azureVars)
+			client := azureSDK(gw, azureTenant)
+			tool := responses.ToolParamOfFunction("mock_tool", map[string]any{"type": "object"}, false)
+			var last *responses.Response
+			for _, stream := range []bool{false, true} {
+				id := fmt.Sprintf("az-native-%s-%v", tc.version, stream)
+				r, err := runResponses(t, client, responses.ResponseNewParams{Model: "gpt-4o", MaxOutputTokens: openai.Int(50), Tools: []responses.ToolUnionParam{tool},
+					Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("foxes?")}}, stream,
+					option.WithHeader("X-Request-Id", id), option.WithHeader(mockllm.HeaderToolCallAt, "5"), option.WithHeader(mockllm.HeaderToolCallArgs, "%7B%22a%22%3A,1%7D"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.text != text || r.status != "completed" || r.args != `{"a":1}` || r.callID == "" || r.input <= 0 || r.output <= 0 {
+					t.Fatalf("stream %v: text %q status %s args %q call %q usage %d+%d", stream, r.text, r.status, r.args, r.callID, r.input, r.output)
+				}
+				// The deployment answered under its own name, as Azure does.
+				if r.resp.Model != "gpt4o-prod" {
+					t.Errorf("model %q, want the deployment's", r.resp.Model)
+				}
+				if reqs := seen(); len(reqs) != 1 || reqs[0].uri != tc.path+tc.query || reqs[0].apiKey != azureKey {
+					t.Fatalf("the upstream saw %+v, want %s%s", reqs, tc.path, tc.query)
+				}
+				if prompt, completion, cost := azureCost(t, logs, id); int64(prompt) != r.input || int64(completion) != r.output || cost != prompt+10*completion {
+					t.Fatalf("metered %d+%d tokens for %d µ$, the reply said %d+%d", prompt, completion, cost, r.input, r.output)
+				}
+				last = r.resp
+			}
+
+			markerAt := strings.Index(hbText, hbMarker)
+			r, err := runResponses(t, client, responses.ResponseNewParams{Model: "gpt-4o", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("draw")}}, true,
+				option.WithHeader(mockllm.HeaderText, url.QueryEscape(hbText)), option.WithHeader(mockllm.HeaderSplit, hbSplit(markerAt+3, markerAt+9)))
+			if err != nil || r.text != hbText[:markerAt]+hbCorrection || r.status != "incomplete" || r.reason != "content_filter" {
+				t.Fatalf("holdback on Azure: %v text %q status %s reason %s", err, r.text, r.status, r.reason)
+			}
+			seen()
+
+			ctx := context.Background()
+			got, err := client.Responses.Get(ctx, last.ID, responses.ResponseGetParams{})
+			if err != nil || got.OutputText() != text {
+				t.Fatalf("Get: %v", err)
+			}
+			items, err := client.Responses.InputItems.List(ctx, last.ID, responses.InputItemListParams{Limit: openai.Int(5)})
+			if err != nil || len(items.Data) != 1 {
+				t.Fatalf("input items: %v %+v", err, items)
+			}
+			if err := client.Responses.Delete(ctx, last.ID); err != nil {
+				t.Fatalf("Delete: %v", err)
+			}
+			var e *openai.Error
+			if _, err := client.Responses.Get(ctx, last.ID, responses.ResponseGetParams{}); !errors.As(err, &e) || e.StatusCode != 404 {
+				t.Fatalf("Get after Delete: %v", err)
+			}
+			sep := "?"
+			if tc.query != "" {
+				sep = tc.query + "&"
+			}
+			want := []string{tc.path + "/" + last.ID + tc.query, tc.path + "/" + last.ID + "/input_items" + sep + "limit=5",
+				tc.path + "/" + last.ID + tc.query, tc.path + "/" + last.ID + tc.query}
+			var uris []string
+			for _, r := range seen() {
+				uris = append(uris, r.uri)
+			}
+			if fmt.Sprint(uris) != fmt.Sprint(want) {
+				t.Errorf("stored-response requests went to %q, want %q", uris, want)
+			}
+		})
+	}
+}
