@@ -84,7 +84,7 @@ func (g *Gemini) Request(out *Outbound, ep openai.Endpoint, model string, stream
 func (g *Gemini) IsStream(status int, contentType []byte) bool { return IsSSE(status, contentType) }
 
 // Reply implements Translator.
-func (g *Gemini) Reply(dst []byte, status int, raw []byte, model string, created int64) ([]byte, int, error) {
+func (g *Gemini) Reply(dst []byte, status int, _ Header, raw []byte, model string, created int64) ([]byte, int, error) {
 	if status >= 200 && status < 300 {
 		out, err := gemini.AppendResponse(dst, raw, model, "", created)
 		return out, status, err

@@ -283,7 +283,7 @@ func (x *exchange) translateReply(status int, ct []byte) (int, []byte) {
 		p.rawKept = true
 		return status, ct
 	}
-	out, st, err := tr.Reply(x.resp, status, p.raw, x.replyModel(), time.Now().Unix())
+	out, st, err := tr.Reply(x.resp, status, x.ex.Header(), p.raw, x.replyModel(), time.Now().Unix())
 	if err != nil {
 		e := asOpenAIError(err)
 		x.resp = e.AppendJSON(x.resp[:0])
