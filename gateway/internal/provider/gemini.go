@@ -93,5 +93,14 @@ func (g *Gemini) Reply(dst []byte, status int, _ Header, raw []byte, model strin
 	return e.AppendJSON(dst), e.Status, nil
 }
 
+var _ RetryAdvisor = (*Gemini)(nil)
+
+// RetryAfter implements RetryAdvisor: the retryDelay of the reply's
+// google.rpc.RetryInfo, which Google sends with RESOURCE_EXHAUSTED instead
+// of a Retry-After header.
+func (g *Gemini) RetryAfter(status int, raw []byte) (int, bool) {
+	return gemini.RetryDelay(raw)
+}
+
 // NewStream implements Translator.
 func (g *Gemini) NewStream(maxEventBytes int) Stream { return gemini.NewStreamReader(maxEventBytes) }

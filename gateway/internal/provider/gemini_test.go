@@ -71,6 +71,13 @@ func TestGeminiReply(t *testing.T) {
 	if err != nil || status != 429 || !strings.Contains(string(body), `"code":"rate_limit_exceeded"`) {
 		t.Errorf("error reply %d %s %v", status, body, err)
 	}
+	quota := []byte(`{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"36.2s"}]}}`)
+	if s, ok := g.RetryAfter(429, quota); s != 37 || !ok {
+		t.Errorf("RetryAfter = %d, %v; want 37 (36.2s rounded up)", s, ok)
+	}
+	if s, ok := g.RetryAfter(429, []byte(`{"error":{"code":429,"status":"RESOURCE_EXHAUSTED"}}`)); ok {
+		t.Errorf("RetryAfter without RetryInfo = %d", s)
+	}
 	body, status, err = g.Reply(nil, 200, replyHeader{}, []byte(`{"candidates":[{"content":{"parts":[{"text":"Hi"}],"role":"model"},"finishReason":"STOP"}],`+
 		`"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":1},"modelVersion":"gemini-2.0-flash-001","responseId":"r1"}`), "gemini-x", 1)
 	if err != nil || status != 200 || !strings.Contains(string(body), `"model":"gemini-x"`) || !strings.Contains(string(body), `"content":"Hi"`) ||

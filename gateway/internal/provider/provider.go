@@ -40,6 +40,17 @@ type Translator interface {
 	NewStream(maxEventBytes int) Stream
 }
 
+// RetryAdvisor is a Translator whose error replies may say in their body
+// when to retry (Google's RetryInfo). For an error reply without a
+// Retry-After header the proxy asks it, and a delay it reports goes to
+// the client as Retry-After (whole seconds). The proxy's own retries still
+// go by the reply's status and headers.
+type RetryAdvisor interface {
+	// RetryAfter returns the delay an error reply raw with status asks
+	// for, in seconds (> 0), or ok false. raw is borrowed for the call.
+	RetryAfter(status int, raw []byte) (seconds int, ok bool)
+}
+
 // Header reads the fields of an upstream reply's header (the proxy passes
 // fasthttp's ResponseHeader): Peek returns a field's value, nil when the
 // reply has none; the value is borrowed.
