@@ -184,6 +184,12 @@ func TestBedrockErrors(t *testing.T) {
 		{"unavailable", []string{mockllm.HeaderFailStatus, "503"}, nil, 503, "overloaded", ""},
 		{"model timeout", []string{mockllm.HeaderFailStatus, "408"}, nil, 504, "upstream_timeout", ""},
 		{"access denied", []string{mockllm.HeaderFailStatus, "403"}, nil, 403, "permission_denied", ""},
+		// The exception Bedrock names in X-Amzn-Errortype decides, not the
+		// status alone.
+		{"quota exceeded", []string{mockllm.HeaderFailStatus, "400", mockllm.HeaderBedrockErrorType, "ServiceQuotaExceededException"}, nil, 429, "rate_limit_exceeded", ""},
+		{"model not ready", []string{mockllm.HeaderFailStatus, "429", mockllm.HeaderBedrockErrorType, "ModelNotReadyException"}, nil, 503, "overloaded", ""},
+		{"unrecognized client", []string{mockllm.HeaderFailStatus, "403", mockllm.HeaderBedrockErrorType, "UnrecognizedClientException"}, nil, 401, "invalid_api_key", ""},
+		{"validation", []string{mockllm.HeaderFailStatus, "400", mockllm.HeaderBedrockErrorType, "ValidationException"}, nil, 400, "", ""},
 		{"n > 1 refused", nil, func(p *openai.ChatCompletionNewParams) { p.N = openai.Int(2) }, 400, "", "n"},
 		{"json_object refused", nil, func(p *openai.ChatCompletionNewParams) {
 			p.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONObject: &shared.ResponseFormatJSONObjectParam{}}
@@ -231,14 +237,15 @@ func TestBedrockStreamException(t *testing.T) {
 }
 
 // TestBedrockSignatureRefused: with credentials the upstream does not
-// accept, Bedrock's 403 reaches the client as an OpenAI error.
+// accept, Bedrock's 403 InvalidSignatureException reaches the client as
+// an OpenAI 401 invalid_api_key, with Bedrock's message.
 func TestBedrockSignatureRefused(t *testing.T) {
 	bedrockEnv(t)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
 	mockURL, _ := startBedrockMock(t, mockllm.Config{})
 	_, gw := startGateway(t, bedrockPolicy(mockURL, ""), nil)
 	status, _, body := post(t, gw+"/v1/chat/completions", `{"model":"mock-1","messages":[{"role":"user","content":"hi"}]}`)
-	if status != 403 || !strings.Contains(string(body), "signature we calculated does not match") {
+	if status != 401 || !strings.Contains(string(body), "signature we calculated does not match") || !strings.Contains(string(body), `"code":"invalid_api_key"`) {
 		t.Fatalf("%d %s", status, body)
 	}
 }

@@ -271,7 +271,8 @@ func TestGoogleTools(t *testing.T) {
 
 // TestGoogleRefusalsAndErrors: what Gemini cannot express is refused
 // with a 400 naming the parameter before anything is sent; Google's
-// errors reach the client as OpenAI errors with their status.
+// errors reach the client as OpenAI errors with their status, a quota
+// error's RetryInfo as Retry-After.
 func TestGoogleRefusalsAndErrors(t *testing.T) {
 	w := startGoogleWorld(t, mockllm.Config{}, "")
 	for _, tc := range []struct {
@@ -279,14 +280,19 @@ func TestGoogleRefusalsAndErrors(t *testing.T) {
 		hdr               []string
 		status            int
 		param, code       string
+		retryAfter        string
 	}{
-		{"n=2", "gemini-x", `{"model":"gemini-x","n":2,"messages":[{"role":"user","content":"x"}]}`, nil, 400, "n", ""},
+		{"n=2", "gemini-x", `{"model":"gemini-x","n":2,"messages":[{"role":"user","content":"x"}]}`, nil, 400, "n", "", ""},
 		{"$ref schema", "vertex-x", `{"model":"vertex-x","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"$ref":"#/$defs/a"}}}}}]}`,
-			nil, 400, "tools[0].function.parameters.properties.a.$ref", ""},
-		{"quota", "gemini-x", `{"model":"gemini-x","messages":[{"role":"user","content":"x"}]}`, []string{mockllm.HeaderFailStatus, "429"}, 429, "", "rate_limit_exceeded"},
-		{"unavailable", "vertex-x", `{"model":"vertex-x","stream":true,"messages":[{"role":"user","content":"x"}]}`, []string{mockllm.HeaderFailStatus, "503"}, 503, "", "unavailable"},
+			nil, 400, "tools[0].function.parameters.properties.a.$ref", "", ""},
+		{"quota", "gemini-x", `{"model":"gemini-x","messages":[{"role":"user","content":"x"}]}`, []string{mockllm.HeaderFailStatus, "429"}, 429, "", "rate_limit_exceeded", "1"},
+		{"vertex quota", "vertex-x", `{"model":"vertex-x","messages":[{"role":"user","content":"x"}]}`, []string{mockllm.HeaderFailStatus, "429"}, 429, "", "rate_limit_exceeded", "1"},
+		{"unavailable", "vertex-x", `{"model":"vertex-x","stream":true,"messages":[{"role":"user","content":"x"}]}`, []string{mockllm.HeaderFailStatus, "503"}, 503, "", "unavailable", "1"},
 	} {
-		status, _, body := post(t, w.gw+"/v1/chat/completions", tc.body, tc.hdr...)
+		status, hdr, body := post(t, w.gw+"/v1/chat/completions", tc.body, tc.hdr...)
+		if got := hdr.Get("Retry-After"); got != tc.retryAfter {
+			t.Errorf("%s: Retry-After %q, want %q", tc.name, got, tc.retryAfter)
+		}
 		var e struct {
 			Error struct {
 				Message string

@@ -221,7 +221,7 @@ binary_for() {
 start_gateway() {
 	local port admin
 	port=$(free_port) admin=$(free_port)
-	start "$1-$2" env TOLLGATE_MOCK_URL="http://127.0.0.1:$3/v1" TOLLGATE_SPOOL_DIR="$WORK/spool-$1-$2" \
+	start "$1-$2" env TOLLGATE_MOCK_URL="http://127.0.0.1:$3/v1" TOLLGATE_MOCK_ROOT="http://127.0.0.1:$3" TOLLGATE_SPOOL_DIR="$WORK/spool-$1-$2" \
 		TOLLGATE_ADMIN_LISTEN="127.0.0.1:$admin" TOLLGATE_ADMIN_TOKEN="$ADMIN_TOKEN" \
 		"$(binary_for "$1")" serve -policy "$4" -listen "127.0.0.1:$port" -watch 0
 	wait_ready "$port" /readyz "$STARTED" || die "$1 ($2 mock) did not become ready (GET /readyz); see $WORK/$1-$2.log"

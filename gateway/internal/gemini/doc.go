@@ -175,7 +175,10 @@
 //	neither                                  502 upstream_error upstream_bad_response
 //
 // The HTTP status is kept; in a stream (status 0) the body's error.code
-// stands in for it. The message is Google's.
+// stands in for it. The message is Google's. Google says when to retry in
+// a google.rpc.RetryInfo detail ("retryDelay":"37s"), not a Retry-After
+// header: RetryDelay reads it, rounded up to whole seconds, for the
+// client's Retry-After.
 //
 // # Performance
 //

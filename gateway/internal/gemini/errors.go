@@ -3,6 +3,7 @@ package gemini
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/valyala/fastjson"
@@ -125,4 +126,59 @@ func errorFor(status int, name, msg, reason []byte) *openai.Error {
 		e.Message += "."
 	}
 	return e
+}
+
+// retryInfoType is the @type of a google.rpc.RetryInfo error detail.
+const retryInfoType = "type.googleapis.com/google.rpc.RetryInfo"
+
+// maxRetryDelay bounds the delay RetryDelay reports, in seconds (a day).
+const maxRetryDelay = 86400
+
+// RetryDelay reads the retryDelay of the google.rpc.RetryInfo detail in a
+// Google API error reply ({"error":{...,"details":[{"@type":
+// "type.googleapis.com/google.rpc.RetryInfo","retryDelay":"37s"}]}}, or an
+// array holding one): a Duration's JSON, "37s", "1.5s", rounded up to whole
+// seconds and at most a day. ok is false when the reply has none, or the
+// delay is not a positive Duration.
+func RetryDelay(body []byte) (seconds int, ok bool) {
+	p := errorParsers.Get().(*fastjson.Parser)
+	defer errorParsers.Put(p)
+	root, err := p.ParseBytes(body)
+	if err != nil {
+		return 0, false
+	}
+	if root.Type() == fastjson.TypeArray {
+		root = root.Get("0")
+	}
+	for _, d := range root.GetArray("error", "details") {
+		if t, _ := stringOf(d.Get("@type")); string(t) != retryInfoType {
+			continue
+		}
+		v, _ := stringOf(d.Get("retryDelay"))
+		return parseDelay(v)
+	}
+	return 0, false
+}
+
+// parseDelay reads a Duration's JSON form, seconds with up to nine
+// fractional digits and the suffix "s", rounded up to whole seconds.
+func parseDelay(v []byte) (int, bool) {
+	whole, frac, ok := strings.Cut(strings.TrimSuffix(string(v), "s"), ".")
+	if len(v) < 2 || v[len(v)-1] != 's' || whole == "" || (ok && (frac == "" || len(frac) > 9)) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(whole, 10, 32)
+	if err != nil || strings.HasPrefix(whole, "+") {
+		return 0, false
+	}
+	if strings.Trim(frac, "0123456789") != "" {
+		return 0, false
+	}
+	if strings.Trim(frac, "0") != "" {
+		n++ // a fraction rounds up
+	}
+	if n == 0 {
+		return 0, false
+	}
+	return int(min(n, maxRetryDelay)), true
 }

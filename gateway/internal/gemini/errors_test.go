@@ -56,3 +56,33 @@ func TestTranslateError(t *testing.T) {
 		})
 	}
 }
+
+func TestRetryDelay(t *testing.T) {
+	const pre = `{"error":{"code":429,"message":"Resource has been exhausted","status":"RESOURCE_EXHAUSTED","details":[`
+	for _, tc := range []struct {
+		body string
+		want int
+		ok   bool
+	}{
+		{pre + `{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"37s"}]}}`, 37, true},
+		{pre + `{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[]},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"1.25s"}]}}`, 2, true},
+		{pre + `{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"0.000000001s"}]}}`, 1, true},
+		{pre + `{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"3.000s"}]}}`, 3, true},
+		{`[` + pre + `{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"5s"}]}}]`, 5, true},
+		{pre + `{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"999999s"}]}}`, maxRetryDelay, true},
+		{pre + `{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"0s"}]}}`, 0, false},
+		{pre + `{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"-3s"}]}}`, 0, false},
+		{pre + `{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"+3s"}]}}`, 0, false},
+		{pre + `{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"3"}]}}`, 0, false},
+		{pre + `{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"3.s"}]}}`, 0, false},
+		{pre + `{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"1.5e3s"}]}}`, 0, false},
+		{pre + `{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":37}]}}`, 0, false},
+		{pre + `{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"RATE_LIMIT_EXCEEDED"}]}}`, 0, false},
+		{`{"error":{"code":429}}`, 0, false},
+		{`<html>Too Many Requests</html>`, 0, false},
+	} {
+		if got, ok := RetryDelay([]byte(tc.body)); got != tc.want || ok != tc.ok {
+			t.Errorf("RetryDelay(%s) = %d, %v; want %d, %v", tc.body, got, ok, tc.want, tc.ok)
+		}
+	}
+}

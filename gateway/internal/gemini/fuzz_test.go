@@ -200,10 +200,14 @@ func FuzzStreamReader(f *testing.F) {
 func FuzzTranslateError(f *testing.F) {
 	f.Add(400, []byte(`{"error":{"code":400,"message":"x","status":"INVALID_ARGUMENT"}}`))
 	f.Add(0, []byte(`[{"error":{"code":"503","status":"UNAVAILABLE"}}]`))
+	f.Add(429, []byte(`{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"37.5s"}]}}`))
 	f.Fuzz(func(t *testing.T, status int, body []byte) {
 		e := TranslateError(status, body)
 		if e == nil || e.Status < 400 || e.Status > 599 || e.Type == "" || e.Message == "" {
 			t.Fatalf("TranslateError(%d, %q) = %+v", status, body, e)
+		}
+		if n, ok := RetryDelay(body); ok != (n > 0) || n > maxRetryDelay {
+			t.Fatalf("RetryDelay(%q) = %d, %v", body, n, ok)
 		}
 	})
 }

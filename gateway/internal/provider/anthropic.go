@@ -55,7 +55,7 @@ func (a *Anthropic) IsStream(status int, contentType []byte) bool {
 }
 
 // Reply implements Translator.
-func (a *Anthropic) Reply(dst []byte, status int, raw []byte, model string, created int64) ([]byte, int, error) {
+func (a *Anthropic) Reply(dst []byte, status int, _ Header, raw []byte, model string, created int64) ([]byte, int, error) {
 	if status >= 200 && status < 300 {
 		out, err := anthropic.AppendResponse(dst, raw, model, "", created)
 		return out, status, err

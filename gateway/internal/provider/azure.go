@@ -2,6 +2,7 @@ package provider
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
@@ -24,13 +25,32 @@ func init() { Register(config.ProviderAzure, newAzure) }
 // replies and streams are OpenAI's, so Azure is an Adapter without a
 // Translator. Credentials: api-key, or an Entra ID bearer token
 // (azure_entra.go).
+//
+// The Responses API (POST /v1/responses) is Azure's own where it has one,
+// and the request passes as it is, its deployment in the body's model:
+//
+//	api_version                    path
+//	v1                             /openai/v1/responses
+//	2025-03-01-preview or later    /openai/responses?api-version={api_version}
+//	a GA date, an earlier preview  none: the proxy sends a chat request
+//
+// The stored responses (GET and DELETE /v1/responses/{id}, GET
+// /v1/responses/{id}/input_items) are below the same path (ResponseStore).
 type Azure struct {
 	v1      bool
 	version string // api_version (azure_passthru.go)
 	// suffix holds each endpoint's path after the deployment, query
 	// included (deployments), or its whole path (v1).
 	suffix [openai.Embeddings + 1]string
+	// responses is the Responses API's path, query excluded; empty when
+	// the api_version has none. query is the query a deployment-API
+	// request carries ("api-version=..."), empty for v1.
+	responses, query string
 }
+
+// azureResponsesSince is the first dated api-version (a preview) with the
+// Responses API.
+const azureResponsesSince = "2025-03-01-preview"
 
 var _ Adapter = (*Azure)(nil)
 
@@ -63,6 +83,12 @@ func newAzureAdapter(c *config.Azure) *Azure {
 		version = c.APIVersion
 	}
 	a := &Azure{v1: version == config.AzureAPIV1, version: version}
+	switch {
+	case a.v1:
+		a.responses = "/openai/v1/responses"
+	case strings.HasSuffix(version, "-preview") && version >= azureResponsesSince:
+		a.responses, a.query = "/openai/responses", "api-version="+version
+	}
 	for ep, op := range map[openai.Endpoint]string{openai.ChatCompletions: "chat/completions", openai.Completions: "completions", openai.Embeddings: "embeddings"} {
 		if a.v1 {
 			a.suffix[ep] = "/openai/v1/" + op
@@ -73,13 +99,24 @@ func newAzureAdapter(c *config.Azure) *Azure {
 	return a
 }
 
-// Serves implements Adapter: chat completions, completions, embeddings.
+// Serves implements Adapter: chat completions, completions, embeddings,
+// and the Responses API where the api_version has it.
 func (a *Azure) Serves(ep openai.Endpoint) bool {
-	return ep >= openai.ChatCompletions && ep <= openai.Embeddings
+	return ep >= openai.ChatCompletions && ep <= openai.Embeddings || ep == openai.Responses && a.responses != ""
 }
 
 // Request implements Adapter: the path only; the body goes as it is.
 func (a *Azure) Request(out *Outbound, ep openai.Endpoint, model string, stream bool, body []byte) error {
+	if ep == openai.Responses {
+		if a.responses == "" {
+			return fmt.Errorf("azure: api-version without the Responses API")
+		}
+		out.Path = append(out.Path, a.responses...)
+		if a.query != "" {
+			out.Path = append(append(out.Path, '?'), a.query...)
+		}
+		return nil
+	}
 	if a.v1 {
 		out.Path = append(out.Path, a.suffix[ep]...)
 		return nil
@@ -88,6 +125,36 @@ func (a *Azure) Request(out *Outbound, ep openai.Endpoint, model string, stream 
 	out.Path = AppendPathEscaped(out.Path, model)
 	out.Path = append(out.Path, a.suffix[ep]...)
 	return nil
+}
+
+// ResponseStore is an Adapter whose upstream keeps the Responses API's
+// objects; the proxy finds it by type assertion for GET and DELETE
+// /v1/responses/{id}.
+type ResponseStore interface {
+	// AppendStoredPath appends the upstream path (and query) of
+	// /v1/responses/{rest} asked with the client's query (may be empty),
+	// or returns dst unchanged when the upstream has no such objects.
+	AppendStoredPath(dst, rest, query []byte) []byte
+}
+
+var _ ResponseStore = (*Azure)(nil)
+
+// AppendStoredPath implements ResponseStore: below the Responses path,
+// the deployment API's api-version before the client's query.
+func (a *Azure) AppendStoredPath(dst, rest, query []byte) []byte {
+	if a.responses == "" {
+		return dst
+	}
+	dst = append(append(append(dst, a.responses...), '/'), rest...)
+	switch {
+	case a.query != "" && len(query) > 0:
+		dst = append(append(append(append(dst, '?'), a.query...), '&'), query...)
+	case a.query != "":
+		dst = append(append(dst, '?'), a.query...)
+	case len(query) > 0:
+		dst = append(append(dst, '?'), query...)
+	}
+	return dst
 }
 
 // AppendPathEscaped appends s escaped as one path segment: RFC 3986's

@@ -35,6 +35,9 @@ func TestAzurePaths(t *testing.T) {
 		{"escaped deployment", "2024-10-21", openai.ChatCompletions, "a b/c:d%é", "/openai/deployments/a%20b%2Fc%3Ad%25%C3%A9/chat/completions?api-version=2024-10-21"},
 		{"v1", "v1", openai.ChatCompletions, "dep", "/openai/v1/chat/completions"},
 		{"v1 embeddings", "v1", openai.Embeddings, "dep", "/openai/v1/embeddings"},
+		{"v1 responses", "v1", openai.Responses, "dep", "/openai/v1/responses"},
+		{"preview responses", "2025-03-01-preview", openai.Responses, "dep", "/openai/responses?api-version=2025-03-01-preview"},
+		{"later preview responses", "2025-04-01-preview", openai.Responses, "dep", "/openai/responses?api-version=2025-04-01-preview"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -51,6 +54,39 @@ func TestAzurePaths(t *testing.T) {
 	}
 	if a := newAzureAdapter(nil); !a.Serves(openai.Embeddings) || a.Serves(openai.Endpoint(0)) || a.Serves(openai.Endpoint(0xff)) {
 		t.Error("Serves")
+	}
+}
+
+// TestAzureResponses: the api-versions with the Responses API serve it,
+// and their stored responses' paths; the others serve none.
+func TestAzureResponses(t *testing.T) {
+	for _, tc := range []struct {
+		version     string
+		serves      bool
+		rest, query string
+		stored      string
+	}{
+		{"v1", true, "resp_1", "", "/openai/v1/responses/resp_1"},
+		{"v1", true, "resp_1/input_items", "limit=2", "/openai/v1/responses/resp_1/input_items?limit=2"},
+		{"2025-03-01-preview", true, "resp_1", "", "/openai/responses/resp_1?api-version=2025-03-01-preview"},
+		{"2025-04-01-preview", true, "resp_1/input_items", "limit=2&order=asc", "/openai/responses/resp_1/input_items?api-version=2025-04-01-preview&limit=2&order=asc"},
+		{"2025-02-01-preview", false, "resp_1", "", ""},
+		{"2024-10-21", false, "resp_1", "", ""},
+		{"2025-06-01", false, "resp_1", "", ""},
+		{"", false, "resp_1", "", ""},
+	} {
+		a := newAzureAdapter(&config.Azure{APIVersion: tc.version})
+		if got := a.Serves(openai.Responses); got != tc.serves {
+			t.Errorf("%q: Serves(Responses) = %v, want %v", tc.version, got, tc.serves)
+		}
+		if got := string(a.AppendStoredPath([]byte("x"), []byte(tc.rest), []byte(tc.query))); got != "x"+tc.stored {
+			t.Errorf("%q: stored path %q, want %q", tc.version, got, "x"+tc.stored)
+		}
+		if !tc.serves {
+			if err := a.Request(&Outbound{}, openai.Responses, "dep", false, []byte(`{}`)); err == nil {
+				t.Errorf("%q: a Responses request was addressed", tc.version)
+			}
+		}
 	}
 }
 

@@ -54,6 +54,10 @@ func (*Bedrock) Request(out *Outbound, ep openai.Endpoint, model string, stream 
 	return nil
 }
 
+// amznErrorType is the header naming the exception of a Bedrock error
+// reply.
+const amznErrorType = "X-Amzn-Errortype"
+
 var eventStreamType = []byte(bedrock.EventStreamContentType)
 
 // IsStream implements Translator: ConverseStream replies are AWS event
@@ -62,15 +66,17 @@ func (*Bedrock) IsStream(status int, contentType []byte) bool {
 	return status >= 200 && status < 300 && bytes.HasPrefix(contentType, eventStreamType)
 }
 
-// Reply implements Translator. Errors are mapped by status (and the body's
-// __type when Bedrock sends one): the X-Amzn-Errortype header does not
-// reach Reply.
-func (*Bedrock) Reply(dst []byte, status int, raw []byte, model string, created int64) ([]byte, int, error) {
+// Reply implements Translator. Errors are mapped by the exception named
+// in the X-Amzn-Errortype header (ThrottlingException, a 429; a 400
+// ServiceQuotaExceededException, a 429; a 403 UnrecognizedClientException,
+// a 401; a 429 ModelNotReadyException, a 503; ...), else the body's
+// __type, else the status (package bedrock's table).
+func (*Bedrock) Reply(dst []byte, status int, header Header, raw []byte, model string, created int64) ([]byte, int, error) {
 	if status >= 200 && status < 300 {
 		out, err := bedrock.AppendResponse(dst, raw, model, "", created)
 		return out, status, err
 	}
-	e := bedrock.TranslateError(status, nil, raw)
+	e := bedrock.TranslateError(status, header.Peek(amznErrorType), raw)
 	return e.AppendJSON(dst), e.Status, nil
 }
 

@@ -39,6 +39,14 @@
 // route's other upstreams and answers with that error when none can take
 // the request. Endpoints the adapter does not Serve never reach it.
 //
+// An adapter whose upstream has OpenAI's Responses API (Azure on its v1 and
+// preview api-versions) Serves openai.Responses: a POST /v1/responses then
+// reaches Request as it is, to be addressed, and its reply passes back
+// unchanged; one that also implements ResponseStore addresses the stored
+// responses (GET and DELETE /v1/responses/{id}). An adapter that serves
+// chat but not the Responses API gets a Responses request as a chat
+// request (package responses translates both ways).
+//
 // # Replies
 //
 // An adapter whose upstream replies in OpenAI's format (Azure) stops there.
@@ -47,10 +55,11 @@
 //   - IsStream tells a streamed 2xx reply from a whole one by its status
 //     and Content-Type (SSE for most; application/vnd.amazon.eventstream
 //     for Bedrock);
-//   - Reply turns a whole reply into the OpenAI body and status the client
-//     gets: a chat.completion for a 2xx, an OpenAI error (status kept)
-//     otherwise; an error return is the gateway's (502 for a reply it
-//     cannot read);
+//   - Reply turns a whole reply (its status, header fields and body) into
+//     the OpenAI body and status the client gets: a chat.completion for a
+//     2xx, an OpenAI error otherwise (status kept, or the one the
+//     provider's error type calls for: Bedrock names it in a header); an
+//     error return is the gateway's (502 for a reply it cannot read);
 //   - NewStream returns a Stream, pooled per adapter by the proxy: Reset
 //     points it at the upstream's body, and reading it yields exactly the
 //     chat.completion.chunk SSE an OpenAI upstream would have sent (the

@@ -84,13 +84,22 @@ func (g *Gemini) Request(out *Outbound, ep openai.Endpoint, model string, stream
 func (g *Gemini) IsStream(status int, contentType []byte) bool { return IsSSE(status, contentType) }
 
 // Reply implements Translator.
-func (g *Gemini) Reply(dst []byte, status int, raw []byte, model string, created int64) ([]byte, int, error) {
+func (g *Gemini) Reply(dst []byte, status int, _ Header, raw []byte, model string, created int64) ([]byte, int, error) {
 	if status >= 200 && status < 300 {
 		out, err := gemini.AppendResponse(dst, raw, model, "", created)
 		return out, status, err
 	}
 	e := gemini.TranslateError(status, raw)
 	return e.AppendJSON(dst), e.Status, nil
+}
+
+var _ RetryAdvisor = (*Gemini)(nil)
+
+// RetryAfter implements RetryAdvisor: the retryDelay of the reply's
+// google.rpc.RetryInfo, which Google sends with RESOURCE_EXHAUSTED instead
+// of a Retry-After header.
+func (g *Gemini) RetryAfter(status int, raw []byte) (int, bool) {
+	return gemini.RetryDelay(raw)
 }
 
 // NewStream implements Translator.

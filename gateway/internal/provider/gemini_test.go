@@ -67,11 +67,18 @@ func TestGeminiAdapter(t *testing.T) {
 
 func TestGeminiReply(t *testing.T) {
 	g := &Gemini{prefix: "/models/"}
-	body, status, err := g.Reply(nil, 429, []byte(`{"error":{"code":429,"message":"Resource has been exhausted","status":"RESOURCE_EXHAUSTED"}}`), "gemini-x", 1)
+	body, status, err := g.Reply(nil, 429, replyHeader{}, []byte(`{"error":{"code":429,"message":"Resource has been exhausted","status":"RESOURCE_EXHAUSTED"}}`), "gemini-x", 1)
 	if err != nil || status != 429 || !strings.Contains(string(body), `"code":"rate_limit_exceeded"`) {
 		t.Errorf("error reply %d %s %v", status, body, err)
 	}
-	body, status, err = g.Reply(nil, 200, []byte(`{"candidates":[{"content":{"parts":[{"text":"Hi"}],"role":"model"},"finishReason":"STOP"}],`+
+	quota := []byte(`{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"36.2s"}]}}`)
+	if s, ok := g.RetryAfter(429, quota); s != 37 || !ok {
+		t.Errorf("RetryAfter = %d, %v; want 37 (36.2s rounded up)", s, ok)
+	}
+	if s, ok := g.RetryAfter(429, []byte(`{"error":{"code":429,"status":"RESOURCE_EXHAUSTED"}}`)); ok {
+		t.Errorf("RetryAfter without RetryInfo = %d", s)
+	}
+	body, status, err = g.Reply(nil, 200, replyHeader{}, []byte(`{"candidates":[{"content":{"parts":[{"text":"Hi"}],"role":"model"},"finishReason":"STOP"}],`+
 		`"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":1},"modelVersion":"gemini-2.0-flash-001","responseId":"r1"}`), "gemini-x", 1)
 	if err != nil || status != 200 || !strings.Contains(string(body), `"model":"gemini-x"`) || !strings.Contains(string(body), `"content":"Hi"`) ||
 		!strings.Contains(string(body), `"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}`) {

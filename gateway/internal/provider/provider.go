@@ -32,12 +32,30 @@ type Translator interface {
 	// is a stream, to be read through NewStream's reader.
 	IsStream(status int, contentType []byte) bool
 	// Reply appends to dst the OpenAI body for a whole reply raw with
-	// status, and returns it with the status for the client. raw is
-	// borrowed for the call.
-	Reply(dst []byte, status int, raw []byte, model string, created int64) ([]byte, int, error)
+	// status and header, and returns it with the status for the client.
+	// raw and header are borrowed for the call.
+	Reply(dst []byte, status int, header Header, raw []byte, model string, created int64) ([]byte, int, error)
 	// NewStream returns a reader of streamed replies; events larger than
 	// maxEventBytes are errors.
 	NewStream(maxEventBytes int) Stream
+}
+
+// RetryAdvisor is a Translator whose error replies may say in their body
+// when to retry (Google's RetryInfo). For an error reply without a
+// Retry-After header the proxy asks it, and a delay it reports goes to
+// the client as Retry-After (whole seconds). The proxy's own retries still
+// go by the reply's status and headers.
+type RetryAdvisor interface {
+	// RetryAfter returns the delay an error reply raw with status asks
+	// for, in seconds (> 0), or ok false. raw is borrowed for the call.
+	RetryAfter(status int, raw []byte) (seconds int, ok bool)
+}
+
+// Header reads the fields of an upstream reply's header (the proxy passes
+// fasthttp's ResponseHeader): Peek returns a field's value, nil when the
+// reply has none; the value is borrowed.
+type Header interface {
+	Peek(key string) []byte
 }
 
 // Stream reads a provider's streamed reply as OpenAI chat.completion.chunk

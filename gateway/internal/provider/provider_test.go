@@ -72,11 +72,11 @@ func TestAnthropicAdapter(t *testing.T) {
 	if e, ok := err.(*openai.Error); !ok || e.Status != 400 || e.Param != "n" {
 		t.Errorf("refusal %v", err)
 	}
-	body, status, err := a.Reply(nil, 529, []byte(`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`), "claude-x", 1)
+	body, status, err := a.Reply(nil, 529, replyHeader{}, []byte(`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`), "claude-x", 1)
 	if err != nil || status != 503 || !strings.Contains(string(body), `"message":"Overloaded"`) {
 		t.Errorf("error reply %d %s %v", status, body, err)
 	}
-	body, status, err = a.Reply(nil, 200, []byte(`{"id":"msg_1","type":"message","role":"assistant","model":"claude-3-5-sonnet-20241022","content":[{"type":"text","text":"Hi"}],"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":1}}`), "claude-x", 1)
+	body, status, err = a.Reply(nil, 200, replyHeader{}, []byte(`{"id":"msg_1","type":"message","role":"assistant","model":"claude-3-5-sonnet-20241022","content":[{"type":"text","text":"Hi"}],"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":1}}`), "claude-x", 1)
 	if err != nil || status != 200 || !strings.Contains(string(body), `"model":"claude-x"`) || !strings.Contains(string(body), `"content":"Hi"`) {
 		t.Errorf("reply %d %s %v", status, body, err)
 	}
@@ -89,4 +89,14 @@ func TestAnthropicAdapter(t *testing.T) {
 			t.Errorf("IsStream(%d, %q) = %v", tc.status, tc.ct, got)
 		}
 	}
+}
+
+// replyHeader is a reply's header fields for Translator.Reply.
+type replyHeader map[string]string
+
+func (h replyHeader) Peek(key string) []byte {
+	if v, ok := h[key]; ok {
+		return []byte(v)
+	}
+	return nil
 }

@@ -247,6 +247,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 			ctx.Response.Header.SetContentTypeBytes(ct)
 		}
 		copyUpstreamHeaders(ctx, ex)
+		x.applyRetryAdvice(ctx)
 		x.applyClientHeaders(ctx)
 		ctx.SetBody(x.replyBody(body))
 	}

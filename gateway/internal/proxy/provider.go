@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -110,13 +111,16 @@ type providerState struct {
 	// holds its OpenAI translation (rawKept).
 	raw     []byte
 	rawKept bool
+	// retryAfter is the Retry-After, in seconds, a translated error reply
+	// asked for in its body (provider.RetryAdvisor); 0: none.
+	retryAfter int
 
 	resp responsesState // POST /v1/responses (responses.go)
 }
 
 func (p *providerState) reset() {
 	p.req = upstream.Request{}
-	p.rawKept = false
+	p.rawKept, p.retryAfter = false, 0
 	p.version, p.beta = p.version[:0], p.beta[:0]
 	p.resp.reset()
 	p.out.Reset()
@@ -283,14 +287,25 @@ func (x *exchange) translateReply(status int, ct []byte) (int, []byte) {
 		p.rawKept = true
 		return status, ct
 	}
-	out, st, err := tr.Reply(x.resp, status, p.raw, x.replyModel(), time.Now().Unix())
+	out, st, err := tr.Reply(x.resp, status, x.ex.Header(), p.raw, x.replyModel(), time.Now().Unix())
 	if err != nil {
 		e := asOpenAIError(err)
 		x.resp = e.AppendJSON(x.resp[:0])
 		return e.Status, jsonContentType
 	}
 	x.resp = out
+	if ra, ok := tr.(provider.RetryAdvisor); ok && status >= 400 && len(x.ex.Header().Peek("Retry-After")) == 0 {
+		p.retryAfter, _ = ra.RetryAfter(status, p.raw)
+	}
 	return st, jsonContentType
+}
+
+// applyRetryAdvice sets the client's Retry-After to the delay a
+// translated error reply asked for in its body (translateReply).
+func (x *exchange) applyRetryAdvice(ctx *fasthttp.RequestCtx) {
+	if s := x.prov.retryAfter; s > 0 {
+		ctx.Response.Header.Set("Retry-After", strconv.Itoa(s))
+	}
 }
 
 // translation is the pool of stream readers that translate the reply, nil

@@ -61,7 +61,7 @@ func (fakeAdapter) IsStream(status int, ct []byte) bool {
 	return status == 200 && string(ct) == "application/x-fake-lines"
 }
 
-func (fakeAdapter) Reply(dst []byte, status int, raw []byte, model string, created int64) ([]byte, int, error) {
+func (fakeAdapter) Reply(dst []byte, status int, _ provider.Header, raw []byte, model string, created int64) ([]byte, int, error) {
 	if status != 200 {
 		return fmt.Appendf(dst, `{"error":{"message":"fake says %s","type":"upstream_error"}}`, raw), status, nil
 	}

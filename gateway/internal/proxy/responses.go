@@ -8,6 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/tollgate/tollgate/gateway/internal/openai"
+	"github.com/tollgate/tollgate/gateway/internal/provider"
 	"github.com/tollgate/tollgate/gateway/internal/responses"
 	"github.com/tollgate/tollgate/gateway/internal/upstream"
 	"github.com/tollgate/tollgate/sdk/wasmhost"
@@ -31,11 +32,12 @@ import (
 //     parameter (docs/POLICY.md, "Responses API").
 //   - GET and DELETE /v1/responses/{id} and GET
 //     /v1/responses/{id}/input_items name no model: they go to the
-//     policy's upstreams that can store responses (provider openai, in
-//     policy order), the next one tried while an upstream answers 404, so
-//     a response is found on the upstream that made it. The client's key
-//     is checked by the plugins' request phase as for any request (facts
-//     without a model).
+//     policy's upstreams that can store responses (provider openai, and
+//     adapters that are a provider.ResponseStore with the API: Azure's
+//     v1 and preview api-versions), in policy order, the next one tried
+//     while an upstream answers 404, so a response is found on the
+//     upstream that made it. The client's key is checked by the plugins'
+//     request phase as for any request (facts without a model).
 
 // endpointResponses is POST /v1/responses (and the stored-response
 // requests); see openai.Responses.
@@ -159,17 +161,42 @@ type storeTarget struct {
 	client *upstream.Client
 	filter *headerFilter
 	name   []byte
+	// store addresses the stored responses of an adapter's upstream; nil
+	// for an OpenAI-compatible one (/responses/{id} below its base URL).
+	store provider.ResponseStore
 }
 
-// responseStores are the policy's OpenAI-compatible upstreams, in policy
-// order: those that can hold stored responses.
+// responseStores are the policy's upstreams that can hold stored
+// responses, in policy order: OpenAI-compatible ones, and those whose
+// adapter serves the Responses API and addresses its stored responses.
 func (st *state) responseStores(dst []storeTarget) []storeTarget {
 	for _, u := range st.policy.Upstreams {
 		c, b := st.clients[u.Name], st.bindings[u.Name]
-		if c == nil || b == nil || b.adapter != nil {
-			continue // the stored-object paths of adapters' APIs are not built here
+		if c == nil || b == nil {
+			continue
 		}
-		dst = append(dst, storeTarget{client: c, filter: st.filters[c], name: []byte(u.Name)})
+		t := storeTarget{client: c, filter: st.filters[c], name: []byte(u.Name)}
+		if b.adapter != nil {
+			rs, ok := b.adapter.(provider.ResponseStore)
+			if !ok || !b.adapter.Serves(endpointResponses) {
+				continue
+			}
+			t.store = rs
+		}
+		dst = append(dst, t)
+	}
+	return dst
+}
+
+// appendStoredPath appends t's upstream path of /v1/responses/{rest} with
+// the client's query.
+func (t *storeTarget) appendStoredPath(dst, rest, query []byte) []byte {
+	if t.store != nil {
+		return t.store.AppendStoredPath(dst, rest, query)
+	}
+	dst = append(append(dst, "/responses/"...), rest...)
+	if len(query) > 0 {
+		dst = append(append(dst, '?'), query...)
 	}
 	return dst
 }
@@ -218,17 +245,13 @@ func (s *Server) storedResponse(ctx *fasthttp.RequestCtx, id, sub []byte) {
 			}
 		}
 	}
-	p := &x.prov.resp
-	p.path = append(append(p.path[:0], "/responses/"...), id...)
+	rest := id // {id}, or {id}/input_items
 	if len(sub) > 0 {
-		p.path = append(append(p.path, '/'), sub...)
-	}
-	if q := ctx.URI().QueryString(); len(q) > 0 {
-		p.path = append(append(p.path, '?'), q...)
+		rest = append(append(append(make([]byte, 0, len(id)+1+len(sub)), id...), '/'), sub...)
 	}
 	rctx := x.openUpstream(ctx)
 	x.upSent = time.Since(x.start)
-	ex, err := x.sendStored(ctx, rctx, stores, string(ctx.Method()), string(p.path))
+	ex, err := x.sendStored(ctx, rctx, stores, string(ctx.Method()), rest, ctx.URI().QueryString())
 	x.ex = ex
 	if x.wr != nil {
 		x.wr.Upstream = x.try.name
@@ -260,16 +283,19 @@ func (s *Server) storedResponse(ctx *fasthttp.RequestCtx, id, sub []byte) {
 	}
 }
 
-// sendStored sends a stored-response request to each store in turn until
-// one answers other than 404 (the last one's reply stands).
-func (x *exchange) sendStored(ctx *fasthttp.RequestCtx, rctx context.Context, stores []storeTarget, method, path string) (*upstream.Exchange, error) {
+// sendStored sends a stored-response request for /v1/responses/{rest}
+// (with the client's query) to each store in turn until one answers other
+// than 404 (the last one's reply stands).
+func (x *exchange) sendStored(ctx *fasthttp.RequestCtx, rctx context.Context, stores []storeTarget, method string, rest, query []byte) (*upstream.Exchange, error) {
 	var ex *upstream.Exchange
 	var err error
+	p := &x.prov.resp
 	for i := range stores {
 		t := &stores[i]
 		x.client, x.try.name = t.client, t.name
 		x.buildHeader(ctx, t.filter)
-		req := upstream.Request{Method: method, Path: path, Header: x.header}
+		p.path = t.appendStoredPath(p.path[:0], rest, query)
+		req := upstream.Request{Method: method, Path: string(p.path), Header: x.header}
 		ex, err = t.client.Do(rctx, &req)
 		x.try.attempts++
 		if err != nil || ex.StatusCode() != fasthttp.StatusNotFound || i == len(stores)-1 {

@@ -20,6 +20,13 @@ import (
 //   - v1: POST /openai/v1/chat/completions, the model (a deployment name)
 //     in the body; an api-version, if given, must be "preview" or "latest".
 //
+// The Responses API (responses.go's, unchanged) is served where Azure has
+// it: POST /openai/v1/responses, and POST /openai/responses
+// ?api-version=2025-03-01-preview or a later preview (an earlier or GA
+// version is a 404, as Azure answers it); the stored responses, GET and
+// DELETE .../responses/{id} and GET .../responses/{id}/input_items, below
+// the same paths.
+//
 // Both are also served below /v1 (/v1/openai/...), so that a base URL
 // ending in /v1, as the OpenAI routes are addressed, works for Azure too
 // (an Azure upstream's base_url may carry a path, as behind API
@@ -50,6 +57,12 @@ func (s *Server) serveAzure(w http.ResponseWriter, r *http.Request, body []byte)
 			s.writeAzureError(w, http.StatusBadRequest, "BadRequest", "API version not supported")
 			return
 		}
+	} else if after, ok := strings.CutPrefix(rest, "responses"); ok && (after == "" || after[0] == '/') {
+		if !strings.HasSuffix(version, "-preview") || !azureAPIVersion.MatchString(version) || version < azureResponsesSince {
+			s.writeAzureError(w, http.StatusNotFound, "404", "Resource not found")
+			return
+		}
+		op = rest
 	} else if after, ok := strings.CutPrefix(rest, "deployments/"); ok {
 		dep, o, _ := strings.Cut(after, "/")
 		d, err := url.PathUnescape(dep)
@@ -62,6 +75,10 @@ func (s *Server) serveAzure(w http.ResponseWriter, r *http.Request, body []byte)
 			s.writeAzureError(w, http.StatusNotFound, "404", "Resource not found")
 			return
 		}
+	}
+	if op == "responses" || strings.HasPrefix(op, "responses/") {
+		s.serveAzureResponses(w, r, body, op)
+		return
 	}
 	handle := azureOperations[op]
 	if handle == nil || r.Method != http.MethodPost {
@@ -76,6 +93,30 @@ func (s *Server) serveAzure(w http.ResponseWriter, r *http.Request, body []byte)
 	}
 	s.run(w, r, body, func(s *Server, w http.ResponseWriter, r *http.Request, body []byte, p *params) {
 		handle(s, &promptFilterWriter{ResponseWriter: w}, r, body, p)
+	})
+}
+
+// azureResponsesSince is the first dated api-version with the Responses
+// API.
+const azureResponsesSince = "2025-03-01-preview"
+
+// serveAzureResponses serves the Responses API below /openai/v1 or
+// /openai (op is "responses..." after either).
+func (s *Server) serveAzureResponses(w http.ResponseWriter, r *http.Request, body []byte, op string) {
+	rest := strings.TrimPrefix(op, "responses")
+	if (rest == "" && r.Method != http.MethodPost) || (rest != "" && (len(rest) == 1 || r.Method == http.MethodPost)) {
+		s.writeAzureError(w, http.StatusNotFound, "404", "Resource not found")
+		return
+	}
+	if !s.azureAuthorized(w, r) {
+		return
+	}
+	if rest == "" {
+		s.run(w, r, body, (*Server).serveResponses)
+		return
+	}
+	s.run(w, r, body, func(s *Server, w http.ResponseWriter, r *http.Request, _ []byte, _ *params) {
+		s.serveStoredResponse(w, r, rest[1:])
 	})
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/azure"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 )
 
 // staticToken is an Entra ID credential that hands out one token.
@@ -135,5 +136,79 @@ func TestAzureChecks(t *testing.T) {
 				t.Errorf("stream %s", b)
 			}
 		})
+	}
+}
+
+// The Responses API where Azure has it, through the official client:
+// Azure mode on a preview api-version (/openai/responses), and the v1 API
+// (/openai/v1/responses); the stored response is found, listed and
+// deleted below the same path.
+func TestAzureResponses(t *testing.T) {
+	const text = "Responses from Azure, mock."
+	srv := httptest.NewServer(New(Config{APIKey: "az-key", Text: text, ChunkSize: 4}))
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		client openai.Client
+	}{
+		{"preview", azureClient(srv.URL, "2025-04-01-preview", azure.WithAPIKey("az-key"))},
+		{"v1", openai.NewClient(option.WithBaseURL(srv.URL+"/openai/v1/"), option.WithHeader("api-key", "az-key"), option.WithMaxRetries(0))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.client
+			params := responses.ResponseNewParams{Model: "my-deployment", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}}
+			r, err := c.Responses.New(ctx, params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.OutputText() != text || r.Model != "my-deployment" || r.Usage.OutputTokens == 0 {
+				t.Fatalf("response %+v", r)
+			}
+			st := c.Responses.NewStreaming(ctx, params, option.WithHeader(HeaderToolCallAt, "5"))
+			var got strings.Builder
+			completed := false
+			for st.Next() {
+				ev := st.Current()
+				switch ev.Type {
+				case "response.output_text.delta":
+					got.WriteString(ev.Delta)
+				case "response.completed":
+					completed = ev.Response.Usage.TotalTokens > 0
+				}
+			}
+			if err := st.Err(); err != nil || got.String() != text || !completed {
+				t.Fatalf("stream: %v, text %q, completed with usage %v", err, got.String(), completed)
+			}
+			if g, err := c.Responses.Get(ctx, r.ID, responses.ResponseGetParams{}); err != nil || g.OutputText() != text {
+				t.Fatalf("Get: %v", err)
+			}
+			if items, err := c.Responses.InputItems.List(ctx, r.ID, responses.InputItemListParams{}); err != nil || len(items.Data) != 1 {
+				t.Fatalf("input items: %v", err)
+			}
+			if err := c.Responses.Delete(ctx, r.ID); err != nil {
+				t.Fatalf("Delete: %v", err)
+			}
+			var e *openai.Error
+			if _, err := c.Responses.Get(ctx, r.ID, responses.ResponseGetParams{}); !errors.As(err, &e) || e.StatusCode != 404 {
+				t.Fatalf("Get after Delete: %v", err)
+			}
+		})
+	}
+	// A GA api-version, or an earlier preview, has no Responses API.
+	for _, v := range []string{"2024-10-21", "2025-01-01-preview"} {
+		c := azureClient(srv.URL, v, azure.WithAPIKey("az-key"))
+		_, err := c.Responses.New(ctx, responses.ResponseNewParams{Model: "d", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
+		var e *openai.Error
+		if !errors.As(err, &e) || e.StatusCode != 404 {
+			t.Errorf("api-version %s: %v, want a 404", v, err)
+		}
+	}
+	// The key is checked.
+	bad := azureClient(srv.URL, "2025-04-01-preview", azure.WithAPIKey("nope"))
+	_, err := bad.Responses.New(ctx, responses.ResponseNewParams{Model: "d", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
+	var e *openai.Error
+	if !errors.As(err, &e) || e.StatusCode != 401 {
+		t.Errorf("wrong key: %v, want a 401", err)
 	}
 }

@@ -42,13 +42,19 @@ import (
 // contentBlockStop per block, messageStop, metadata. TTFT, InterToken
 // (before each contentBlockDelta after the first), FailStatus, FailDelay
 // and CutAfter (messages) apply; GarbageAfter and Usage do not;
-// HeaderBedrockException breaks a stream off with an exception.
+// HeaderBedrockException breaks a stream off with an exception, and
+// HeaderBedrockErrorType names an injected failure's exception.
 
 // HeaderBedrockException makes a ConverseStream reply break off with an
 // exception message, as Bedrock does mid-stream: "NAME" sends the
 // exception (e.g. throttlingException) after the first content delta,
 // "NAME@N" after N messages. Its payload is {"message":"mock: NAME"}.
 const HeaderBedrockException = "X-Mock-Bedrock-Exception"
+
+// HeaderBedrockErrorType names the exception of a failure injected with
+// HeaderFailStatus (e.g. ServiceQuotaExceededException with 400); by
+// default the usual one for the status.
+const HeaderBedrockErrorType = "X-Mock-Bedrock-Error-Type"
 
 // bedrockExceptions names the exception Bedrock answers with for a status.
 var bedrockExceptions = map[int]string{
@@ -123,7 +129,7 @@ func (s *Server) serveBedrock(w http.ResponseWriter, r *http.Request, body []byt
 		if st < 200 || st > 599 {
 			st = 500
 		}
-		s.writeBedrockError(w, st, "", "mock: injected failure with HTTP status "+itoa(st))
+		s.writeBedrockError(w, st, r.Header.Get(HeaderBedrockErrorType), "mock: injected failure with HTTP status "+itoa(st))
 		return
 	}
 	var req converseRequest

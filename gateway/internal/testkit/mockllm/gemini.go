@@ -61,7 +61,9 @@ func googleStatus(status int) string {
 }
 
 // writeGoogleError writes {"error":{"code":...,"message":...,"status":...}}
-// and, for reason, an ErrorInfo detail.
+// and, for reason, an ErrorInfo detail. A 429 says when to retry as Google
+// does, in a RetryInfo detail (retryDelay "1s") and no Retry-After header;
+// a 503 has Retry-After: 1.
 func (s *Server) writeGoogleError(w http.ResponseWriter, status int, msg, reason string) {
 	b := []byte(`{"error":{"code":`)
 	b = strconv.AppendInt(b, int64(status), 10)
@@ -69,13 +71,23 @@ func (s *Server) writeGoogleError(w http.ResponseWriter, status int, msg, reason
 	b = appendString(b, msg)
 	b = append(b, `,"status":`...)
 	b = appendString(b, googleStatus(status))
-	if reason != "" {
-		b = append(b, `,"details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":`...)
-		b = appendString(b, reason)
-		b = append(b, `,"domain":"googleapis.com"}]`...)
+	if reason != "" || status == http.StatusTooManyRequests {
+		b = append(b, `,"details":[`...)
+		if reason != "" {
+			b = append(b, `{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":`...)
+			b = appendString(b, reason)
+			b = append(b, `,"domain":"googleapis.com"}`...)
+		}
+		if status == http.StatusTooManyRequests {
+			if reason != "" {
+				b = append(b, ',')
+			}
+			b = append(b, `{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"1s"}`...)
+		}
+		b = append(b, ']')
 	}
 	b = append(b, "}}\n"...)
-	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
 	s.writeJSON(w, status, b)
