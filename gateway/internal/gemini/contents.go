@@ -47,10 +47,13 @@ func (w *requestWriter) messages(v *fastjson.Value) error {
 	}
 	w.roles = roles
 	if w.calls == nil {
-		w.calls = make(map[string]string)
+		w.calls = make(map[string]toolCall)
 	}
 	w.out = append(w.out, `"contents":[`...)
 	for i, m := range msgs {
+		if roles[i] != "tool" {
+			w.commitResponses() // a run of tool messages has ended
+		}
 		switch roles[i] {
 		case "user":
 			err = w.userMessage(m, i)
@@ -63,6 +66,7 @@ func (w *requestWriter) messages(v *fastjson.Value) error {
 			return err
 		}
 	}
+	w.commitResponses()
 	w.flush()
 	if w.turns == 0 {
 		return openai.BadRequest("messages", "'messages' must contain at least one user, assistant or tool message with content")

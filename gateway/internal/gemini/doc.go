@@ -39,7 +39,8 @@
 //	messages[role=tool]                      user turn {functionResponse:{name,response}}: name is the function of
 //	                                         the assistant tool call whose id is tool_call_id (Gemini matches
 //	                                         results to calls by name); response is the content when it is a JSON
-//	                                         object, else {"output": content}
+//	                                         object, else {"output": content}; a run of tool messages is put in
+//	                                         the order of the calls it answers
 //	consecutive turns of one role            merged into one turn (tool results and a following user message too)
 //	max_completion_tokens | max_tokens       generationConfig.maxOutputTokens (max_completion_tokens wins)
 //	n (1)                                    generationConfig.candidateCount 1
@@ -94,9 +95,9 @@
 // Differences the translation cannot hide: system messages in the middle
 // of a conversation move to the front; empty messages are dropped; tool
 // call ids are not sent (Gemini pairs results with calls by function
-// name, so two calls of one function are answered in order); the thought
-// signature of a function call the model made is not kept by OpenAI
-// clients, so the documented placeholder is sent instead.
+// name and order, so the results are sent in the order of their calls);
+// the thought signature of a function call the model made is not kept by
+// OpenAI clients, so the documented placeholder is sent instead.
 //
 // # Non-streamed replies
 //

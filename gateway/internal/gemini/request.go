@@ -24,9 +24,25 @@ type requestWriter struct {
 	roles []string // the role of each message
 
 	// calls maps the tool call ids of assistant messages to their function
-	// names: Gemini matches a functionResponse to its call by name.
-	calls map[string]string
+	// names and their order: Gemini matches a functionResponse to its call
+	// by name, in the order of the calls.
+	calls    map[string]toolCall
+	numCalls int // tool calls seen so far (the next toolCall.seq)
+
+	// The functionResponse parts of the tool messages in a row, held back
+	// until the run ends so that they go in the order of their calls.
+	responses     []byte
+	responseSpans []responseSpan
 }
+
+// toolCall is an assistant tool call a tool message may answer.
+type toolCall struct {
+	name string
+	seq  int // its place among all the conversation's tool calls
+}
+
+// responseSpan is one held-back functionResponse part: responses[start:end].
+type responseSpan struct{ seq, start, end int }
 
 var requestWriters = sync.Pool{New: func() any { return new(requestWriter) }}
 
@@ -35,13 +51,14 @@ const maxKeptBuffer = 64 << 10
 
 func (w *requestWriter) release() {
 	w.out = nil // the caller's
-	for _, b := range []*[]byte{&w.part, &w.parts} {
+	for _, b := range []*[]byte{&w.part, &w.parts, &w.responses} {
 		if cap(*b) > maxKeptBuffer {
 			*b = nil
 		}
 		*b = (*b)[:0]
 	}
-	w.role, w.turns, w.signed = "", 0, false
+	w.role, w.turns, w.signed, w.numCalls = "", 0, false, 0
+	w.responseSpans = w.responseSpans[:0]
 	if cap(w.roles) > 1024 {
 		w.roles = nil
 	}

@@ -77,10 +77,29 @@ var requestTests = []struct {
 			`{"role":"model","parts":[{"text":"Let me check."},` +
 			`{"functionCall":{"name":"get_weather","args":{"city":"SF","n":[1,2.5e3,true,null]}},"thoughtSignature":"skip_thought_signature_validator"},` +
 			`{"functionCall":{"name":"get_time","args":{}}}]},` +
-			`{"role":"user","parts":[{"functionResponse":{"name":"get_time","response":{"output":"12:00"}}},` +
-			`{"functionResponse":{"name":"get_weather","response":{"temp":18}}}]},` +
+			`{"role":"user","parts":[{"functionResponse":{"name":"get_weather","response":{"temp":18}}},` +
+			`{"functionResponse":{"name":"get_time","response":{"output":"12:00"}}}]},` +
 			`{"role":"model","parts":[{"text":"SF 18C at noon."}]},` +
 			`{"role":"user","parts":[{"text":"thanks"}]}]}`,
+	},
+	{
+		// Gemini pairs results with calls by name and order: the second
+		// call's result sent first must still answer the second call.
+		name: "tool results go in the order of their calls, not of the tool messages",
+		in: `{"model":"m","messages":[{"role":"user","content":"q"},
+				{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{\"x\":1}"}},
+					{"id":"b","type":"function","function":{"name":"f","arguments":"{\"x\":2}"}}]},
+				{"role":"tool","tool_call_id":"b","content":"two"},{"role":"tool","tool_call_id":"a","content":"one"},
+				{"role":"user","content":"go"},
+				{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"g","arguments":"{}"}}]},
+				{"role":"tool","tool_call_id":"c","content":"three"}]}`,
+		want: `{"contents":[{"role":"user","parts":[{"text":"q"}]},` +
+			`{"role":"model","parts":[{"functionCall":{"name":"f","args":{"x":1}},"thoughtSignature":"skip_thought_signature_validator"},` +
+			`{"functionCall":{"name":"f","args":{"x":2}}}]},` +
+			`{"role":"user","parts":[{"functionResponse":{"name":"f","response":{"output":"one"}}},` +
+			`{"functionResponse":{"name":"f","response":{"output":"two"}}},{"text":"go"}]},` +
+			`{"role":"model","parts":[{"functionCall":{"name":"g","args":{}},"thoughtSignature":"skip_thought_signature_validator"}]},` +
+			`{"role":"user","parts":[{"functionResponse":{"name":"g","response":{"output":"three"}}}]}]}`,
 	},
 	{
 		name: "consecutive turns of one role merge; empty messages dropped",

@@ -105,14 +105,15 @@ func (w *requestWriter) functionCall(call *fastjson.Value, at string) error {
 		w.part = append(w.part, `,"thoughtSignature":"`+skipSignature+`"`...)
 	}
 	w.part = append(w.part, '}')
-	w.calls[string(id)] = string(name)
+	w.calls[string(id)] = toolCall{name: string(name), seq: w.numCalls}
+	w.numCalls++
 	w.commit(roleModel)
 	w.signed = true
 	return nil
 }
 
-// toolMessage adds a functionResponse part, named after the call it
-// answers, to the user turn. Content that is a JSON object is the
+// toolMessage holds back a functionResponse part, named after the call
+// it answers, for the user turn (see commitResponses). Content that is a JSON object is the
 // response as is; other text is {"output": text}.
 func (w *requestWriter) toolMessage(m *fastjson.Value, i int) error {
 	at := fmt.Sprintf("messages[%d].tool_call_id", i)
@@ -120,7 +121,7 @@ func (w *requestWriter) toolMessage(m *fastjson.Value, i int) error {
 	if !ok || len(id) == 0 {
 		return openai.BadRequest(at, "'%s' is a required property and must be a non-empty string", at)
 	}
-	name, ok := w.calls[string(id)]
+	call, ok := w.calls[string(id)]
 	if !ok {
 		return openai.BadRequest(at, "'%s' is %q, which no earlier assistant message's tool_calls has: Gemini matches a tool result to its call by the function's name", at, id)
 	}
@@ -137,7 +138,7 @@ func (w *requestWriter) toolMessage(m *fastjson.Value, i int) error {
 		return err
 	}
 	w.part = append(w.part[:0], `{"functionResponse":{"name":`...)
-	w.part = openai.AppendJSONString(w.part, name)
+	w.part = openai.AppendJSONString(w.part, call.name)
 	w.part = append(w.part, `,"response":`...)
 	if v, err := w.args.ParseBytes(text); err == nil && v.Type() == fastjson.TypeObject && fastjson.ValidateBytes(text) == nil {
 		w.part = appendValue(w.part, v)
@@ -147,13 +148,43 @@ func (w *requestWriter) toolMessage(m *fastjson.Value, i int) error {
 		w.part = append(w.part, '}')
 	}
 	w.part = append(w.part, "}}"...)
-	w.commit(roleUser)
+	start := len(w.responses)
+	w.responses = append(w.responses, w.part...)
+	w.responseSpans = append(w.responseSpans, responseSpan{seq: call.seq, start: start, end: len(w.responses)})
 	return nil
 }
 
+// commitResponses adds the held-back functionResponse parts to the user
+// turn in the order of the calls they answer, whatever the order of the
+// tool messages: Gemini pairs a response with a call by the function's
+// name, so two calls of one function answered out of order would
+// otherwise each get the other's result.
+func (w *requestWriter) commitResponses() {
+	spans := w.responseSpans
+	if len(spans) == 0 {
+		return
+	}
+	for i := 1; i < len(spans); i++ { // insertion sort: stable, no allocation, few parts
+		for j := i; j > 0 && spans[j].seq < spans[j-1].seq; j-- {
+			spans[j], spans[j-1] = spans[j-1], spans[j]
+		}
+	}
+	for _, s := range spans {
+		w.add(roleUser, w.responses[s.start:s.end])
+	}
+	w.responses, w.responseSpans = w.responses[:0], spans[:0]
+}
+
 // commit adds the part in w.part to the turn of role, first ending the
-// open turn if its role differs.
+// open turn if its role differs (and adding any held-back tool results).
 func (w *requestWriter) commit(role string) {
+	w.commitResponses()
+	w.add(role, w.part)
+}
+
+// add adds part to the turn of role, first ending the open turn if its
+// role differs.
+func (w *requestWriter) add(role string, part []byte) {
 	if w.role != role {
 		w.flush()
 		w.role = role
@@ -161,7 +192,7 @@ func (w *requestWriter) commit(role string) {
 	if len(w.parts) > 0 {
 		w.parts = append(w.parts, ',')
 	}
-	w.parts = append(w.parts, w.part...)
+	w.parts = append(w.parts, part...)
 }
 
 // flush writes the open turn, if it has parts.
