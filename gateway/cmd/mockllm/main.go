@@ -79,6 +79,7 @@ func run(args []string, logger *slog.Logger) error {
 	fs.StringVar(&cfg.APIKey, "api-key", "", "if set, require Authorization: Bearer <key> (x-api-key: <key> on /v1/messages, x-goog-api-key or a Vertex bearer token on generateContent)")
 	models := fs.String("models", strings.Join(mockllm.DefaultModels, ","), "comma-separated models listed by GET /v1/models")
 	fs.IntVar(&cfg.EmbeddingDims, "embedding-dims", mockllm.DefaultEmbeddingDims, "embedding vector length")
+	awsKeys := fs.String("aws-keys", "", "comma-separated ACCESS_KEY_ID=SECRET_ACCESS_KEY pairs: if set, the Bedrock routes verify SigV4 signatures with these credentials")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -109,6 +110,11 @@ func run(args []string, logger *slog.Logger) error {
 			cfg.Models = append(cfg.Models, m)
 		}
 	}
+	keys, err := parseAWSKeys(*awsKeys)
+	if err != nil {
+		return err
+	}
+	cfg.AWSSecretKeys = keys
 	if cfg.Tokens == 0 {
 		// Config treats 0 as "default" and a negative count as zero.
 		cfg.Tokens = -1
@@ -142,6 +148,7 @@ func run(args []string, logger *slog.Logger) error {
 		"api_key_set", cfg.APIKey != "",
 		"models", cfg.Models,
 		"embedding_dims", cfg.EmbeddingDims,
+		"aws_keys", len(cfg.AWSSecretKeys),
 	)
 	select {
 	case err := <-errc:
@@ -159,4 +166,22 @@ func run(args []string, logger *slog.Logger) error {
 	}
 	logger.Info("mockllm stopped")
 	return nil
+}
+
+// parseAWSKeys reads -aws-keys: ACCESS_KEY_ID=SECRET pairs separated by
+// commas (an access key id never holds '=' or ','; a secret never holds
+// ','). "" is nil: signatures are checked for shape only.
+func parseAWSKeys(s string) (map[string]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	keys := map[string]string{}
+	for _, pair := range strings.Split(s, ",") {
+		id, secret, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok || id == "" || secret == "" {
+			return nil, fmt.Errorf("-aws-keys: want ACCESS_KEY_ID=SECRET_ACCESS_KEY pairs separated by commas, got an entry without both (%d bytes)", len(pair))
+		}
+		keys[id] = secret
+	}
+	return keys, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
@@ -50,5 +51,33 @@ func TestRawListener(t *testing.T) {
 	}
 	if code, body := post(`{bad`, "Connection", "close"); code != 400 || !strings.Contains(body, "invalid_request_error") {
 		t.Fatalf("bad JSON: %d %s", code, body)
+	}
+}
+
+func TestParseAWSKeys(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    map[string]string
+		wantErr bool
+	}{
+		{in: "", want: nil},
+		{in: "  ", want: nil},
+		{in: "AKIDTEST=secret", want: map[string]string{"AKIDTEST": "secret"}},
+		{in: "A=s/+x=, B=t", want: map[string]string{"A": "s/+x=", "B": "t"}},
+		{in: "AKIDTEST", wantErr: true},
+		{in: "=secret", wantErr: true},
+		{in: "A=s,", wantErr: true},
+	}
+	for _, tt := range tests {
+		got, err := parseAWSKeys(tt.in)
+		if (err != nil) != tt.wantErr {
+			t.Fatalf("parseAWSKeys(%q) error %v, want error %v", tt.in, err, tt.wantErr)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("parseAWSKeys(%q) error names the secret: %v", tt.in, err)
+		}
+		if !maps.Equal(got, tt.want) {
+			t.Errorf("parseAWSKeys(%q) = %v, want %v", tt.in, got, tt.want)
+		}
 	}
 }

@@ -60,3 +60,23 @@ func TestAppendResponseNewID(t *testing.T) {
 		t.Fatalf("ids not fresh: %s / %s", a, b)
 	}
 }
+
+// Every stopReason Converse documents has its finish_reason, in a whole
+// reply and at a stream's end alike (both call FinishReason).
+func TestFinishReason(t *testing.T) {
+	for _, tc := range []struct{ stop, want string }{
+		{"end_turn", "stop"},
+		{"stop_sequence", "stop"},
+		{"max_tokens", "length"},
+		{"model_context_window_exceeded", "length"},
+		{"tool_use", "tool_calls"},
+		{"guardrail_intervened", "content_filter"},
+		{"content_filtered", "content_filter"},
+		{"malformed_model_output", "stop"},
+		{"", "stop"},
+	} {
+		if got := FinishReason([]byte(tc.stop)); got != tc.want {
+			t.Errorf("FinishReason(%q) = %q, want %q", tc.stop, got, tc.want)
+		}
+	}
+}

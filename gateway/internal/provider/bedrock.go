@@ -25,7 +25,9 @@ var (
 )
 
 func newBedrock(u *config.Upstream) (Binding, error) {
-	b := Binding{Adapter: &Bedrock{}}
+	// The client's Content-Type describes the OpenAI body, not the
+	// Converse body Request writes.
+	b := Binding{Adapter: &Bedrock{}, Withhold: []string{"content-type"}}
 	if u.APIKeyEnv != "" {
 		return b, nil // Authorization: Bearer <key>, the client's static header
 	}
@@ -44,13 +46,15 @@ func newBedrock(u *config.Upstream) (Binding, error) {
 func (*Bedrock) Serves(ep openai.Endpoint) bool { return ep == openai.ChatCompletions }
 
 // Request implements Adapter: the model id goes in the path, the rest in
-// a Converse body.
+// a Converse body, sent as application/json (Bedrock's JSON protocol
+// refuses a body of another type).
 func (*Bedrock) Request(out *Outbound, ep openai.Endpoint, model string, stream bool, body []byte) error {
 	var err error
 	if out.Body, err = bedrock.AppendRequest(out.Body, body); err != nil {
 		return err
 	}
 	out.Path = bedrock.AppendPath(out.Path, model, stream)
+	out.Header = append(out.Header, "Content-Type: application/json\r\n"...)
 	return nil
 }
 

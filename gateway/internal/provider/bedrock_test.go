@@ -45,7 +45,7 @@ func TestBedrockAdapter(t *testing.T) {
 	if err := a.Request(&out, openai.ChatCompletions, "anthropic.claude-v2:1", true, chat); err != nil {
 		t.Fatal(err)
 	}
-	if string(out.Path) != "/model/anthropic.claude-v2%3A1/converse-stream" || len(out.Header) != 0 ||
+	if string(out.Path) != "/model/anthropic.claude-v2%3A1/converse-stream" || string(out.Header) != "Content-Type: application/json\r\n" ||
 		string(out.Body) != `{"messages":[{"role":"user","content":[{"text":"hi"}]}]}` {
 		t.Errorf("outbound path %q header %q body %s", out.Path, out.Header, out.Body)
 	}

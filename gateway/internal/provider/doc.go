@@ -19,7 +19,11 @@
 //     than Authorization (x-api-key, api-key, x-goog-api-key), and
 //     upstream.WithAuthorizer for per-request credentials (SigV4, OAuth
 //     tokens; see upstream.Authorizer for what an authorizer must do);
-//   - Close: what to stop when the policy is replaced (token refreshers).
+//   - Close: what to stop when the policy is replaced (token refreshers);
+//   - Withhold: client headers the upstream never gets, whatever
+//     forward_headers says, because the adapter writes its own (Bedrock's
+//     Content-Type: the client's describes the OpenAI body, not the
+//     Converse body).
 //
 // A Factory reads only its upstream's config (validated by the provider's
 // own check in package config) and must not do network I/O: credentials

@@ -96,6 +96,10 @@ type Binding struct {
 	Options []upstream.Option
 	// Close releases what the factory started (nil: nothing).
 	Close func()
+	// Withhold are client headers (lower case) that never reach the
+	// upstream, whatever forward_headers says: the adapter writes its own
+	// (e.g. the Content-Type of a body it built).
+	Withhold []string
 }
 
 // Factory binds an upstream of its provider; u was validated by config.

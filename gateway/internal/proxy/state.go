@@ -84,6 +84,9 @@ func (s *Server) newState(p *config.Policy) (_ *state, err error) {
 		st.clients[u.Name] = c
 		st.bindings[u.Name] = newBinding(u, b)
 		f := newHeaderFilter(u.ForwardHeaders)
+		if len(b.Withhold) > 0 {
+			f.withhold(b.Withhold...)
+		}
 		if s.tracing != nil {
 			f.withhold("traceparent", "tracestate") // the gateway sends its own
 		}
