@@ -14,7 +14,7 @@ func init() { Register(config.ProviderAnthropic, newAnthropic) }
 // /v1/messages natively (the client's body and Anthropic's events pass
 // through, anthropic-version and anthropic-beta from the client).
 type Anthropic struct {
-	header []byte // "anthropic-version: <version>\r\n"
+	header []byte // "anthropic-version: <version>\r\nContent-Type: application/json\r\n"
 	// Version is the anthropic-version sent when the client chose none.
 	Version string
 }
@@ -29,9 +29,12 @@ func newAnthropic(u *config.Upstream) (Binding, error) {
 	if v == "" {
 		v = anthropic.DefaultVersion
 	}
-	a := &Anthropic{Version: v, header: []byte("anthropic-version: " + v + "\r\n")}
+	a := &Anthropic{Version: v, header: []byte("anthropic-version: " + v + "\r\n" + jsonContentType)}
 	// Anthropic reads its key from x-api-key, not Authorization.
-	return Binding{Adapter: a, Options: []upstream.Option{upstream.WithKeyHeader("x-api-key")}}, nil
+	// The body is JSON the gateway wrote or checked as JSON (the native
+	// endpoint): the client's Content-Type (curl's form type by default)
+	// does not describe it.
+	return Binding{Adapter: a, Options: []upstream.Option{upstream.WithKeyHeader("x-api-key")}, Withhold: withholdContentType}, nil
 }
 
 // Serves implements Adapter: chat completions only.

@@ -27,7 +27,7 @@ var (
 func newBedrock(u *config.Upstream) (Binding, error) {
 	// The client's Content-Type describes the OpenAI body, not the
 	// Converse body Request writes.
-	b := Binding{Adapter: &Bedrock{}, Withhold: []string{"content-type"}}
+	b := Binding{Adapter: &Bedrock{}, Withhold: withholdContentType}
 	if u.APIKeyEnv != "" {
 		return b, nil // Authorization: Bearer <key>, the client's static header
 	}
@@ -54,7 +54,7 @@ func (*Bedrock) Request(out *Outbound, ep openai.Endpoint, model string, stream 
 		return err
 	}
 	out.Path = bedrock.AppendPath(out.Path, model, stream)
-	out.Header = append(out.Header, "Content-Type: application/json\r\n"...)
+	out.Header = append(out.Header, jsonContentType...)
 	return nil
 }
 

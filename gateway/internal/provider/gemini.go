@@ -31,7 +31,7 @@ var (
 )
 
 func newGemini(u *config.Upstream) (Binding, error) {
-	return Binding{Adapter: &Gemini{prefix: "/models/"}, Options: []upstream.Option{upstream.WithKeyHeader("x-goog-api-key")}}, nil
+	return Binding{Adapter: &Gemini{prefix: "/models/"}, Options: []upstream.Option{upstream.WithKeyHeader("x-goog-api-key")}, Withhold: withholdContentType}, nil
 }
 
 func newVertex(u *config.Upstream) (Binding, error) {
@@ -46,7 +46,7 @@ func newVertex(u *config.Upstream) (Binding, error) {
 		return Binding{}, err
 	}
 	prefix := "/projects/" + url.PathEscape(v.Project) + "/locations/" + url.PathEscape(v.Location) + "/publishers/google/models/"
-	return Binding{Adapter: &Gemini{prefix: prefix}, Options: []upstream.Option{upstream.WithAuthorizer(bearer{ts})}}, nil
+	return Binding{Adapter: &Gemini{prefix: prefix}, Options: []upstream.Option{upstream.WithAuthorizer(bearer{ts})}, Withhold: withholdContentType}, nil
 }
 
 // bearer writes a Vertex request's OAuth token.
@@ -77,6 +77,7 @@ func (g *Gemini) Request(out *Outbound, ep openai.Endpoint, model string, stream
 	} else {
 		out.Path = append(out.Path, ":generateContent"...)
 	}
+	out.Header = append(out.Header, jsonContentType...)
 	return nil
 }
 

@@ -50,7 +50,7 @@ func TestGeminiAdapter(t *testing.T) {
 			if err := g.Request(&out, openai.ChatCompletions, tt.model, tt.stream, body); err != nil {
 				t.Fatal(err)
 			}
-			if string(out.Path) != tt.path || len(out.Header) != 0 || string(out.Body) != `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}` {
+			if string(out.Path) != tt.path || string(out.Header) != jsonContentType || string(out.Body) != `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}` {
 				t.Errorf("outbound path %q header %q body %s", out.Path, out.Header, out.Body)
 			}
 			out.Reset()

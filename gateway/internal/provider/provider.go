@@ -102,6 +102,13 @@ type Binding struct {
 	Withhold []string
 }
 
+// A translated body is JSON the gateway wrote: the client's Content-Type
+// (curl's form type by default, or none) described the OpenAI body, not it.
+// Translating adapters withhold the client's and write this one.
+const jsonContentType = "Content-Type: application/json\r\n"
+
+var withholdContentType = []string{"content-type"}
+
 // Factory binds an upstream of its provider; u was validated by config.
 type Factory func(u *config.Upstream) (Binding, error)
 

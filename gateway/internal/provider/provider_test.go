@@ -63,7 +63,7 @@ func TestAnthropicAdapter(t *testing.T) {
 	if err := a.Request(&out, openai.ChatCompletions, "claude-x", false, []byte(`{"model":"claude-x","messages":[{"role":"user","content":"hi"}]}`)); err != nil {
 		t.Fatal(err)
 	}
-	if string(out.Path) != "/messages" || string(out.Header) != "anthropic-version: 2024-01-01\r\n" ||
+	if string(out.Path) != "/messages" || string(out.Header) != "anthropic-version: 2024-01-01\r\n"+jsonContentType ||
 		!strings.HasPrefix(string(out.Body), `{"model":"claude-x",`) {
 		t.Errorf("outbound path %q header %q body %s", out.Path, out.Header, out.Body)
 	}

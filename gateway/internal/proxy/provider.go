@@ -243,6 +243,9 @@ func (x *exchange) nativeRequest(a *provider.Anthropic) *upstream.Request {
 		p.header = append(p.header, a.Version...)
 	}
 	p.header = append(p.header, "\r\n"...)
+	// The client's Content-Type is withheld (provider.Anthropic's
+	// Binding): the body was parsed as JSON, and is sent as such.
+	p.header = append(p.header, "Content-Type: application/json\r\n"...)
 	if len(p.beta) > 0 {
 		p.header = append(p.header, "anthropic-beta: "...)
 		p.header = append(p.header, p.beta...)
