@@ -463,3 +463,43 @@ func TestResponsesAzure(t *testing.T) {
 		t.Fatalf("holdback on Azure: %v %+v", err, r)
 	}
 }
+
+// TestResponsesHoldbackStored: a response the guard stopped or rewrote
+// at creation is stored upstream as the model wrote it; GET
+// /v1/responses/{id} reads it through the same guard, so the marker URL
+// the client was kept from does not come back by retrieving it.
+func TestResponsesHoldbackStored(t *testing.T) {
+	guard, err := wasmbuild.Cached(repoRoot(t) + "/plugins/holdback")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, anthURL := startAnthropicMock(t, mockllm.Config{})
+	_, openaiURL := startMock(t, mockllm.Config{})
+	pol := anthropicPolicy(anthURL, openaiURL, "", "") + fmt.Sprintf("plugins:\n  - name: holdback\n    path: %s\n    on_error: fail_closed\n    config: %s\n", guard, hbConfig)
+	gw, _ := startLoggingGateway(t, pol, anthropicVars)
+	client := responsesClient(gw)
+	clean := strings.ReplaceAll(hbText, hbMarker, "example.com")
+	for _, tc := range []struct {
+		name, text, want string
+		stream           bool
+	}{
+		{"marker, whole", hbText, hbCorrection, false},
+		{"marker, stream", hbText, hbCorrection, true},
+		{"clean", clean, clean, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			params := responses.ResponseNewParams{Model: "mock-1", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("draw a cat")}}
+			r, err := runResponses(t, client, params, tc.stream, option.WithHeader(mockllm.HeaderText, url.QueryEscape(tc.text)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := client.Responses.Get(context.Background(), r.resp.ID, responses.ResponseGetParams{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if text := got.OutputText(); text != tc.want {
+				t.Fatalf("GET %s: output_text %q, want %q", r.resp.ID, text, tc.want)
+			}
+		})
+	}
+}
