@@ -476,7 +476,7 @@ func TestResponsesHoldbackStored(t *testing.T) {
 	_, anthURL := startAnthropicMock(t, mockllm.Config{})
 	_, openaiURL := startMock(t, mockllm.Config{})
 	pol := anthropicPolicy(anthURL, openaiURL, "", "") + fmt.Sprintf("plugins:\n  - name: holdback\n    path: %s\n    on_error: fail_closed\n    config: %s\n", guard, hbConfig)
-	gw, _ := startLoggingGateway(t, pol, anthropicVars)
+	gw, logs := startLoggingGateway(t, pol, anthropicVars)
 	client := responsesClient(gw)
 	clean := strings.ReplaceAll(hbText, hbMarker, "example.com")
 	for _, tc := range []struct {
@@ -493,12 +493,23 @@ func TestResponsesHoldbackStored(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := client.Responses.Get(context.Background(), r.resp.ID, responses.ResponseGetParams{})
+			getID := strings.ReplaceAll("stored-get-"+tc.name, " ", "-")
+			getID = strings.ReplaceAll(getID, ",", "")
+			got, err := client.Responses.Get(context.Background(), r.resp.ID, responses.ResponseGetParams{}, option.WithHeader("X-Request-Id", getID))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if text := got.OutputText(); text != tc.want {
 				t.Fatalf("GET %s: output_text %q, want %q", r.resp.ID, text, tc.want)
+			}
+			// The GET names no model and generates nothing: its log line
+			// (and its rate-limit settlement) must not carry the model or
+			// the token estimate of an earlier request.
+			if _, _, _, prompt, completion := accessLog(t, logs, getID); prompt != 0 || completion != 0 {
+				t.Errorf("GET counted %d prompt and %d completion tokens, want none", prompt, completion)
+			}
+			if !strings.Contains(logs.String(), "request_id="+getID+` tenant="" key_id="" endpoint=/v1/responses model="" `) {
+				t.Errorf("GET's access log line names a model:\n%s", logs.String())
 			}
 		})
 	}

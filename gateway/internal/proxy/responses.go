@@ -218,6 +218,7 @@ func (s *Server) storedResponse(ctx *fasthttp.RequestCtx, id, sub []byte) {
 	}
 	x := exchangePool.Get().(*exchange)
 	x.s, x.ep = s, endpointResponses
+	x.req = openai.Request{} // no model, nothing to estimate: not the pooled exchange's last request
 	x.conn, _ = ctx.Conn().(*clientConn)
 	x.start, x.firstByte = time.Now(), -1
 	x.up.TTFT, x.upSent = -1, 0
@@ -341,6 +342,6 @@ func (x *exchange) guardStored(status int) ([]byte, int) {
 		return x.resp, status // not a Response
 	}
 	b, st := x.finishWhole(status)
-	x.usage = openai.Usage{}
+	x.usage, x.up.Text, x.up.Events = openai.Usage{}, 0, 0
 	return x.responseBody(b), st
 }
