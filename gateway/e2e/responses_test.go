@@ -505,6 +505,12 @@ func TestResponsesHoldbackStored(t *testing.T) {
 			// The GET names no model and generates nothing: its log line
 			// (and its rate-limit settlement) must not carry the model or
 			// the token estimate of an earlier request.
+			// Replayed as events, the stored reply would pass the guard
+			// unread: refused.
+			var e *openai.Error
+			if err := client.Get(context.Background(), "responses/"+r.resp.ID+"?stream=true", nil, nil); !errors.As(err, &e) || e.StatusCode != 400 || e.Param != "stream" {
+				t.Errorf("GET ?stream=true: %v, want a 400 naming stream", err)
+			}
 			if _, _, _, prompt, completion := accessLog(t, logs, getID); prompt != 0 || completion != 0 {
 				t.Errorf("GET counted %d prompt and %d completion tokens, want none", prompt, completion)
 			}

@@ -245,6 +245,12 @@ func (s *Server) storedResponse(ctx *fasthttp.RequestCtx, id, sub []byte) {
 				return
 			}
 		}
+		if len(sub) == 0 && ctx.IsGet() && pipe.Wants(x.wr, wasmhost.PhaseChunk) && ctx.QueryArgs().Has("stream") {
+			// A replayed event stream would pass the guards unread.
+			writeError(ctx, &openai.Error{Status: fasthttp.StatusBadRequest, Type: openai.TypeInvalidRequest, Param: "stream", Code: "unsupported_parameter",
+				Message: "The parameter 'stream' is not supported when retrieving a response here: the gateway's plugins check a retrieved response whole; leave it out."})
+			return
+		}
 	}
 	rest := id // {id}, or {id}/input_items
 	if len(sub) > 0 {
