@@ -463,3 +463,60 @@ func TestResponsesAzure(t *testing.T) {
 		t.Fatalf("holdback on Azure: %v %+v", err, r)
 	}
 }
+
+// TestResponsesHoldbackStored: a response the guard stopped or rewrote
+// at creation is stored upstream as the model wrote it; GET
+// /v1/responses/{id} reads it through the same guard, so the marker URL
+// the client was kept from does not come back by retrieving it.
+func TestResponsesHoldbackStored(t *testing.T) {
+	guard, err := wasmbuild.Cached(repoRoot(t) + "/plugins/holdback")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, anthURL := startAnthropicMock(t, mockllm.Config{})
+	_, openaiURL := startMock(t, mockllm.Config{})
+	pol := anthropicPolicy(anthURL, openaiURL, "", "") + fmt.Sprintf("plugins:\n  - name: holdback\n    path: %s\n    on_error: fail_closed\n    config: %s\n", guard, hbConfig)
+	gw, logs := startLoggingGateway(t, pol, anthropicVars)
+	client := responsesClient(gw)
+	clean := strings.ReplaceAll(hbText, hbMarker, "example.com")
+	for _, tc := range []struct {
+		name, text, want string
+		stream           bool
+	}{
+		{"marker, whole", hbText, hbCorrection, false},
+		{"marker, stream", hbText, hbCorrection, true},
+		{"clean", clean, clean, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			params := responses.ResponseNewParams{Model: "mock-1", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("draw a cat")}}
+			r, err := runResponses(t, client, params, tc.stream, option.WithHeader(mockllm.HeaderText, url.QueryEscape(tc.text)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			getID := strings.ReplaceAll("stored-get-"+tc.name, " ", "-")
+			getID = strings.ReplaceAll(getID, ",", "")
+			got, err := client.Responses.Get(context.Background(), r.resp.ID, responses.ResponseGetParams{}, option.WithHeader("X-Request-Id", getID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if text := got.OutputText(); text != tc.want {
+				t.Fatalf("GET %s: output_text %q, want %q", r.resp.ID, text, tc.want)
+			}
+			// The GET names no model and generates nothing: its log line
+			// (and its rate-limit settlement) must not carry the model or
+			// the token estimate of an earlier request.
+			// Replayed as events, the stored reply would pass the guard
+			// unread: refused.
+			var e *openai.Error
+			if err := client.Get(context.Background(), "responses/"+r.resp.ID+"?stream=true", nil, nil); !errors.As(err, &e) || e.StatusCode != 400 || e.Param != "stream" {
+				t.Errorf("GET ?stream=true: %v, want a 400 naming stream", err)
+			}
+			if _, _, _, prompt, completion := accessLog(t, logs, getID); prompt != 0 || completion != 0 {
+				t.Errorf("GET counted %d prompt and %d completion tokens, want none", prompt, completion)
+			}
+			if !strings.Contains(logs.String(), "request_id="+getID+` tenant="" key_id="" endpoint=/v1/responses model="" `) {
+				t.Errorf("GET's access log line names a model:\n%s", logs.String())
+			}
+		})
+	}
+}

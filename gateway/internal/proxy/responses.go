@@ -218,6 +218,7 @@ func (s *Server) storedResponse(ctx *fasthttp.RequestCtx, id, sub []byte) {
 	}
 	x := exchangePool.Get().(*exchange)
 	x.s, x.ep = s, endpointResponses
+	x.req = openai.Request{} // no model, nothing to estimate: not the pooled exchange's last request
 	x.conn, _ = ctx.Conn().(*clientConn)
 	x.start, x.firstByte = time.Now(), -1
 	x.up.TTFT, x.upSent = -1, 0
@@ -243,6 +244,12 @@ func (s *Server) storedResponse(ctx *fasthttp.RequestCtx, id, sub []byte) {
 				x.pluginRefused(ctx, err)
 				return
 			}
+		}
+		if len(sub) == 0 && ctx.IsGet() && pipe.Wants(x.wr, wasmhost.PhaseChunk) && ctx.QueryArgs().Has("stream") {
+			// A replayed event stream would pass the guards unread.
+			writeError(ctx, &openai.Error{Status: fasthttp.StatusBadRequest, Type: openai.TypeInvalidRequest, Param: "stream", Code: "unsupported_parameter",
+				Message: "The parameter 'stream' is not supported when retrieving a response here: the gateway's plugins check a retrieved response whole; leave it out."})
+			return
 		}
 	}
 	rest := id // {id}, or {id}/input_items
@@ -274,7 +281,12 @@ func (s *Server) storedResponse(ctx *fasthttp.RequestCtx, id, sub []byte) {
 	}
 	copyUpstreamHeaders(ctx, ex)
 	x.applyClientHeaders(ctx)
-	ctx.SetBody(x.resp)
+	body := x.resp
+	if ctx.IsGet() && len(sub) == 0 {
+		body, status = x.guardStored(status)
+		ctx.SetStatusCode(status)
+	}
+	ctx.SetBody(body)
 	x.closeUpstream(nil)
 	if status >= 400 {
 		x.end(wasmhost.EndUpstreamError, status)
@@ -318,4 +330,24 @@ func (x *exchange) startStorePlugins(ctx *fasthttp.RequestCtx, upstreamName []by
 	x.svc.Bind(x.st.services)
 	wr.Services = &x.svc
 	x.wr = wr
+}
+
+// guardStored runs the chunk phase over a retrieved Response's text, as
+// over a non-streamed reply at its creation, so that what a guard kept
+// from the client then (the upstream stores the Response as the model
+// wrote it) does not come back by id. The stored conversation is not
+// read: a guard judges the text with no tool evidence. The Response's
+// usage was counted when it was made and is not counted again.
+func (x *exchange) guardStored(status int) ([]byte, int) {
+	pipe := x.st.pipeline
+	if x.wr == nil || status < 200 || status >= 300 || !pipe.Wants(x.wr, wasmhost.PhaseChunk) {
+		return x.resp, status
+	}
+	x.keepResponse(status)
+	if !x.prov.rawKept {
+		return x.resp, status // not a Response
+	}
+	b, st := x.finishWhole(status)
+	x.usage, x.up.Text, x.up.Events = openai.Usage{}, 0, 0
+	return x.responseBody(b), st
 }
