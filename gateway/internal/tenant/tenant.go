@@ -101,12 +101,39 @@ func (s *Snapshot) Usable(now time.Time) bool {
 }
 
 // Price is a model's price per million tokens, in USD micros, from
-// EffectiveFrom on.
+// EffectiveFrom on, and the bounds of what one request to it can use.
+// A rate of a kind of token that is 0 is not set and falls back to the
+// input or output rate; bounds that are 0 are unknown.
 type Price struct {
 	Model               string
 	InputMicrosPerMTok  int64
 	OutputMicrosPerMTok int64
 	EffectiveFrom       time.Time
+
+	// Rates of the kinds of TokenUsage; 0 falls back to Input (the first
+	// four) or Output (the last three).
+	CachedInputMicrosPerMTok int64
+	CacheWriteMicrosPerMTok  int64
+	AudioInputMicrosPerMTok  int64
+	ImageInputMicrosPerMTok  int64
+	ReasoningMicrosPerMTok   int64
+	AudioOutputMicrosPerMTok int64
+	ImageOutputMicrosPerMTok int64
+
+	// ContextWindow is the most input tokens a request can have (0:
+	// unknown); MaxOutputTokens the most output tokens a reply can have
+	// without max_tokens (0: unknown).
+	ContextWindow   int64
+	MaxOutputTokens int64
+	// ImageTokens is the most input tokens one image can count for
+	// (0: unknown).
+	ImageTokens int64
+	// Reasoning reports a model whose replies may include hidden
+	// reasoning tokens: its streamed text does not bound its output.
+	Reasoning bool
+	// Source says where the price came from: "catalog <version>",
+	// "policy", "admin"; for logs and the admin API.
+	Source string
 }
 
 // Store reads tenant data. Implementations: store/pg (Postgres) and
