@@ -35,6 +35,12 @@
 // loses its hold (Settle still charges its actual cost). Memory does the same
 // with its own clock.
 //
+// Shrink lowers a live hold (a request that learned a lower bound of its
+// cost, such as the provider's count of its prompt tokens, gives the rest
+// back at once). It never raises a hold, makes one or renews its lease, so
+// spent + reserved only falls and admission stays sound; repeating it is
+// harmless. It reads neither spent nor the settled marker and never seeds.
+//
 // # Seeding
 //
 // The durable month-to-date spend lives in Postgres. When the spent key is
@@ -147,6 +153,14 @@ type Counter interface {
 	// one of more is made under the same rule (Recreated). It fails with
 	// ErrSettled if requestID was settled within the window.
 	Extend(ctx context.Context, tenant, month, requestID string, more, limit int64, lease time.Duration) (Reservation, error)
+	// Shrink lowers the live hold of requestID to to, when it is larger;
+	// it never raises a hold, makes one, or renews a lease, so it cannot
+	// break admission and repeating it changes nothing. A request calls it
+	// when it learns that its cost is bounded lower than it reserved (the
+	// provider reported the prompt's true token count). No hold (its lease
+	// ended, it was settled, it never existed) is not an error. It does not
+	// seed: spent is not read.
+	Shrink(ctx context.Context, tenant, month, requestID string, to int64) error
 	// Settle removes the hold of requestID, if any, and adds actual to
 	// spent; it returns spent afterwards. Idempotent per requestID within
 	// the window: a second Settle adds nothing. Works after the hold expired.
@@ -181,6 +195,16 @@ func checkSettle(requestID string, actual int64) error {
 	}
 	if actual < 0 {
 		return fmt.Errorf("%w: negative cost %d", ErrInvalid, actual)
+	}
+	return nil
+}
+
+func checkShrink(requestID string, to int64) error {
+	if requestID == "" {
+		return fmt.Errorf("%w: empty request id", ErrInvalid)
+	}
+	if to < 0 {
+		return fmt.Errorf("%w: negative hold %d", ErrInvalid, to)
 	}
 	return nil
 }

@@ -39,6 +39,8 @@ func settle(id string, actual, spent int64) step {
 	return step{op: "settle", id: id, amount: actual, spent: spent}
 }
 
+func shrink(id string, to int64) step { return step{op: "shrink", id: id, amount: to} }
+
 func status(spent, reserved int64) step {
 	return step{op: "status", spent: spent, reserved: reserved}
 }
@@ -147,6 +149,44 @@ var scenarios = []struct {
 		extend("y", 401, 2000, refused(1000, 600, 400)),
 		status(1000, 600),
 	}},
+	{"shrink lowers a hold and frees the difference", []step{
+		reserve("a", 800, 2000, admitted(1000, 800, 200)),
+		reserve("b", 201, 2000, refused(1000, 800, 200)),
+		shrink("a", 300),
+		status(1000, 300),
+		reserve("b", 700, 2000, admitted(1000, 1000, 0)),
+		settle("a", 300, 1300),
+		status(1300, 700),
+	}},
+	{"shrink never raises a hold", []step{
+		reserve("a", 300, 2000, admitted(1000, 300, 700)),
+		shrink("a", 900),
+		status(1000, 300),
+		shrink("a", 300),
+		status(1000, 300),
+	}},
+	{"shrink is idempotent", []step{
+		reserve("a", 800, 2000, admitted(1000, 800, 200)),
+		shrink("a", 500),
+		shrink("a", 500),
+		shrink("a", 600),
+		status(1000, 500),
+		extend("a", 100, 2000, admitted(1000, 600, 400)),
+		shrink("a", 0),
+		status(1000, 0),
+		settle("a", 50, 1050),
+		status(1050, 0),
+	}},
+	{"shrink without a hold does nothing", []step{
+		shrink("x", 100),
+		status(1000, 0),
+		reserve("a", 400, 2000, admitted(1000, 400, 600)),
+		settle("a", 400, 1400),
+		shrink("a", 0),
+		status(1400, 0),
+		fails(shrink("a", -1), budget.ErrInvalid),
+		fails(shrink("", 1), budget.ErrInvalid),
+	}},
 	{"correct keeps holds", []step{
 		reserve("a", 400, 2000, admitted(1000, 400, 600)),
 		correct(1500),
@@ -228,6 +268,8 @@ func runStep(t *testing.T, c budget.Counter, tenant string, i int, s step) {
 		if check(err) && (spent != s.spent || reserved != s.reserved) {
 			t.Fatalf("%s = %d, %d, want %d, %d", where, spent, reserved, s.spent, s.reserved)
 		}
+	case "shrink":
+		check(c.Shrink(ctx, tenant, month, s.id, s.amount))
 	case "correct":
 		check(c.Correct(ctx, tenant, month, s.amount))
 	default:

@@ -126,6 +126,28 @@ func (m *Memory) Extend(ctx context.Context, tenant, month, requestID string, mo
 	return r, nil
 }
 
+// Shrink implements Counter.
+func (m *Memory) Shrink(_ context.Context, tenant, month, requestID string, to int64) error {
+	if err := checkShrink(requestID, to); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.months[monthKey{tenant, month}]
+	if s == nil {
+		return nil
+	}
+	now := m.now()
+	s.used = now
+	s.purge(now)
+	if h, ok := s.holds[requestID]; ok && h.amount > to {
+		s.reserved -= h.amount - to
+		h.amount = to
+		s.holds[requestID] = h
+	}
+	return nil
+}
+
 // Settle implements Counter.
 func (m *Memory) Settle(ctx context.Context, tenant, month, requestID string, actual int64) (int64, error) {
 	if err := checkSettle(requestID, actual); err != nil {

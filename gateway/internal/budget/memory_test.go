@@ -53,6 +53,23 @@ func TestMemoryLeaseExpiry(t *testing.T) {
 	if _, reserved, err := m.Status(ctx, "acme", month); err != nil || reserved != 0 {
 		t.Fatalf("Status after a shortened lease = %d, %v; want 0", reserved, err)
 	}
+	// Shrink neither brings an expired hold back nor renews a lease.
+	if _, err := m.Reserve(ctx, "acme", month, "shrunk", 5_000_000, 20_000_000, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Shrink(ctx, "acme", month, "shrunk", 2_000_000); err != nil {
+		t.Fatal(err)
+	}
+	if _, reserved, err := m.Status(ctx, "acme", month); err != nil || reserved != 2_000_000 {
+		t.Fatalf("Status after Shrink = %d, %v; want 2000000", reserved, err)
+	}
+	clock.Advance(10 * time.Millisecond)
+	if err := m.Shrink(ctx, "acme", month, "shrunk", 1_000_000); err != nil {
+		t.Fatal(err)
+	}
+	if _, reserved, err := m.Status(ctx, "acme", month); err != nil || reserved != 0 {
+		t.Fatalf("Status after the shrunk hold's lease = %d, %v; want 0", reserved, err)
+	}
 	// The expired hold still settles, once.
 	for range 2 {
 		if spent, err := m.Settle(ctx, "acme", month, "crashed", 4_000_000); err != nil || spent != 4_000_000 {

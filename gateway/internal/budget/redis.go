@@ -120,6 +120,22 @@ func (r *Redis) hold(ctx context.Context, op string, s *rueidis.Lua, tenant, mon
 	return res, nil
 }
 
+// Shrink implements Counter with one script call.
+func (r *Redis) Shrink(ctx context.Context, tenant, month, requestID string, to int64) error {
+	if err := checkShrink(requestID, to); err != nil {
+		return err
+	}
+	keys := r.keys(tenant, month, "")
+	v, err := r.exec(ctx, "shrink", shrinkScript, keys[1:], []string{requestID, strconv.FormatInt(to, 10)})
+	if err != nil {
+		return err
+	}
+	if len(v) != 2 || (v[0] != codeAdmitted && v[0] != codeRefused) {
+		return fmt.Errorf("budget shrink: unexpected reply %v", v)
+	}
+	return nil
+}
+
 // Settle implements Counter with one script call when warm.
 func (r *Redis) Settle(ctx context.Context, tenant, month, requestID string, actual int64) (int64, error) {
 	if err := checkSettle(requestID, actual); err != nil {

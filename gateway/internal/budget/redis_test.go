@@ -55,6 +55,18 @@ func TestRedisLeaseExpiry(t *testing.T) {
 		}
 	}
 
+	// Shrink does not bring an expired hold back.
+	if _, err := b.Reserve(ctx, "acme", month, "shrunk", 5_000_000, 20_000_000, 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(250 * time.Millisecond)
+	if err := b.Shrink(ctx, "acme", month, "shrunk", 1_000_000); err != nil {
+		t.Fatal(err)
+	}
+	if spent, reserved, err := b.Status(ctx, "acme", month); err != nil || spent != 7_000_000 || reserved != 0 {
+		t.Fatalf("Status after Shrink of an expired hold = %d, %d, %v; want 7000000, 0", spent, reserved, err)
+	}
+
 	// Status and Extend drop expired holds too.
 	if _, err := b.Reserve(ctx, "acme", month, "short", 5_000_000, 20_000_000, 200*time.Millisecond); err != nil {
 		t.Fatal(err)
@@ -305,6 +317,9 @@ func TestRedisCommandsPerOperation(t *testing.T) {
 	if _, _, err := c.Status(ctx, "acme", month); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.Shrink(ctx, "acme", month, "warm", 0); err != nil {
+		t.Fatal(err)
+	}
 
 	tests := []struct {
 		name string
@@ -317,6 +332,7 @@ func TestRedisCommandsPerOperation(t *testing.T) {
 		{"Reserve", func() error { _, err := c.Reserve(ctx, "acme", month, "r", 1000, 1<<40, time.Minute); return err }, 0},
 		{"Reserve again", func() error { _, err := c.Reserve(ctx, "acme", month, "r", 1000, 1<<40, time.Minute); return err }, 0},
 		{"Extend", func() error { _, err := c.Extend(ctx, "acme", month, "r", 1000, 1<<40, time.Minute); return err }, 0},
+		{"Shrink", func() error { return c.Shrink(ctx, "acme", month, "r", 1500) }, 0},
 		{"Status", func() error { _, _, err := c.Status(ctx, "acme", month); return err }, 0},
 		{"Settle", func() error { _, err := c.Settle(ctx, "acme", month, "r", 1500); return err }, 1},
 		{"Settle again", func() error { _, err := c.Settle(ctx, "acme", month, "r", 1500); return err }, 1},

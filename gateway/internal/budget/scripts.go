@@ -87,6 +87,24 @@ redis.call('PEXPIRE', KEYS[3], ARGV[5])
 return {code, spent, reserved}
 `)
 
+// shrinkScript: KEYS holds, leases; ARGV request id, to. Lowers a live hold
+// to to when it is larger; replies {codeAdmitted, held after} or
+// {codeRefused, 0} when there is no live hold. It reads no spent key, so it
+// never asks for a seed.
+var shrinkScript = rueidis.NewLuaScript(prelude + `
+purge(KEYS[1], KEYS[2], clock())
+local held = redis.call('HGET', KEYS[1], ARGV[1])
+if not held then return {0, 0} end
+held = tonumber(held)
+local to = tonumber(ARGV[2])
+if held > to then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+  redis.call('HINCRBY', KEYS[1], '', int(to - held))
+  held = to
+end
+return {1, held}
+`)
+
 // settleScript: KEYS spent, holds, leases, settled marker; ARGV request id,
 // actual, settled TTL (ms). Replies {codeAdmitted, spent} when actual was
 // added, {codeRefused, spent} for a repeat, or {codeSeed}. The hold is
