@@ -93,8 +93,11 @@ func New(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer) (_ *Accou
 			return nil, fmt.Errorf("call log: %w", err)
 		}
 		pool := a.pool
-		seed = func(ctx context.Context, tenant, month string) (int64, error) {
-			m, err := time.Parse("2006-01", month)
+		seed = func(ctx context.Context, tenant string, s budget.Scope) (int64, error) {
+			if s.Kind != budget.ScopeTenant || s.Window != budget.Month {
+				return 0, fmt.Errorf("no seed for budget scope %s", s)
+			}
+			m, err := time.Parse("2006-01", s.Period)
 			if err != nil {
 				return 0, err
 			}
@@ -118,7 +121,8 @@ func New(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer) (_ *Accou
 			func(tenant string, month time.Time, spent int64) {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
-				if err := counter.Correct(ctx, tenant, month.Format("2006-01"), spent); err != nil {
+				s := budget.Scope{Kind: budget.ScopeTenant, Window: budget.Month, Period: budget.Month.Period(month)}
+				if err := counter.Correct(ctx, tenant, s, spent); err != nil {
 					log.Warn("reconcile: correcting the budget counter", "tenant", tenant, "month", month.Format("2006-01"), "err", err)
 				}
 			}, log, func(res calllog.ReconcileResult) {

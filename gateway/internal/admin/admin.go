@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/gateway/internal/budget"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
 	"github.com/tollgate/tollgate/gateway/internal/store/pg"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
@@ -44,9 +45,9 @@ type Store interface {
 }
 
 // BudgetCounter is the fast budget counter (Redis or in-process): what is
-// spent and held right now. Months are "2006-01", UTC.
+// spent and held right now in a budget scope.
 type BudgetCounter interface {
-	Status(ctx context.Context, tenant, month string) (spent, reserved int64, err error)
+	Status(ctx context.Context, tenant string, s budget.Scope) (spent, reserved int64, err error)
 }
 
 // Option tunes the handler.
@@ -426,16 +427,17 @@ func (h *handler) usage(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err)
 		return
 	}
-	budget, err := h.store.TenantBudget(r.Context(), id)
+	limit, err := h.store.TenantBudget(r.Context(), id)
 	if err != nil {
 		h.storeError(w, r, err)
 		return
 	}
 	out := usageJSON{TenantID: id, Month: now.Format("2006-01"), SpendUSD: usd(micros), SpendMicros: micros,
-		BudgetUSD: usd(budget), BudgetMicros: budget}
+		BudgetUSD: usd(limit), BudgetMicros: limit}
 	spent, reserved := micros, int64(0)
 	if h.budget != nil {
-		cs, res, err := h.budget.Status(r.Context(), id, out.Month)
+		scope := budget.Scope{Kind: budget.ScopeTenant, Window: budget.Month, Period: out.Month}
+		cs, res, err := h.budget.Status(r.Context(), id, scope)
 		if err != nil {
 			h.log.Warn("usage: budget counter unavailable", "tenant", id, "err", err)
 		} else {
@@ -445,8 +447,8 @@ func (h *handler) usage(w http.ResponseWriter, r *http.Request) {
 			spent, reserved = max(spent, cs), res
 		}
 	}
-	if budget > 0 {
-		left := budget - spent - reserved
+	if limit > 0 {
+		left := limit - spent - reserved
 		lu := usd(left)
 		out.RemainingMicros, out.RemainingUSD = &left, &lu
 	}

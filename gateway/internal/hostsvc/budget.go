@@ -68,7 +68,12 @@ func tokensCost(tokens, microsPerMTok int64) int64 {
 }
 
 // budgetMonth is the UTC month a reservation is charged to.
-func budgetMonth(now time.Time) string { return now.UTC().Format("2006-01") }
+func budgetMonth(now time.Time) string { return budget.Month.Period(now) }
+
+// tenantMonth is the request's one budget scope: its tenant's month.
+func tenantMonth(r *wasmhost.Request, month string) []budget.Scope {
+	return []budget.Scope{{Kind: budget.ScopeTenant, Window: budget.Month, Period: month, Limit: r.Tenant.BudgetMicros}}
+}
 
 // Reserve is budget.reserve: "PROMPT_TOKENS COMPLETION_TOKENS
 // LEASE_MS". The host prices the tokens for the request's model and holds
@@ -104,7 +109,7 @@ func (b *Budget) Reserve(c *Session, r *wasmhost.Request, req []byte) ([]byte, e
 		return []byte("noprice"), nil
 	}
 	month := budgetMonth(b.now())
-	res, err := b.counter.Reserve(context.Background(), r.Tenant.ID, month, b.holdID(c, r), amount, r.Tenant.BudgetMicros,
+	res, err := b.counter.Reserve(context.Background(), r.Tenant.ID, b.holdID(c, r), tenantMonth(r, month), amount,
 		time.Duration(leaseMs)*time.Millisecond)
 	if err == nil && res.Admitted {
 		c.meter.month = month
@@ -141,7 +146,7 @@ func (b *Budget) Extend(c *Session, r *wasmhost.Request, req []byte) ([]byte, er
 	if m.month != "" {
 		month = m.month
 	}
-	res, err := b.counter.Extend(context.Background(), r.Tenant.ID, month, b.holdID(c, r), amount, r.Tenant.BudgetMicros,
+	res, err := b.counter.Extend(context.Background(), r.Tenant.ID, b.holdID(c, r), tenantMonth(r, month), amount,
 		time.Duration(leaseMs)*time.Millisecond)
 	if err == nil && res.Admitted {
 		m.month = month
@@ -182,7 +187,7 @@ func (b *Budget) settle(c *Session, r *wasmhost.Request, prompt, completion int6
 	m.month = ""
 	cost, _ := b.Cost(r, prompt, completion)
 	r.CostMicros, r.CostSettled = cost, true
-	if _, err := b.counter.Settle(context.Background(), r.Tenant.ID, month, b.holdID(c, r), cost); err != nil {
+	if _, err := b.counter.Settle(context.Background(), r.Tenant.ID, b.holdID(c, r), tenantMonth(r, month), cost); err != nil {
 		// The call log still records the cost; reconcile corrects the
 		// counter, and the hold expires with its lease.
 		b.log.Warn("budget: settle failed", "tenant", r.Tenant.ID, "err", err)
