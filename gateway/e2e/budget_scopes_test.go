@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -13,8 +16,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tollgate/tollgate/gateway/internal/config"
+	"github.com/tollgate/tollgate/gateway/internal/proxy"
 	"github.com/tollgate/tollgate/gateway/internal/store/pg"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
 )
 
 // byteCountingUpstream is an OpenAI upstream whose prompt counts are far
@@ -321,5 +327,107 @@ func (w *budgetWorld) checkScopeCounters(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Errorf("no budget counters of acme in Redis: %q", keys)
+	}
+}
+
+// TestBudgetScopesWarmNoPostgres: with budgets of every scope (the
+// tenant's month and day, the key's day, the end user's day), a warm
+// request sends no Postgres statement before its first byte and one Redis
+// command for the budget (the reserve, whatever the number of scopes); a
+// new end user's first request seeds its scope from the ledger.
+func TestBudgetScopesWarmNoPostgres(t *testing.T) {
+	w := newBudgetWorld(t, 10_000_000)
+	ctx := context.Background()
+	if err := w.store.UpdatePlan(ctx, tenant.Plan{ID: "metered", MonthlyBudgetMicros: 10_000_000, Budgets: []tenant.BudgetRule{
+		{Scope: tenant.BudgetTenant, Window: tenant.WindowDay, LimitMicros: 5_000_000},
+		{Scope: tenant.BudgetKey, Window: tenant.WindowDay, LimitMicros: 1_000_000},
+		{Scope: tenant.BudgetUser, Window: tenant.WindowDay, LimitMicros: 500_000},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	// The first byte goes out with the first token; the end phase (Redis
+	// again) comes 200 ms later.
+	_, mockURL := startMock(t, mockllm.Config{Tokens: 3, TTFT: 100 * time.Millisecond, InterToken: 200 * time.Millisecond, Usage: true})
+	spool := t.TempDir()
+	p, err := config.Parse([]byte(w.policy(t, mockURL, `{}`, "")), func(k string) (string, bool) {
+		switch k {
+		case "TOLLGATE_DATABASE_URL":
+			return w.dsn, true
+		case "TG_TEST_SPOOL":
+			return spool, true
+		}
+		return "", false
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tenantPG, ledgerPG countingTracer
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := proxy.New(p, slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		proxy.WithPGTracer(&tenantPG), proxy.WithLedgerPGTracer(&ledgerPG))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { srv.Serve(ln); close(done) }()
+	t.Cleanup(func() { srv.Shutdown(0, 5*time.Second); <-done })
+	gw := "http://" + ln.Addr().String()
+
+	stream := `{"model":"mock-1","stream":true,"max_tokens":50,"messages":[{"role":"user","content":"hello there"}]}`
+	// firstByte sends one request for user and returns the Postgres
+	// statements and Redis scripts before its first byte.
+	firstByte := func(user string, rows int64) (pgStatements int64, redisScripts int) {
+		t.Helper()
+		if _, err := w.redis.Do("CONFIG", "RESETSTAT"); err != nil {
+			t.Fatal(err)
+		}
+		pgBefore := tenantPG.n.Load() + ledgerPG.n.Load()
+		polls := srv.CancelStats().Polls
+		req, _ := http.NewRequest("POST", gw+"/v1/chat/completions", strings.NewReader(stream))
+		req.Header.Set("Authorization", "Bearer "+w.key)
+		req.Header.Set("X-Tollgate-End-User", user)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pgStatements = tenantPG.n.Load() + ledgerPG.n.Load() - pgBefore
+		redisScripts = commandCount(t, w.redis, "evalsha") + commandCount(t, w.redis, "eval") - int(srv.CancelStats().Polls-polls)
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		w.waitRows(t, rows)
+		time.Sleep(50 * time.Millisecond) // the writer's commit has returned
+		return pgStatements, redisScripts
+	}
+	firstByte("alice", 1) // cold: the key, every scope seeded
+	pgWarm, redisWarm := firstByte("alice", 2)
+	pgNewUser, _ := firstByte("bob", 3) // a new end user: its scope is seeded
+	t.Logf("HOTPATH-SCOPES pg_before_first_byte=%d redis_before_first_byte=%d new_user_pg=%d", pgWarm, redisWarm, pgNewUser)
+	if pgWarm != 0 {
+		t.Errorf("a warm request sent %d Postgres statements before its first byte, want 0", pgWarm)
+	}
+	if redisWarm != 1 {
+		t.Errorf("a warm request sent %d Redis scripts before its first byte, want 1 (the reserve)", redisWarm)
+	}
+	if pgNewUser != 1 {
+		t.Errorf("a new end user's first request sent %d Postgres statements before its first byte, want 1 (its seed)", pgNewUser)
+	}
+	var endUsers []string
+	conn, err := pgx.Connect(ctx, w.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT end_user FROM call_log ORDER BY started_at`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if endUsers, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil || strings.Join(endUsers, ",") != "alice,alice,bob" {
+		t.Errorf("call_log end users %q (%v), want alice, alice, bob", endUsers, err)
 	}
 }
