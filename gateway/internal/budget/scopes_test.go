@@ -69,7 +69,7 @@ func mstatus(scope string, spent, reserved int64) mstep {
 
 func mfails(s mstep, err error) mstep { s.err = err; return s }
 
-func dup(r budget.Reservation) budget.Reservation   { r.Duplicate = true; return r }
+func dup(r budget.Reservation) budget.Reservation    { r.Duplicate = true; return r }
 func remade(r budget.Reservation) budget.Reservation { r.Recreated = true; return r }
 
 // Every scenario starts from the seeded spend: T 4000 of 10000, K 200 of
