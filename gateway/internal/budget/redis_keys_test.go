@@ -103,6 +103,30 @@ func TestRedisCluster(t *testing.T) {
 			if spent, reserved, err := c.Status(ctx, tenant, month); err != nil || spent != 16 || reserved != 0 {
 				t.Fatalf("Status = %d, %d, %v", spent, reserved, err)
 			}
+			// Every scope of the tenant, whatever its id, is in the
+			// tenant's slot: one script may hold them all.
+			scopes := []budget.Scope{
+				tenantMonth(month, 100),
+				{Kind: budget.ScopeKey, ID: "}k{", Window: budget.Day, Period: "2026-11-03", Limit: 50},
+				{Kind: budget.ScopeUser, ID: "{" + tenant + "}", Window: budget.Month, Period: month, Limit: 40},
+			}
+			if res, err := c.c.Reserve(ctx, tenant, "r3", scopes, 30, time.Minute); err != nil || !res.Admitted || res.Remaining != 10 {
+				t.Fatalf("Reserve in three scopes = %+v, %v", res, err)
+			}
+			if res, err := c.c.Extend(ctx, tenant, "r3", scopes, 11, time.Minute); err != nil || res.Admitted || res.Refused.Kind != budget.ScopeUser {
+				t.Fatalf("Extend in three scopes = %+v, %v; want refused by the user's", res, err)
+			}
+			if err := c.c.Shrink(ctx, tenant, "r3", scopes, 20); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.c.Settle(ctx, tenant, "r3", scopes, 20); err != nil {
+				t.Fatal(err)
+			}
+			for j, want := range []int64{36, 20, 20} {
+				if spent, reserved, err := c.c.Status(ctx, tenant, scopes[j]); err != nil || spent != want || reserved != 0 {
+					t.Errorf("Status(%s) = %d, %d, %v; want %d, 0", scopes[j], spent, reserved, err, want)
+				}
+			}
 		})
 	}
 }
