@@ -19,16 +19,16 @@ func TestRedisKeyLayout(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	c := monthly{budget.NewRedis(newClient(t, srv), nil, budget.RedisOptions{Prefix: "tg:b:", SettledTTL: time.Minute, KeyTTL: time.Hour})}
-	if _, err := c.Reserve(ctx, "a{b}", month, "r1", 300, 1000, time.Minute); err != nil {
+	if _, err := c.Reserve(ctx, "a:b", month, "r1", 300, 1000, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Reserve(ctx, "a{b}", month, "r2", 200, 1000, time.Minute); err != nil {
+	if _, err := c.Reserve(ctx, "a:b", month, "r2", 200, 1000, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Settle(ctx, "a{b}", month, "r2", 150); err != nil {
+	if _, err := c.Settle(ctx, "a:b", month, "r2", 150); err != nil {
 		t.Fatal(err)
 	}
-	tag := "tg:b:{a%7Bb%7D}:"
+	tag := "tg:b:{a:b}:"
 	base := tag + "tenant::2026-11:"
 	now := float64(time.Now().UnixMicro())
 	checks := []struct {
