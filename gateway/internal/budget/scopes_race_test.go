@@ -38,6 +38,7 @@ type race struct {
 	crossed map[string][]budget.Crossing // by scope
 
 	admitted, refusals, duplicates, crashed atomic.Int64
+	seedCalls                               atomic.Int64
 }
 
 func newRace(t *testing.T) *race {
@@ -64,6 +65,7 @@ func newRace(t *testing.T) *race {
 // replicas seed the same scope at the same time and settles land on one
 // replica while the other is still seeding.
 func (r *race) seed(_ context.Context, _ string, s budget.Scope) (int64, error) {
+	r.seedCalls.Add(1)
 	time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
 	return r.seeds[s.String()], nil
 }
@@ -262,8 +264,11 @@ func TestScopesUnderContention(t *testing.T) {
 			}
 			wg.Wait()
 			close(done)
-			t.Logf("admitted %d (duplicates %d, abandoned %d), refused %d, %d watcher rounds",
-				r.admitted.Load(), r.duplicates.Load(), r.crashed.Load(), r.refusals.Load(), <-polls)
+			t.Logf("admitted %d (duplicates %d, abandoned %d), refused %d, %d watcher rounds, %d Seeder calls for %d scopes",
+				r.admitted.Load(), r.duplicates.Load(), r.crashed.Load(), r.refusals.Load(), <-polls, r.seedCalls.Load(), len(r.all()))
+			if be.name == "memory" && r.seedCalls.Load() != int64(len(r.all())) {
+				t.Errorf("Memory called the Seeder %d times for %d scopes, want once each", r.seedCalls.Load(), len(r.all()))
+			}
 			time.Sleep(50 * time.Millisecond) // the abandoned holds' leases end
 			r.checkFinal()
 		})
