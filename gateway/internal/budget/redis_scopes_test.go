@@ -177,3 +177,90 @@ func TestRedisScopesCommandsPerOperation(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisScopesLeaseExpiry: replica A holds in three scopes and dies;
+// when the lease ends (server clock) each scope gives the hold back on its
+// own next call, whichever scope list that call holds.
+func TestRedisScopesLeaseExpiry(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	ca := newClient(t, srv)
+	a := budget.NewRedis(ca, nil, budget.RedisOptions{})
+	b := budget.NewRedis(newClient(t, srv), nil, budget.RedisOptions{})
+	before := time.Now()
+	if res, err := a.Reserve(ctx, "acme", "crashed", in("TKU"), 600, 300*time.Millisecond); err != nil || !res.Admitted {
+		t.Fatalf("A: Reserve = %+v, %v", res, err)
+	}
+	after := time.Now()
+	ca.Close()
+	res, err := b.Reserve(ctx, "acme", "early", in("KU"), 1, time.Minute)
+	if time.Since(before) < 300*time.Millisecond && (err != nil || res.Admitted || res.Refused.Kind != budget.ScopeUser) {
+		t.Fatalf("B within the lease: Reserve = %+v, %v; want refused by the user's", res, err)
+	}
+	time.Sleep(time.Until(after.Add(350 * time.Millisecond)))
+	// The user's scope alone: its hold is purged, the others' not yet
+	// looked at.
+	if res, err := b.Reserve(ctx, "acme", "late", in("U"), 600, time.Minute); err != nil || res != admitted(0, 600, 0) {
+		t.Fatalf("B after the lease, user only = %+v, %v", res, err)
+	}
+	for l, want := range map[string]int64{"T": 0, "K": 0, "U": 600} {
+		if _, reserved, err := b.Status(ctx, "acme", named[l]); err != nil || reserved != want {
+			t.Errorf("Status(%s) = %d, %v; want %d reserved", l, reserved, err, want)
+		}
+	}
+	// A late Settle of the dead request charges every scope once.
+	for range 2 {
+		if _, err := b.Settle(ctx, "acme", "crashed", in("TKU"), 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for l, want := range map[string]int64{"T": 100, "K": 100, "U": 100} {
+		if spent, _, err := b.Status(ctx, "acme", named[l]); err != nil || spent != want {
+			t.Errorf("Status(%s) = %d spent, %v; want %d", l, spent, err, want)
+		}
+	}
+}
+
+// TestRedisScopesSeedRace: replica A reads one scope's spend from Postgres
+// slowly; meanwhile replica B seeds all three and settles in them. A's
+// stale value comes too late and is dropped (SET NX), so B's settle is not
+// lost, and A's own settle adds on top.
+func TestRedisScopesSeedRace(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	entered, release := make(chan struct{}), make(chan struct{})
+	slow := func(_ context.Context, _ string, s budget.Scope) (int64, error) {
+		if s.Kind == budget.ScopeKey {
+			close(entered)
+			<-release
+			return 1, nil // what Postgres said before B's settle landed
+		}
+		return 0, nil
+	}
+	fast := func(_ context.Context, _ string, s budget.Scope) (int64, error) {
+		if s.Kind == budget.ScopeKey {
+			return 2, nil
+		}
+		return 0, nil
+	}
+	a := budget.NewRedis(newClient(t, srv), slow, budget.RedisOptions{})
+	b := budget.NewRedis(newClient(t, srv), fast, budget.RedisOptions{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Settle(ctx, "acme", "ra", in("TKU"), 10)
+		done <- err
+	}()
+	<-entered
+	if _, err := b.Settle(ctx, "acme", "rb", in("UKT"), 100); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for l, want := range map[string]int64{"T": 110, "K": 112, "U": 110} {
+		if spent, _, err := a.Status(ctx, "acme", named[l]); err != nil || spent != want {
+			t.Errorf("Status(%s) = %d, %v; want %d", l, spent, err, want)
+		}
+	}
+}
