@@ -92,3 +92,28 @@ func TestNoTenantNoReservation(t *testing.T) {
 		t.Fatalf("calls %+v", calls)
 	}
 }
+
+// A stream cut when budget.extend is refused ends with a text naming the
+// budget that ran out, or with cut_message when it is set. (The harness
+// runs the chunk phase without the request phase, so the text is checked
+// here and the cut itself end to end, in gateway/e2e.)
+func TestCutMessage(t *testing.T) {
+	tests := []struct {
+		name, configured, extend, want string
+	}{
+		{"the key's day", "", "insufficient 10 0 key:day", "\n\n[The reply was cut: the API key's daily budget is exhausted.]"},
+		{"the end user's month", "", "insufficient 10 -3 user:month", "\n\n[The reply was cut: the end user's monthly budget is exhausted.]"},
+		{"the tenant's month", "", "insufficient 10 0 tenant:month", "\n\n[The reply was cut: the tenant's monthly budget is exhausted.]"},
+		{"a host that names none", "", "insufficient 10 0", "\n\n[The reply was cut: the monthly budget is exhausted.]"},
+		{"configured", "[stop]", "insufficient 10 0 user:day", "[stop]"},
+	}
+	defer func(c config) { cfg = c }(cfg)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg.CutMessage = tt.configured
+			if got := cutMessage(tt.extend); got != tt.want {
+				t.Errorf("cutMessage(%q) = %q, want %q", tt.extend, got, tt.want)
+			}
+		})
+	}
+}

@@ -28,6 +28,7 @@
 //	  "lease": "15m",                  // a hold not settled by then is released (a crashed replica)
 //	  "unpriced": "allow",             // or "reject": a model without a price is refused
 //	  "cut_message": "…"               // the text of the final event of a cut stream
+//	                                   // (default: one naming the budget that ran out)
 //	}
 package main
 
@@ -64,8 +65,7 @@ type config struct {
 var cfg config
 
 func configure(b []byte) error {
-	c := config{OnRedisError: "fail_closed", DefaultMaxTokens: 1024, ExtendTokens: 1024, Lease: "15m", Unpriced: "allow",
-		CutMessage: "\n\n[The reply was cut: the monthly budget is exhausted.]"}
+	c := config{OnRedisError: "fail_closed", DefaultMaxTokens: 1024, ExtendTokens: 1024, Lease: "15m", Unpriced: "allow"}
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
@@ -205,6 +205,17 @@ func word(b []byte) string {
 	return string(b)
 }
 
+// cutMessage is the final text of a stream cut after budget.extend
+// answered res: cut_message, or by default one naming the budget that
+// ran out ("the API key's daily budget is exhausted").
+func cutMessage(res string) string {
+	if cfg.CutMessage != "" {
+		return cfg.CutMessage
+	}
+	_, rest, _ := strings.Cut(res, " ")
+	return "\n\n[The reply was cut: " + budgetName(rest) + " is exhausted.]"
+}
+
 // budgetName names the budget that refused, from the SCOPE of "AMOUNT
 // REMAINING SCOPE" ("key:day" is "the key's daily budget"); a host that
 // names none refused for the tenant's month.
@@ -288,7 +299,7 @@ func onChunk(c *sdk.Chunk) sdk.Verdict {
 		sdk.MetricAdd("streams_cut", 1)
 		c.SetFact("guard_action", "budget:cut")
 		c.SkipPhases(sdk.PhaseChunk)
-		return c.Stop(cfg.CutMessage, "length")
+		return c.Stop(cutMessage(string(res)), "length")
 	}
 	c.SetState(h.encode(scratch))
 	return sdk.Continue
