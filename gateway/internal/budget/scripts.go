@@ -26,9 +26,8 @@ local function clock()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
--- purge drops the holds whose lease ended at or before now and returns the
--- sum of the remaining holds (field '' of the holds hash).
-local function purge(holds, leases, now)
+-- expire drops the holds whose lease ended at or before now.
+local function expire(holds, leases, now)
   local batch = 256
   repeat
     local ids = redis.call('ZRANGEBYSCORE', leases, '-inf', int(now), 'LIMIT', 0, batch)
@@ -43,6 +42,12 @@ local function purge(holds, leases, now)
       if sum ~= 0 then redis.call('HINCRBY', holds, '', int(-sum)) end
     end
   until #ids < batch
+end
+
+-- purge expires holds and returns the sum of the remaining ones (field ''
+-- of the holds hash).
+local function purge(holds, leases, now)
+  expire(holds, leases, now)
   return tonumber(redis.call('HGET', holds, '') or 0)
 end
 `
@@ -63,6 +68,19 @@ local function loadSpent()
   end
   if #missing > 1 then return nil, missing end
   return spent
+end
+
+-- loadHolds expires the holds of every scope and returns each scope's sum
+-- of holds and the request's own hold (nil: none), read with one HMGET.
+local function loadHolds(now)
+  local reserved, held = {}, {}
+  for i = 1, n do
+    expire(KEYS[3*i], KEYS[3*i+1], now)
+    local v = redis.call('HMGET', KEYS[3*i], '', ARGV[1])
+    reserved[i] = tonumber(v[1] or 0)
+    held[i] = v[2] and tonumber(v[2])
+  end
+  return reserved, held
 end
 
 -- reply is {code, refused scope (0: none), spent1, reserved1, ...}.
@@ -89,11 +107,14 @@ local function tightest(need, amount, spent, reserved)
   return worst
 end
 
--- hold adds ARGV[2] to the hold of ARGV[1] in scope i, sets its lease end
--- and restarts the key TTL (ARGV[3+2i]); it returns the scope's reserved.
-local function hold(i, leaseEnd)
-  redis.call('HINCRBY', KEYS[3*i], ARGV[1], ARGV[2])
-  local reserved = redis.call('HINCRBY', KEYS[3*i], '', ARGV[2])
+-- hold adds ARGV[2] to the hold of ARGV[1] in scope i (held before,
+-- reserved the sum before), sets its lease end and restarts the key TTL
+-- (ARGV[3+2i]); it returns the scope's reserved. The hold and the sum are
+-- written with one HSET.
+local function hold(i, held, reserved, leaseEnd)
+  local amount = tonumber(ARGV[2])
+  reserved = reserved + amount
+  redis.call('HSET', KEYS[3*i], ARGV[1], int((held or 0) + amount), '', int(reserved))
   redis.call('ZADD', KEYS[3*i+1], leaseEnd, ARGV[1])
   redis.call('PEXPIRE', KEYS[3*i], ARGV[3+2*i])
   redis.call('PEXPIRE', KEYS[3*i+1], ARGV[3+2*i])
@@ -110,12 +131,11 @@ var reserveScript = rueidis.NewLuaScript(scopesPrelude + `
 local spent, seed = loadSpent()
 if not spent then return seed end
 local now = clock()
-local reserved = {}
-for i = 1, n do reserved[i] = purge(KEYS[3*i], KEYS[3*i+1], now) end
+local reserved, held = loadHolds(now)
 if redis.call('EXISTS', KEYS[1]) == 1 then return reply(-2, 0, spent, reserved) end
 local need, missing = {}, false
 for i = 1, n do
-  if redis.call('HEXISTS', KEYS[3*i], ARGV[1]) == 0 then need[i], missing = true, true end
+  if not held[i] then need[i], missing = true, true end
 end
 if not missing then return reply(2, 0, spent, reserved) end
 local amount = tonumber(ARGV[2])
@@ -123,7 +143,7 @@ local refused = tightest(need, amount, spent, reserved)
 if refused > 0 then return reply(0, refused, spent, reserved) end
 local leaseEnd = int(now + tonumber(ARGV[3]))
 for i = 1, n do
-  if need[i] then reserved[i] = hold(i, leaseEnd) end
+  if need[i] then reserved[i] = hold(i, nil, reserved[i], leaseEnd) end
 end
 return reply(1, 0, spent, reserved)
 `)
@@ -135,11 +155,9 @@ var extendScript = rueidis.NewLuaScript(scopesPrelude + `
 local spent, seed = loadSpent()
 if not spent then return seed end
 local now = clock()
-local reserved, all = {}, {}
-for i = 1, n do
-  reserved[i] = purge(KEYS[3*i], KEYS[3*i+1], now)
-  all[i] = true
-end
+local reserved, held = loadHolds(now)
+local all = {}
+for i = 1, n do all[i] = true end
 if redis.call('EXISTS', KEYS[1]) == 1 then return reply(-2, 0, spent, reserved) end
 local more = tonumber(ARGV[2])
 local refused = tightest(all, more, spent, reserved)
@@ -147,8 +165,8 @@ if refused > 0 then return reply(0, refused, spent, reserved) end
 local code = 1
 local leaseEnd = int(now + tonumber(ARGV[3]))
 for i = 1, n do
-  if redis.call('HEXISTS', KEYS[3*i], ARGV[1]) == 0 then code = 3 end
-  reserved[i] = hold(i, leaseEnd)
+  if not held[i] then code = 3 end
+  reserved[i] = hold(i, held[i], reserved[i], leaseEnd)
 end
 return reply(code, 0, spent, reserved)
 `)
@@ -162,7 +180,7 @@ local now = clock()
 local to = tonumber(ARGV[2])
 local live = 0
 for i = 1, #KEYS, 2 do
-  purge(KEYS[i], KEYS[i+1], now)
+  expire(KEYS[i], KEYS[i+1], now)
   local held = redis.call('HGET', KEYS[i], ARGV[1])
   if held then
     live = live + 1
