@@ -234,23 +234,26 @@ func TestScopeShrink(t *testing.T) {
 func TestEndUserOf(t *testing.T) {
 	long := strings.Repeat("u", maxEndUser+1)
 	tests := []struct {
-		name string
-		h    headers
-		body string
-		want string
+		name   string
+		header string // "" is DefaultEndUserHeader
+		h      headers
+		body   string
+		want   string
 	}{
-		{"header", headers{"X-Tollgate-End-User": " alice "}, `{"user":"bob"}`, "alice"},
-		{"body user", nil, `{"messages":[{"role":"user"}],"user":"bob"}`, "bob"},
-		{"safety identifier", nil, `{"safety_identifier":"hashed-7"}`, "hashed-7"},
-		{"user before safety identifier", nil, `{"safety_identifier":"s","user" : "u"}`, "u"},
-		{"nested user is not the end user", nil, `{"metadata":{"user":"x"}}`, ""},
-		{"role user only", nil, `{"messages":[{"role":"user","content":"hi"}]}`, ""},
-		{"user not a string", nil, `{"user":42}`, ""},
-		{"empty user", nil, `{"user":""}`, ""},
-		{"escaped in the value", nil, `{"user":"a\u00e9b"}`, "aéb"},
-		{"not JSON", nil, `user: x`, ""},
-		{"too long", nil, `{"user":"` + long + `"}`, "sha256:" + hexSHA(long)},
-		{"not text", headers{"X-Tollgate-End-User": "a\x00b"}, `{}`, "sha256:" + hexSHA("a\x00b")},
+		{"header", "", headers{"X-Tollgate-End-User": " alice "}, `{"user":"bob"}`, "alice"},
+		{"configured header", "X-Customer", headers{"x-customer": "carol", "X-Tollgate-End-User": "alice"}, `{}`, "carol"},
+		{"configured header absent", "X-Customer", headers{"X-Tollgate-End-User": "alice"}, `{"user":"bob"}`, "bob"},
+		{"body user", "", nil, `{"messages":[{"role":"user"}],"user":"bob"}`, "bob"},
+		{"safety identifier", "", nil, `{"safety_identifier":"hashed-7"}`, "hashed-7"},
+		{"user before safety identifier", "", nil, `{"safety_identifier":"s","user" : "u"}`, "u"},
+		{"nested user is not the end user", "", nil, `{"metadata":{"user":"x"}}`, ""},
+		{"role user only", "", nil, `{"messages":[{"role":"user","content":"hi"}]}`, ""},
+		{"user not a string", "", nil, `{"user":42}`, ""},
+		{"empty user", "", nil, `{"user":""}`, ""},
+		{"escaped in the value", "", nil, `{"user":"a\u00e9b"}`, "aéb"},
+		{"not JSON", "", nil, `user: x`, ""},
+		{"too long", "", nil, `{"user":"` + long + `"}`, "sha256:" + hexSHA(long)},
+		{"not text", "", headers{"X-Tollgate-End-User": "a\x00b"}, `{}`, "sha256:" + hexSHA("a\x00b")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -260,7 +263,11 @@ func TestEndUserOf(t *testing.T) {
 			if tt.h != nil {
 				r.ClientHeader = tt.h
 			}
-			if got := endUserOf(r, []byte(DefaultEndUserHeader)); got != tt.want {
+			header := tt.header
+			if header == "" {
+				header = DefaultEndUserHeader
+			}
+			if got := endUserOf(r, []byte(header)); got != tt.want {
 				t.Errorf("endUserOf = %q, want %q", got, tt.want)
 			}
 		})
