@@ -92,7 +92,7 @@ type PayloadScope struct {
 }
 
 // Body is a's JSON body.
-func (a *Alert) Body() []byte {
+func (a Alert) Body() []byte {
 	b, err := json.Marshal(Payload{
 		Type: EventType, ID: a.ID, Tenant: a.Tenant,
 		Scope:     PayloadScope{Kind: a.Kind, ID: a.ScopeID, Window: a.Window, Period: a.Period},

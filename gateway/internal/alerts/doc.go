@@ -21,4 +21,6 @@
 // attempt. Failures are retried with exponential backoff and full jitter
 // until the alert is older than the configured max age, then given up
 // (counted and logged). The webhook secret is never logged.
+//
+// Why an outbox, at least once and a lease: docs/adr/0014-budget-alert-outbox.md.
 package alerts
