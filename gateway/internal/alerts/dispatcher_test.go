@@ -19,9 +19,10 @@ func TestDeliverCrossings(t *testing.T) {
 	at := time.Now().UTC().Truncate(time.Millisecond)
 	d.Crossed(t.Context(), crossings(5, 80, at))
 	d.Crossed(t.Context(), crossings(3, 100, at))
-	delivered := r.waitDelivered(8, 5*time.Second)
+	r.waitDelivered(8, 5*time.Second)
+	waitCounted(t, d, 8)
 	time.Sleep(100 * time.Millisecond) // room for a wrong second delivery
-	_, delivered, _ = r.snapshot()
+	_, delivered, _ := r.snapshot()
 	for id, n := range delivered {
 		if n != 1 {
 			t.Errorf("%s delivered %d times", id, n)
@@ -57,6 +58,7 @@ func TestRetries(t *testing.T) {
 			d := newDispatcher(t, testOptions(t, r, NewMemory(0, nil)))
 			d.Crossed(t.Context(), crossings(1, 80, time.Now()))
 			r.waitDelivered(1, 10*time.Second)
+			waitCounted(t, d, 1)
 			attempts, delivered, _ := r.snapshot()
 			id := FromCrossing(crossings(1, 80, time.Now())[0]).ID
 			if attempts[id] != tt.want || delivered[id] != 1 {
@@ -219,6 +221,17 @@ func TestOptionsRequired(t *testing.T) {
 	for _, tt := range tests {
 		if _, err := New(tt.o); err == nil {
 			t.Errorf("%s: New accepted it", tt.name)
+		}
+	}
+}
+
+// waitCounted waits until d counts n deliveries (a receiver sees one
+// before the gateway has read the answer).
+func waitCounted(t *testing.T, d *Dispatcher, n int64) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); d.Stats().Delivered < n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d deliveries counted, want %d", d.Stats().Delivered, n)
 		}
 	}
 }

@@ -63,9 +63,14 @@ func TestTwoWorkersDeliverOnce(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	delivered := r.waitDelivered(n, 20*time.Second)
-	time.Sleep(300 * time.Millisecond) // room for a wrong second delivery
-	_, delivered, _ = r.snapshot()
+	r.waitDelivered(n, 20*time.Second)
+	// Wait for the gateways to count (and mark) them, then leave room
+	// for a wrong second delivery.
+	for deadline := time.Now().Add(10 * time.Second); ds[0].Stats().Delivered+ds[1].Stats().Delivered < n && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	_, delivered, _ := r.snapshot()
 	for _, c := range cs {
 		if id := FromCrossing(c).ID; delivered[id] != 1 {
 			t.Errorf("%s (%s at %d%%) delivered %d times, want 1", id, c.Tenant, c.Threshold, delivered[id])
@@ -152,13 +157,20 @@ func TestRestartSurvival(t *testing.T) {
 	if since := time.Since(leasedAt); since < 2*time.Second {
 		t.Errorf("all delivered %v after a 2s lease was taken", since)
 	}
+	// The receiver counts a delivery before the gateway reads its answer
+	// and marks the row: wait for the marks.
+	pool := newPool(t, srv.DSN())
+	var pending int64 = -1
+	for deadline := time.Now().Add(10 * time.Second); pending != 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM budget_alerts WHERE delivered_at IS NULL`).Scan(&pending); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if pending != 0 {
+		t.Errorf("%d rows pending", pending)
+	}
 	attempts, _, _ := r.snapshot()
 	if st := d3.Stats(); st.Delivered != 4 || st.Lost != 0 || attempts[FromCrossing(cs[0]).ID] != 1 {
 		t.Errorf("stats %+v, attempts %v", st, attempts)
-	}
-	var pending int64
-	if err := newPool(t, srv.DSN()).QueryRow(t.Context(),
-		`SELECT count(*) FROM budget_alerts WHERE delivered_at IS NULL`).Scan(&pending); err != nil || pending != 0 {
-		t.Errorf("%d rows pending (%v)", pending, err)
 	}
 }

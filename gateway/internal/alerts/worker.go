@@ -74,12 +74,12 @@ func (d *Dispatcher) deliverOne(ctx context.Context, c *Claimed) {
 	rec, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err == nil {
-		d.stats.delivered.Add(1)
 		if err := d.o.Outbox.Delivered(rec, c.ID); err != nil {
 			// Delivered, not marked: it will be delivered again once
 			// the lease ends (receivers deduplicate by id).
 			d.log.Warn("marking an alert delivered", "alert", c.ID, "err", err)
 		}
+		d.stats.delivered.Add(1) // after the mark, so a reader of both sees it
 		return
 	}
 	retry := d.backoff(c.Attempt)
