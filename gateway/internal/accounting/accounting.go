@@ -34,10 +34,10 @@ type Accounting struct {
 	pool    *pgxpool.Pool   // the ledger's; nil without the Postgres store
 	Ledger  *calllog.Writer // nil without the Postgres store
 	recon   *calllog.Reconciler
-	// Alerts delivers budget alerts (nil: the policy has no alerts
-	// webhook); it is the budget host's alert sink.
-	Alerts    *alerts.Dispatcher
-	alertPool *pgxpool.Pool // the alert outbox's; nil without Postgres
+	// AlertDispatcher delivers budget alerts (nil: the policy has no
+	// alerts webhook).
+	AlertDispatcher *alerts.Dispatcher
+	alertPool       *pgxpool.Pool // the alert outbox's; nil without Postgres
 
 	redisCfg  config.Redis
 	logCfg    config.CallLog
@@ -173,7 +173,7 @@ func (a *Accounting) openAlerts(p *config.Policy, pgTracer pgx.QueryTracer) erro
 	}
 	c := p.Alerts
 	var err error
-	a.Alerts, err = alerts.New(alerts.Options{URL: c.WebhookURL, Secret: []byte(c.Secret), Timeout: c.Timeout,
+	a.AlertDispatcher, err = alerts.New(alerts.Options{URL: c.WebhookURL, Secret: []byte(c.Secret), Timeout: c.Timeout,
 		MaxAge: c.MaxAge, QueueSize: c.QueueSize, Outbox: outbox, Logger: a.log})
 	return err
 }
@@ -202,8 +202,8 @@ func (a *Accounting) Stats() Stats {
 		st.Ledger = a.Ledger.Stats()
 	}
 	st.ReconcileRuns, st.ReconcileDriftMicros = a.reconcileRuns.Load(), a.reconcileDrift.Load()
-	if a.Alerts != nil {
-		st.Alerts = a.Alerts.Stats()
+	if a.AlertDispatcher != nil {
+		st.Alerts = a.AlertDispatcher.Stats()
 	}
 	return st
 }
@@ -270,10 +270,10 @@ func (a *Accounting) Close(ctx context.Context) error {
 		a.recon.Stop()
 	}
 	var err error
-	if a.Alerts != nil {
+	if a.AlertDispatcher != nil {
 		// Store the queued alerts before the pools close; deliveries in
 		// flight end with ctx (their rows stay due for the next start).
-		err = a.Alerts.Close(ctx)
+		err = a.AlertDispatcher.Close(ctx)
 	}
 	if a.alertPool != nil {
 		a.alertPool.Close()

@@ -61,14 +61,14 @@ func TestAlertsWiring(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer a.Close(context.Background())
-			if (a.Alerts != nil) != tt.webhook {
-				t.Fatalf("dispatcher %v, want %v", a.Alerts != nil, tt.webhook)
+			if (a.AlertDispatcher != nil) != tt.webhook {
+				t.Fatalf("dispatcher %v, want %v", a.AlertDispatcher != nil, tt.webhook)
 			}
 			if !tt.webhook {
 				return
 			}
 			s := budget.Scope{Kind: budget.ScopeTenant, Period: "2026-12", Limit: 100, Alerts: []int{80}}
-			a.Alerts.Crossed(t.Context(), []budget.Crossing{{Tenant: "acme", Scope: s, Threshold: 80, Before: 79, After: 81, At: time.Now()}})
+			a.AlertDispatcher.Crossed(t.Context(), []budget.Crossing{{Tenant: "acme", Scope: s, Threshold: 80, Before: 79, After: 81, At: time.Now()}})
 			for deadline := time.Now().Add(10 * time.Second); a.Stats().Alerts.Delivered == 0 && time.Now().Before(deadline); {
 				time.Sleep(10 * time.Millisecond)
 			}

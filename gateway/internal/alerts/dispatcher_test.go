@@ -235,3 +235,9 @@ func waitCounted(t *testing.T, d *Dispatcher, n int64) {
 		}
 	}
 }
+
+// Dispatcher has the shape of the budget host's alert sink.
+var _ interface {
+	Crossed(context.Context, []budget.Crossing)
+	Exhausted(ctx context.Context, tenant string, s budget.Scope, spent int64)
+} = (*Dispatcher)(nil)

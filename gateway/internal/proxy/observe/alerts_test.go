@@ -32,7 +32,7 @@ func TestAlertMetrics(t *testing.T) {
 	}
 	o := NewMetrics(nil, nil)
 	var inflight, reloads atomic.Int64
-	o.SetSources(Sources{Inflight: &inflight, Reloads: &reloads, Accounting: &accounting.Accounting{Alerts: d},
+	o.SetSources(Sources{Inflight: &inflight, Reloads: &reloads, Accounting: &accounting.Accounting{AlertDispatcher: d},
 		Cancels: &cancels.Registry{}, Services: &hostsvc.Counts{}})
 	have := map[string]bool{}
 	for _, l := range scrape(t, o) {

@@ -113,7 +113,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(mLedgerSpool, l.SpoolBytes)
 	counter(mReconcileRuns, a.ReconcileRuns)
 	counter(mReconcileDrift, a.ReconcileDriftMicros)
-	if src.Accounting.Alerts != nil {
+	if src.Accounting.AlertDispatcher != nil {
 		collectAlerts(ch, a.Alerts)
 	}
 
