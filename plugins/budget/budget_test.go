@@ -28,7 +28,11 @@ func TestReserve(t *testing.T) {
 		code, message        string
 	}{
 		{"held", `{}`, "ok 1234 4998766", nil, 0, "", ""},
-		{"insufficient", `{}`, "insufficient 1234 567", nil, 429, "insufficient_quota", "(0.000567 USD left)"},
+		{"insufficient", `{}`, "insufficient 1234 567", nil, 429, "insufficient_quota", "the monthly budget (0.000567 USD left)"},
+		{"insufficient, the key's day", `{}`, "insufficient 1234 -5 key:day", nil, 429, "insufficient_quota", "left of the API key's daily budget (0.000000 USD left)."},
+		{"insufficient, the end user's day", `{}`, "insufficient 1234 1000000 user:day", nil, 429, "insufficient_quota", "the end user's daily budget (1.000000 USD left)"},
+		{"insufficient, the tenant's month", `{}`, "insufficient 1234 0 tenant:month", nil, 429, "insufficient_quota", "the tenant's monthly budget"},
+		{"insufficient, the tenant's day", `{}`, "insufficient 1234 0 tenant:day", nil, 429, "insufficient_quota", "the tenant's daily budget"},
 		{"unlimited", `{}`, "unlimited", nil, 0, "", ""},
 		{"no tenant at the service", `{}`, "notenant", nil, 0, "", ""},
 		{"no price, allowed", `{}`, "noprice", nil, 0, "", ""},

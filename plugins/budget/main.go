@@ -168,7 +168,7 @@ func onRequest(r *sdk.Request) sdk.Verdict {
 	case "insufficient":
 		sdk.MetricAdd("rejected", 1)
 		return r.Reject(429, "insufficient_quota", "insufficient_quota",
-			"You exceeded your current quota: this request could cost more than what is left of the monthly budget"+remaining(string(rest))+".")
+			"You exceeded your current quota: this request could cost more than what is left of "+budgetName(string(rest))+remaining(string(rest))+".")
 	case "unlimited", "notenant":
 		return sdk.Continue
 	case "noprice":
@@ -205,13 +205,33 @@ func word(b []byte) string {
 	return string(b)
 }
 
-// remaining renders " (1.234567 USD left)" from "AMOUNT REMAINING".
+// budgetName names the budget that refused, from the SCOPE of "AMOUNT
+// REMAINING SCOPE" ("key:day" is "the key's daily budget"); a host that
+// names none refused for the tenant's month.
+func budgetName(rest string) string {
+	f := strings.Fields(rest)
+	if len(f) < 3 {
+		return "the monthly budget"
+	}
+	kind, window, _ := strings.Cut(f[2], ":")
+	who := map[string]string{"tenant": "the tenant's", "key": "the API key's", "user": "the end user's"}[kind]
+	if who == "" {
+		who = "a"
+	}
+	per := "monthly"
+	if window == "day" {
+		per = "daily"
+	}
+	return who + " " + per + " budget"
+}
+
+// remaining renders " (1.234567 USD left)" from "AMOUNT REMAINING [SCOPE]".
 func remaining(rest string) string {
-	_, r, ok := strings.Cut(rest, " ")
-	if !ok {
+	f := strings.Fields(rest)
+	if len(f) < 2 {
 		return ""
 	}
-	left, err := strconv.ParseInt(r, 10, 64)
+	left, err := strconv.ParseInt(f[1], 10, 64)
 	if err != nil {
 		return ""
 	}

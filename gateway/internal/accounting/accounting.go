@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/budget"
 	"github.com/tollgate/tollgate/gateway/internal/calllog"
 	"github.com/tollgate/tollgate/gateway/internal/config"
+	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
 	"github.com/tollgate/tollgate/gateway/internal/redisx"
 )
@@ -31,13 +32,16 @@ type Accounting struct {
 	Redis   *redisx.Client // nil without redis
 	Limiter limiter.Limiter
 	Budget  budget.Counter
-	pool    *pgxpool.Pool   // the ledger's; nil without the Postgres store
-	Ledger  *calllog.Writer // nil without the Postgres store
-	recon   *calllog.Reconciler
+	// Alerts receives the budget services' threshold crossings and
+	// refusals; nil: none. It is AlertDispatcher when that is set.
+	Alerts hostsvc.AlertSink
 	// AlertDispatcher delivers budget alerts (nil: the policy has no
 	// alerts webhook).
 	AlertDispatcher *alerts.Dispatcher
-	alertPool       *pgxpool.Pool // the alert outbox's; nil without Postgres
+	alertPool       *pgxpool.Pool   // the alert outbox's; nil without Postgres
+	pool            *pgxpool.Pool   // the ledger's; nil without the Postgres store
+	Ledger          *calllog.Writer // nil without the Postgres store
+	recon           *calllog.Reconciler
 
 	redisCfg  config.Redis
 	logCfg    config.CallLog
@@ -98,14 +102,7 @@ func New(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer) (_ *Accou
 		if err != nil {
 			return nil, fmt.Errorf("call log: %w", err)
 		}
-		pool := a.pool
-		seed = func(ctx context.Context, tenant, month string) (int64, error) {
-			m, err := time.Parse("2006-01", month)
-			if err != nil {
-				return 0, err
-			}
-			return calllog.MonthSpend(ctx, pool, tenant, m)
-		}
+		seed = seeder(a.pool)
 	}
 	// Settle markers guard against a double settle, which the host never
 	// retries late; five minutes keeps them to ~50 MB (of Redis, or of the
@@ -124,7 +121,8 @@ func New(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer) (_ *Accou
 			func(tenant string, month time.Time, spent int64) {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
-				if err := counter.Correct(ctx, tenant, month.Format("2006-01"), spent); err != nil {
+				s := budget.Scope{Kind: budget.ScopeTenant, Window: budget.Month, Period: budget.Month.Period(month)}
+				if err := counter.Correct(ctx, tenant, s, spent); err != nil {
 					log.Warn("reconcile: correcting the budget counter", "tenant", tenant, "month", month.Format("2006-01"), "err", err)
 				}
 			}, log, func(res calllog.ReconcileResult) {
@@ -135,6 +133,14 @@ func New(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer) (_ *Accou
 				for _, d := range res.Drifts {
 					a.reconcileDrift.Add(abs(d.Actual - d.Counter))
 				}
+				// The lock holder also checks the other budgets.
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				_, drift, err := reconcileScopes(ctx, a.pool, counter, time.Now(), log)
+				if err != nil {
+					log.Error("reconcile: listing the budgets of keys and end users", "err", err)
+				}
+				a.reconcileDrift.Add(drift)
 			})
 	}
 	if p.Alerts.Enabled() {
@@ -175,8 +181,16 @@ func (a *Accounting) openAlerts(p *config.Policy, pgTracer pgx.QueryTracer) erro
 	var err error
 	a.AlertDispatcher, err = alerts.New(alerts.Options{URL: c.WebhookURL, Secret: []byte(c.Secret), Timeout: c.Timeout,
 		MaxAge: c.MaxAge, QueueSize: c.QueueSize, Outbox: outbox, Logger: a.log})
-	return err
+	if err != nil {
+		return err
+	}
+	// Only a live dispatcher becomes the sink: a nil *Dispatcher in the
+	// interface would not compare equal to nil.
+	a.Alerts = a.AlertDispatcher
+	return nil
 }
+
+var _ hostsvc.AlertSink = (*alerts.Dispatcher)(nil)
 
 func abs(v int64) int64 {
 	if v < 0 {

@@ -13,11 +13,8 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/budget"
 	"github.com/tollgate/tollgate/gateway/internal/config"
-	"github.com/tollgate/tollgate/gateway/internal/store/pg"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/pgtest"
 )
-
-var migrated = &pgtest.Template{Name: "migrated", Prepare: pg.Migrate}
 
 // The alerts section starts a dispatcher on the store's outbox, whose
 // alerts reach the webhook; without a webhook there is none.

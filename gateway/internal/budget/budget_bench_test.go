@@ -13,7 +13,7 @@ import (
 // benchReserveSettle is one request's budget traffic: Reserve, then
 // Settle. Request ids are formatted in the loop (one allocation of the
 // benchmark's own) because a settled id cannot be reserved again.
-func benchReserveSettle(b *testing.B, c budget.Counter) {
+func benchReserveSettle(b *testing.B, c monthly) {
 	ctx := context.Background()
 	if _, err := c.Settle(ctx, "acme", month, "warm", 1); err != nil { // seed
 		b.Fatal(err)
@@ -37,10 +37,10 @@ func benchReserveSettle(b *testing.B, c budget.Counter) {
 }
 
 func BenchmarkMemoryReserveSettle(b *testing.B) {
-	benchReserveSettle(b, budget.NewMemory(nil, nil))
+	benchReserveSettle(b, monthly{budget.NewMemory(nil, nil)})
 }
 
 func BenchmarkRedisReserveSettle(b *testing.B) {
 	srv := redistest.Start(b)
-	benchReserveSettle(b, budget.NewRedis(newClient(b, srv), nil, budget.RedisOptions{}))
+	benchReserveSettle(b, monthly{budget.NewRedis(newClient(b, srv), nil, budget.RedisOptions{})})
 }

@@ -16,7 +16,7 @@ import (
 func TestMemoryLeaseExpiry(t *testing.T) {
 	ctx := context.Background()
 	clock := newFakeClock()
-	m := budget.NewMemory(nil, clock.Now)
+	m := monthly{budget.NewMemory(nil, clock.Now)}
 	if res, err := m.Reserve(ctx, "acme", month, "crashed", 15_000_000, 20_000_000, 200*time.Millisecond); err != nil || res != admitted(0, 15_000_000, 5_000_000) {
 		t.Fatalf("Reserve = %+v, %v", res, err)
 	}
@@ -53,6 +53,23 @@ func TestMemoryLeaseExpiry(t *testing.T) {
 	if _, reserved, err := m.Status(ctx, "acme", month); err != nil || reserved != 0 {
 		t.Fatalf("Status after a shortened lease = %d, %v; want 0", reserved, err)
 	}
+	// Shrink neither brings an expired hold back nor renews a lease.
+	if _, err := m.Reserve(ctx, "acme", month, "shrunk", 5_000_000, 20_000_000, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Shrink(ctx, "acme", month, "shrunk", 2_000_000); err != nil {
+		t.Fatal(err)
+	}
+	if _, reserved, err := m.Status(ctx, "acme", month); err != nil || reserved != 2_000_000 {
+		t.Fatalf("Status after Shrink = %d, %v; want 2000000", reserved, err)
+	}
+	clock.Advance(10 * time.Millisecond)
+	if err := m.Shrink(ctx, "acme", month, "shrunk", 1_000_000); err != nil {
+		t.Fatal(err)
+	}
+	if _, reserved, err := m.Status(ctx, "acme", month); err != nil || reserved != 0 {
+		t.Fatalf("Status after the shrunk hold's lease = %d, %v; want 0", reserved, err)
+	}
 	// The expired hold still settles, once.
 	for range 2 {
 		if spent, err := m.Settle(ctx, "acme", month, "crashed", 4_000_000); err != nil || spent != 4_000_000 {
@@ -66,7 +83,7 @@ func TestMemoryLeaseExpiry(t *testing.T) {
 func TestMemorySettledWindow(t *testing.T) {
 	ctx := context.Background()
 	clock := newFakeClock()
-	m := budget.NewMemory(nil, clock.Now)
+	m := monthly{budget.NewMemory(nil, clock.Now)}
 	for i, want := range []int64{10, 10, 10, 20} {
 		if i == 2 {
 			clock.Advance(budget.DefaultSettledTTL - time.Millisecond)
@@ -97,7 +114,7 @@ func TestMemorySettledWindow(t *testing.T) {
 func TestMemorySettledTTL(t *testing.T) {
 	ctx := context.Background()
 	clock := newFakeClock()
-	m := budget.NewMemory(nil, clock.Now).WithSettledTTL(5 * time.Minute)
+	m := monthly{budget.NewMemory(nil, clock.Now).WithSettledTTL(5 * time.Minute)}
 	for i, want := range []int64{10, 10, 20} {
 		if i == 1 {
 			clock.Advance(5*time.Minute - time.Millisecond)
@@ -117,7 +134,7 @@ func TestMemoryForgetsIdleMonths(t *testing.T) {
 	ctx := context.Background()
 	clock := newFakeClock()
 	l := newLedger(map[string]int64{"acme": 100, "beta": 1})
-	m := budget.NewMemory(l.seed, clock.Now)
+	m := monthly{budget.NewMemory(l.seed, clock.Now)}
 	if _, err := m.Settle(ctx, "acme", month, "r", 5); err != nil {
 		t.Fatal(err)
 	}
@@ -138,8 +155,8 @@ func TestMemorySeedsOnceOutsideTheLock(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	l := newLedger(map[string]int64{"acme": 1000})
-	var m *budget.Memory
-	seed := func(ctx context.Context, tenant, month string) (int64, error) {
+	var m monthly
+	seed := func(ctx context.Context, tenant string, s budget.Scope) (int64, error) {
 		if tenant != "acme" {
 			return 0, nil
 		}
@@ -147,9 +164,9 @@ func TestMemorySeedsOnceOutsideTheLock(t *testing.T) {
 			return 0, err
 		}
 		time.Sleep(20 * time.Millisecond) // a slow Postgres
-		return l.seed(ctx, tenant, month)
+		return l.seed(ctx, tenant, s)
 	}
-	m = budget.NewMemory(seed, nil)
+	m = monthly{budget.NewMemory(seed, nil)}
 	var wg sync.WaitGroup
 	for i := range 64 {
 		wg.Go(func() {
@@ -172,7 +189,7 @@ func TestMemorySeedsOnceOutsideTheLock(t *testing.T) {
 func TestMemoryCorrectWithoutSeed(t *testing.T) {
 	ctx := context.Background()
 	l := newLedger(map[string]int64{"acme": 1000})
-	m := budget.NewMemory(l.seed, nil)
+	m := monthly{budget.NewMemory(l.seed, nil)}
 	if err := m.Correct(ctx, "acme", month, 42); err != nil {
 		t.Fatal(err)
 	}

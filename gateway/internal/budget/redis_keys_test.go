@@ -18,7 +18,7 @@ import (
 func TestRedisKeyLayout(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	c := budget.NewRedis(newClient(t, srv), nil, budget.RedisOptions{Prefix: "tg:b:", SettledTTL: time.Minute, KeyTTL: time.Hour})
+	c := monthly{budget.NewRedis(newClient(t, srv), nil, budget.RedisOptions{Prefix: "tg:b:", SettledTTL: time.Minute, KeyTTL: time.Hour})}
 	if _, err := c.Reserve(ctx, "a{b}", month, "r1", 300, 1000, time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,8 @@ func TestRedisKeyLayout(t *testing.T) {
 	if _, err := c.Settle(ctx, "a{b}", month, "r2", 150); err != nil {
 		t.Fatal(err)
 	}
-	base := "tg:b:{a%7Bb%7D:2026-11}:"
+	tag := "tg:b:{a%7Bb%7D}:"
+	base := tag + "tenant::2026-11:"
 	now := float64(time.Now().UnixMicro())
 	checks := []struct {
 		cmd    []string
@@ -44,8 +45,8 @@ func TestRedisKeyLayout(t *testing.T) {
 		{[]string{"PTTL", base + "spent"}, within(3590e3, 3600e3), "about 1h"},
 		{[]string{"PTTL", base + "holds"}, within(3590e3, 3600e3), "about 1h"},
 		{[]string{"PTTL", base + "leases"}, within(3590e3, 3600e3), "about 1h"},
-		{[]string{"PTTL", base + "settled:r2"}, within(50e3, 60e3), "about 1 min"},
-		{[]string{"EXISTS", base + "settled:r1"}, eq("0"), "0"},
+		{[]string{"PTTL", tag + "settled:r2"}, within(50e3, 60e3), "about 1 min"},
+		{[]string{"EXISTS", tag + "settled:r1"}, eq("0"), "0"},
 	}
 	for _, ch := range checks {
 		got, err := srv.Do(ch.cmd...)
@@ -84,7 +85,7 @@ func TestRedisCluster(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	ctx := context.Background()
-	c := budget.NewRedis(newClient(t, srv), nil, budget.RedisOptions{})
+	c := monthly{budget.NewRedis(newClient(t, srv), nil, budget.RedisOptions{})}
 	for i, tenant := range []string{"acme", "}x", "a}b{c", "{", "%7D", ""} {
 		t.Run(fmt.Sprintf("%d %q", i, tenant), func(t *testing.T) {
 			if res, err := c.Reserve(ctx, tenant, month, "r", 10, 100, time.Minute); err != nil || res != admitted(0, 10, 90) {
