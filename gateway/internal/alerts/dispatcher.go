@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -155,21 +156,20 @@ func (d *Dispatcher) Crossed(_ context.Context, crossings []budget.Crossing) {
 }
 
 // Exhausted reports that a request was refused because scope s of tenant
-// is exhausted (spent: its spend then, USD micros): that counts as reaching
-// every alert threshold of s up to 100%, each fired once per period however
-// many refusals follow.
+// has no room for it (spent: its spend then, USD micros): that counts as
+// reaching 100%, so a 100% threshold of s fires (once per period, however
+// many refusals follow) even while holds keep the settled spend under the
+// limit. Lower thresholds fire only when a settle crosses them: a refusal
+// while holds fill the budget says nothing about what was spent.
 func (d *Dispatcher) Exhausted(_ context.Context, tenant string, s budget.Scope, spent int64) {
-	now := time.Now()
-	for _, t := range s.Alerts {
-		if t > 100 {
-			continue
-		}
-		a := newAlert(tenant, s, t, ReasonRefused, spent, now)
-		// Refusals repeat for every request until the period ends;
-		// the outbox would skip them, but each would cost it a write.
-		if d.recent.addNew(a.ID) {
-			d.report(a)
-		}
+	if !slices.Contains(s.Alerts, 100) {
+		return
+	}
+	a := newAlert(tenant, s, 100, ReasonRefused, spent, time.Now())
+	// Refusals repeat for every request until the period ends; the
+	// outbox would skip them, but each would cost it a write.
+	if d.recent.addNew(a.ID) {
+		d.report(a)
 	}
 }
 

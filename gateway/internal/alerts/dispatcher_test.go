@@ -97,39 +97,65 @@ func TestGiveUp(t *testing.T) {
 	}
 }
 
-// A refusal of an exhausted budget fires each threshold up to 100 once,
-// however often it repeats, and a later crossing of 100 is the same alert.
+// A refusal of an exhausted budget fires its 100% threshold once, however
+// often it repeats, and a later crossing of 100 is the same alert; lower
+// thresholds wait for a settle to cross them.
 func TestExhausted(t *testing.T) {
-	r := newReceiver(t, nil)
-	d := newDispatcher(t, testOptions(t, r, NewMemory(0, nil)))
-	s := budget.Scope{Kind: budget.ScopeKey, ID: "k1", Window: budget.Day, Period: "2026-12-01",
-		Limit: 5_000_000, Alerts: []int{50, 100, 120}}
-	var wg sync.WaitGroup
-	for range 50 {
-		wg.Go(func() { d.Exhausted(t.Context(), "acme", s, 4_990_000) })
+	tests := []struct {
+		name   string
+		alerts []int
+		want   []int // thresholds delivered
+	}{
+		{"100 among others", []int{50, 100}, []int{100}},
+		{"100 alone", []int{100}, []int{100}},
+		{"no 100", []int{50, 90}, nil},
+		{"none", nil, nil},
 	}
-	wg.Wait()
-	d.Crossed(t.Context(), []budget.Crossing{{Tenant: "acme", Scope: s, Threshold: 100, Before: 4_990_000, After: 5_010_000, At: time.Now()}})
-	delivered := r.waitDelivered(2, 5*time.Second)
-	time.Sleep(100 * time.Millisecond)
-	_, delivered, _ = r.snapshot()
-	want := map[string]int{
-		newAlert("acme", s, 50, "", 0, time.Time{}).ID:  1,
-		newAlert("acme", s, 100, "", 0, time.Time{}).ID: 1,
-	}
-	if len(delivered) != len(want) {
-		t.Fatalf("delivered %v, want %v", delivered, want)
-	}
-	for id, n := range want {
-		if delivered[id] != n {
-			t.Errorf("%s delivered %d times, want %d", id, delivered[id], n)
-		}
-	}
-	if p := r.bodies[newAlert("acme", s, 100, "", 0, time.Time{}).ID]; p.Reason != ReasonRefused || p.SpentMicros != 4_990_000 {
-		t.Errorf("100%% alert %+v, want the refusal's", p)
-	}
-	if st := d.Stats(); st.Fired[50] != 1 || st.Fired[100] != 1 || st.Fired[120] != 0 {
-		t.Errorf("fired %v", st.Fired)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newReceiver(t, nil)
+			d := newDispatcher(t, testOptions(t, r, NewMemory(0, nil)))
+			s := budget.Scope{Kind: budget.ScopeKey, ID: "k1", Window: budget.Day, Period: "2026-12-01",
+				Limit: 5_000_000, Alerts: tt.alerts}
+			var wg sync.WaitGroup
+			for range 50 {
+				wg.Go(func() { d.Exhausted(t.Context(), "acme", s, 4_990_000) })
+			}
+			wg.Wait()
+			// The settle that then crosses 100% repeats the refusal's alert.
+			d.Crossed(t.Context(), []budget.Crossing{{Tenant: "acme", Scope: s, Threshold: 100, Before: 4_990_000, After: 5_010_000, At: time.Now()}})
+			want := map[string]int{}
+			for _, th := range tt.want {
+				want[newAlert("acme", s, th, "", 0, time.Time{}).ID] = 1
+			}
+			// The crossing above is delivered when nothing was before.
+			if len(want) == 0 {
+				want[newAlert("acme", s, 100, "", 0, time.Time{}).ID] = 1
+			}
+			r.waitDelivered(len(want), 5*time.Second)
+			waitCounted(t, d, int64(len(want)))
+			time.Sleep(100 * time.Millisecond)
+			_, delivered, _ := r.snapshot()
+			if len(delivered) != len(want) {
+				t.Fatalf("delivered %v, want %v", delivered, want)
+			}
+			for id, n := range want {
+				if delivered[id] != n {
+					t.Errorf("%s delivered %d times, want %d", id, delivered[id], n)
+				}
+			}
+			p := r.bodies[newAlert("acme", s, 100, "", 0, time.Time{}).ID]
+			wantReason, wantSpent := ReasonCrossed, int64(5_010_000)
+			if len(tt.want) > 0 {
+				wantReason, wantSpent = ReasonRefused, 4_990_000
+			}
+			if p.Reason != wantReason || p.SpentMicros != wantSpent {
+				t.Errorf("100%% alert %+v, want reason %s and spent %d", p, wantReason, wantSpent)
+			}
+			if st := d.Stats(); st.Fired[100] != 1 || st.Fired[50] != 0 {
+				t.Errorf("fired %v", st.Fired)
+			}
+		})
 	}
 }
 
