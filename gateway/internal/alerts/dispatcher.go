@@ -265,6 +265,10 @@ func (d *Dispatcher) add(alerts []Alert) {
 			}
 			return
 		}
+		if errors.Is(err, ErrRejected) {
+			d.reject(alerts, err)
+			return
+		}
 		d.log.Warn("storing alerts; retrying", "alerts", len(alerts), "err", err)
 		select {
 		case <-d.hurry:
@@ -275,6 +279,23 @@ func (d *Dispatcher) add(alerts []Alert) {
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
+}
+
+// reject stores what it can of a batch the outbox rejected: each alert on
+// its own, so one bad alert does not take the others with it (a bad one is
+// logged and counted as lost; retrying it would stall the queue, and the
+// settles behind it, for good).
+func (d *Dispatcher) reject(alerts []Alert, err error) {
+	if len(alerts) > 1 {
+		for _, a := range alerts {
+			d.add([]Alert{a})
+		}
+		return
+	}
+	a := alerts[0]
+	d.stats.lost.Add(1)
+	d.log.Error("alert rejected by the outbox; dropped", "alert", a.ID, "tenant", a.Tenant, "scope", a.Kind,
+		"period", a.Period, "threshold", a.Threshold, "err", err)
 }
 
 // recentSet remembers up to n ids; when full it starts over (a repeat
@@ -334,8 +355,9 @@ type Stats struct {
 	Delivered, Failed, GaveUp int64
 	// EnqueueWaits counts reports that waited for room in the queue.
 	EnqueueWaits int64
-	// Lost counts alerts not stored because the gateway shut down while
-	// the outbox refused them.
+	// Lost counts alerts not stored: the gateway shut down while the
+	// outbox refused them, or the outbox rejected them as bad data (each
+	// logged).
 	Lost int64
 	// Queued is the alerts waiting for the outbox; Pending the outbox's
 	// alerts neither delivered nor given up, as the worker last counted.

@@ -14,7 +14,9 @@ import (
 type Outbox interface {
 	// Add stores alerts; one whose unique key (tenant, scope kind, scope
 	// id, period, threshold) is stored already is skipped. It returns the
-	// alerts it stored. On error, none of them is stored.
+	// alerts it stored. On error, none of them is stored; an error
+	// wrapping ErrRejected means the store will never take them as they
+	// are (bad data), any other may pass on a retry.
 	Add(ctx context.Context, alerts []Alert) ([]Alert, error)
 	// Claim leases up to n due alerts for lease (no other Claim returns
 	// them meanwhile) and returns them.
@@ -40,6 +42,10 @@ type Claimed struct {
 // the dispatcher keeps them queued and retries, so a full outbox slows
 // the settles that cross thresholds instead of losing alerts.
 var ErrOutboxFull = errors.New("alerts: the memory outbox is full")
+
+// ErrRejected is an outbox refusing alerts as bad data (Postgres: a data
+// exception or a constraint violation), which no retry would change.
+var ErrRejected = errors.New("alerts: the outbox rejected the data")
 
 // DefaultMemoryCapacity bounds a memory outbox's pending alerts.
 const DefaultMemoryCapacity = 10000

@@ -2,10 +2,13 @@ package alerts
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -52,6 +55,10 @@ func (p *Postgres) Add(ctx context.Context, alerts []Alert) ([]Alert, error) {
 		}
 		return res.Close()
 	})
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "22") || strings.HasPrefix(pe.Code, "23")) {
+		return nil, fmt.Errorf("storing %d alerts: %w: %w", len(alerts), ErrRejected, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("storing %d alerts: %w", len(alerts), err)
 	}

@@ -174,3 +174,28 @@ func TestRestartSurvival(t *testing.T) {
 		t.Errorf("stats %+v, attempts %v", st, attempts)
 	}
 }
+
+// An alert Postgres rejects as bad data is dropped and counted, alone: the
+// rest of its batch is stored and delivered, and the queue keeps moving.
+func TestRejectedAlert(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.SharedFrom(t, migrated).DSN()
+	r := newReceiver(t, nil)
+	d := newDispatcher(t, testOptions(t, r, NewPostgres(newPool(t, dsn))))
+	cs := crossings(4, 80, time.Now())
+	cs[1].Tenant = "bad\x00tenant" // text cannot hold NUL
+	cs[2].Scope.Kind = "team"      // not a scope kind
+	d.Crossed(t.Context(), cs)
+	d.Crossed(t.Context(), crossings(6, 100, time.Now())[4:])
+	r.waitDelivered(4, 10*time.Second)
+	waitCounted(t, d, 4)
+	_, delivered, _ := r.snapshot()
+	for _, c := range []budget.Crossing{cs[0], cs[3]} {
+		if id := FromCrossing(c).ID; delivered[id] != 1 {
+			t.Errorf("%s delivered %d times, want 1", c.Tenant, delivered[id])
+		}
+	}
+	if st := d.Stats(); st.Lost != 2 || st.Fired[80] != 2 || st.Fired[100] != 2 {
+		t.Errorf("stats %+v, want 2 lost and 2 fired at each threshold", st)
+	}
+}

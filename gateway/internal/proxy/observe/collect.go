@@ -60,7 +60,7 @@ var (
 	mAlertQueue      = desc("tollgate_budget_alert_queue_depth", "Budget alerts pending delivery in the outbox (shared by the gateways on Postgres), as this gateway last counted.")
 	mAlertLocal      = desc("tollgate_budget_alert_local_queue_depth", "Budget alerts waiting in this gateway to be stored in the outbox.")
 	mAlertWaits      = desc("tollgate_budget_alert_enqueue_waits_total", "Budget alert reports that waited for room in the local queue (the outbox was behind).")
-	mAlertsLost      = desc("tollgate_budget_alerts_lost_total", "Budget alerts not stored because the gateway shut down while the outbox refused them.")
+	mAlertsLost      = desc("tollgate_budget_alerts_lost_total", "Budget alerts not stored: the gateway shut down while the outbox refused them, or the outbox rejected them as bad data (logged).")
 	mCancelPolls     = desc("tollgate_cancel_polls_total", "Cancel poll rounds (one Redis script call each).")
 	mCancelFailures  = desc("tollgate_cancel_poll_failures_total", "Cancel polls that could not reach Redis (cancels stay in-process meanwhile).")
 	mCancelFallbacks = desc("tollgate_cancel_fallback_polls_total", "Cancel polls sent one command per key because Redis refused the script.")
