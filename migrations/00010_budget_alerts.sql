@@ -40,5 +40,10 @@ CREATE TABLE budget_alerts (
 CREATE INDEX budget_alerts_due ON budget_alerts (next_attempt_at)
     WHERE delivered_at IS NULL AND gave_up_at IS NULL;
 
+-- The gateways delete finished rows some weeks old (alerts.Prune): by then
+-- their period is over, so no repeat can come that the key must stop.
+CREATE INDEX budget_alerts_finished ON budget_alerts (created_at)
+    WHERE delivered_at IS NOT NULL OR gave_up_at IS NOT NULL;
+
 -- +goose Down
 DROP TABLE budget_alerts;

@@ -31,6 +31,17 @@ type Outbox interface {
 	Pending(ctx context.Context) (int64, error)
 }
 
+// Pruner is an Outbox that can forget finished alerts (delivered or given
+// up) stored before a time; the delivery worker calls it now and then.
+type Pruner interface {
+	Prune(ctx context.Context, before time.Duration) (int64, error)
+}
+
+// Retention is how long a finished alert is kept: longer than the longest
+// budget window (a month), so a repeat of it is still a no-op while its
+// period lasts, with room for inspection.
+const Retention = 45 * 24 * time.Hour
+
 // Claimed is an alert leased for delivery.
 type Claimed struct {
 	Alert
@@ -49,11 +60,6 @@ var ErrRejected = errors.New("alerts: the outbox rejected the data")
 
 // DefaultMemoryCapacity bounds a memory outbox's pending alerts.
 const DefaultMemoryCapacity = 10000
-
-// memoryKeep is how long a memory outbox remembers a delivered or given-up
-// alert, so that a repeat within it is still a no-op: longer than the
-// longest budget window (a month).
-const memoryKeep = 32 * 24 * time.Hour
 
 // Memory is an Outbox in the process's memory, for the memory store: it
 // does not survive a restart (pending alerts are lost with the process) and
@@ -115,10 +121,10 @@ func (m *Memory) Add(_ context.Context, alerts []Alert) ([]Alert, error) {
 	return added, nil
 }
 
-// forget drops finished entries older than memoryKeep.
+// forget drops finished entries older than Retention.
 func (m *Memory) forget(now time.Time) {
 	for id, e := range m.entries {
-		if (e.delivered || e.gaveUp) && now.Sub(e.created) > memoryKeep {
+		if (e.delivered || e.gaveUp) && now.Sub(e.created) > Retention {
 			delete(m.entries, id)
 		}
 	}

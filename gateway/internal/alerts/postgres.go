@@ -19,7 +19,10 @@ type Postgres struct {
 	pool *pgxpool.Pool
 }
 
-var _ Outbox = (*Postgres)(nil)
+var (
+	_ Outbox = (*Postgres)(nil)
+	_ Pruner = (*Postgres)(nil)
+)
 
 // NewPostgres returns the outbox in pool's database, which must be
 // migrated.
@@ -140,4 +143,16 @@ func (p *Postgres) Pending(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("counting pending alerts: %w", err)
 	}
 	return n, nil
+}
+
+// Prune implements Pruner: it deletes the finished rows stored more than
+// before ago.
+func (p *Postgres) Prune(ctx context.Context, before time.Duration) (int64, error) {
+	tag, err := p.pool.Exec(ctx, `DELETE FROM budget_alerts
+		WHERE (delivered_at IS NOT NULL OR gave_up_at IS NOT NULL)
+		AND created_at < now() - $1::bigint * interval '1 microsecond'`, before.Microseconds())
+	if err != nil {
+		return 0, fmt.Errorf("pruning finished alerts: %w", err)
+	}
+	return tag.RowsAffected(), nil
 }

@@ -3,6 +3,7 @@ package alerts
 import (
 	"context"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -197,5 +198,59 @@ func TestRejectedAlert(t *testing.T) {
 	}
 	if st := d.Stats(); st.Lost != 2 || st.Fired[80] != 2 || st.Fired[100] != 2 {
 		t.Errorf("stats %+v, want 2 lost and 2 fired at each threshold", st)
+	}
+}
+
+// Prune deletes finished rows older than its age, and nothing pending.
+func TestPostgresPrune(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, pgtest.SharedFrom(t, migrated).DSN())
+	ob := NewPostgres(pool)
+	ctx := t.Context()
+	var as []Alert
+	for _, c := range crossings(4, 80, time.Now()) {
+		as = append(as, FromCrossing(c))
+	}
+	if _, err := ob.Add(ctx, as); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := ob.Claim(ctx, 3, time.Hour)
+	if err != nil || len(claimed) != 3 {
+		t.Fatalf("claimed %d, %v", len(claimed), err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(ob.Delivered(ctx, claimed[0].ID))
+	must(ob.Delivered(ctx, claimed[1].ID))
+	if _, err := ob.Failed(ctx, claimed[2].ID, "x", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	// Age every row but the first delivered one past the retention.
+	_, err = pool.Exec(ctx, `UPDATE budget_alerts SET created_at = now() - interval '50 days' WHERE id <> $1`, claimed[0].ID)
+	must(err)
+	n, err := ob.Prune(ctx, Retention)
+	must(err)
+	var left []string
+	rows, err := pool.Query(ctx, `SELECT id FROM budget_alerts ORDER BY id`)
+	must(err)
+	for rows.Next() {
+		var id string
+		must(rows.Scan(&id))
+		left = append(left, id)
+	}
+	must(rows.Err())
+	want := []string{claimed[0].ID}
+	for _, a := range as {
+		if a.ID != claimed[0].ID && a.ID != claimed[1].ID && a.ID != claimed[2].ID {
+			want = append(want, a.ID) // pending: kept however old
+		}
+	}
+	slices.Sort(want)
+	if n != 2 || !slices.Equal(left, want) {
+		t.Errorf("pruned %d, left %v; want 2 pruned, %v left", n, left, want)
 	}
 }

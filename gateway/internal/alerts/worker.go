@@ -15,14 +15,18 @@ import (
 )
 
 // pendingEvery is how often the worker recounts the outbox's pending
-// alerts for the queue-depth gauge.
-const pendingEvery = 5 * time.Second
+// alerts for the queue-depth gauge; pruneEvery how often it prunes a
+// Pruner (each gateway: the deletes are idempotent).
+const (
+	pendingEvery = 5 * time.Second
+	pruneEvery   = time.Hour
+)
 
 // work is the delivery worker: it claims due alerts and delivers them
 // until Close.
 func (d *Dispatcher) work(ctx context.Context) {
 	defer d.stopped.Done()
-	var counted time.Time
+	var counted, pruned time.Time
 	failing := false
 	for {
 		claimed, err := d.o.Outbox.Claim(ctx, d.o.Batch, d.o.Lease)
@@ -41,6 +45,10 @@ func (d *Dispatcher) work(ctx context.Context) {
 				counted = time.Now()
 			}
 		}
+		if time.Since(pruned) >= pruneEvery {
+			pruned = time.Now()
+			d.prune(ctx)
+		}
 		if err == nil && len(claimed) == d.o.Batch {
 			select {
 			case <-d.stop:
@@ -55,6 +63,23 @@ func (d *Dispatcher) work(ctx context.Context) {
 		case <-d.wake:
 		case <-time.After(d.o.Poll):
 		}
+	}
+}
+
+// prune forgets finished alerts older than Retention, where the outbox
+// can.
+func (d *Dispatcher) prune(ctx context.Context) {
+	p, ok := d.o.Outbox.(Pruner)
+	if !ok {
+		return
+	}
+	n, err := p.Prune(ctx, Retention)
+	if err != nil {
+		d.log.Warn("pruning finished alerts", "err", err)
+		return
+	}
+	if n > 0 {
+		d.log.Info("pruned finished alerts", "alerts", n, "older_than", Retention)
 	}
 }
 
