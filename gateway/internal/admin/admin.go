@@ -115,6 +115,7 @@ func NewHandler(store Store, evict Evictor, token string, log *slog.Logger, opts
 	m.HandleFunc("POST /v1/admin/tenants/{id}/keys", h.createKey)
 	m.HandleFunc("GET /v1/admin/tenants/{id}/keys", h.listKeys)
 	m.HandleFunc("GET /v1/admin/tenants/{id}/usage", h.usage)
+	m.HandleFunc("GET /v1/admin/tenants/{id}/budgets", h.budgets)
 	m.HandleFunc("POST /v1/admin/keys/{id}/revoke", h.revokeKey)
 	m.HandleFunc("PUT /v1/admin/prices", h.setPrice)
 	m.HandleFunc("POST /v1/admin/requests/{id}/cancel", h.cancelRequest)

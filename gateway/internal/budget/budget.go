@@ -32,16 +32,25 @@
 //
 // for example tollgate:budget:{acme}:tenant::2026-11:spent (the tenant's
 // own scope has an empty id) or tollgate:budget:{acme}:key:k_7:2026-11-03:holds.
-// Tenant, kind, id and period are escaped ('%', '{', '}', ':' become %25,
-// %7B, %7D, %3A; the empty tenant is written %00, since Redis ignores an
-// empty tag), so an id with braces or colons still yields one hash tag per
-// tenant and no two scope-periods share a key. Kinds are the three known
-// ones, so no scope's key is a settled marker. The prefix (default
-// "tollgate:budget:") must not contain braces. Keeping the sum of holds in
-// the holds hash makes admission O(1) in the number of requests in flight
-// and gives the sum the same fate as the holds it adds up (an empty
-// request id is therefore rejected). Every operation is one Lua script
-// call (EVALSHA, or EVAL once after NOSCRIPT); Correct is one SET.
+// The tag is redisx.TenantTag: the tenant id, or '#' and its SHA-256 when
+// the id is empty, has a brace or starts with '#' — the rate limiter's
+// tag, so a tenant's rate limits and budgets share a slot. Kind, id and
+// period are escaped ('%', '{', '}', ':' become %25, %7B, %7D, %3A), so no
+// two scope-periods share a key; kinds are the three known ones, so no
+// scope's key is a settled marker. The prefix (default "tollgate:budget:")
+// must not contain braces. Keeping the sum of holds in the holds hash makes
+// admission O(1) in the number of requests in flight and gives the sum the
+// same fate as the holds it adds up (an empty request id is therefore
+// rejected). Every operation is one Lua script call (EVALSHA, or EVAL once
+// after NOSCRIPT); Correct is one SET. A script's work grows with the
+// number of scopes: Reserve and Settle of three scopes take Redis about
+// twice the time of one (see BenchmarkRedisReserveSettle).
+//
+// Monthly keys live KeyTTL (40 days) and daily ones DayKeyTTL (3 days):
+// spent from its seed or correction, holds and leases from the last
+// Reserve or Extend. A period's keys are not used after the period, except
+// by late settles, so these outlive their use; a key that expires anyway is
+// seeded again.
 //
 // A request's hold is one field in the holds hash of each of its scopes,
 // all made, grown, shrunk and removed by the same script call with the

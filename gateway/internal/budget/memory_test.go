@@ -3,6 +3,7 @@ package budget_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -195,5 +196,77 @@ func TestMemoryCorrectWithoutSeed(t *testing.T) {
 	}
 	if spent, _, err := m.Status(ctx, "acme", month); err != nil || spent != 42 || l.calls.Load() != 0 {
 		t.Fatalf("Status = %d, %v after %d Seeder calls; want 42 after 0", spent, err, l.calls.Load())
+	}
+}
+
+// TestMemoryScopesLeaseExpiry: a hold held in three scopes ends in all of
+// them when its lease does; Extend remakes it where asked, and Settle still
+// charges every scope once.
+func TestMemoryScopesLeaseExpiry(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	m := budget.NewMemory(nil, clock.Now)
+	if res, err := m.Reserve(ctx, "acme", "r", in("TKU"), 500, 200*time.Millisecond); err != nil || !res.Admitted {
+		t.Fatalf("Reserve = %+v, %v", res, err)
+	}
+	clock.Advance(199 * time.Millisecond)
+	if res, err := m.Reserve(ctx, "acme", "other", in("KU"), 101, time.Minute); err != nil || res.Admitted || res.Refused.Kind != budget.ScopeUser {
+		t.Fatalf("Reserve within the lease = %+v, %v; want refused by the user's", res, err)
+	}
+	clock.Advance(time.Millisecond)
+	for _, l := range "TKU" {
+		if _, reserved, err := m.Status(ctx, "acme", named[string(l)]); err != nil || reserved != 0 {
+			t.Errorf("Status(%c) after the lease = %d, %v; want 0", l, reserved, err)
+		}
+	}
+	res, err := m.Extend(ctx, "acme", "r", in("TK"), 50, time.Minute)
+	if err != nil || !res.Recreated || res.Reserved != 50 {
+		t.Fatalf("Extend after the lease = %+v, %v; want Recreated with 50", res, err)
+	}
+	if _, err := m.Settle(ctx, "acme", "r", in("TKU"), 400); err != nil {
+		t.Fatal(err)
+	}
+	for l, want := range map[string]int64{"T": 400, "K": 400, "U": 400} {
+		if spent, reserved, err := m.Status(ctx, "acme", named[l]); err != nil || spent != want || reserved != 0 {
+			t.Errorf("Status(%s) = %d, %d, %v; want %d, 0", l, spent, reserved, err, want)
+		}
+	}
+}
+
+// TestMemoryForgetsIdleScopes: a daily scope is forgotten after
+// DefaultDayKeyTTL unused, a monthly one after DefaultKeyTTL, and a
+// tenant's settle markers once their window ended.
+func TestMemoryForgetsIdleScopes(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	l := &scopeLedger{spent: map[string]int64{scopeT.String(): 100, scopeK.String(): 10}}
+	m := budget.NewMemory(l.seed, clock.Now)
+	if _, err := m.Settle(ctx, "acme", "r", in("TK"), 5); err != nil {
+		t.Fatal(err)
+	}
+	l.takeAsked()
+	l.spent[scopeT.String()], l.spent[scopeK.String()] = 200, 20
+	clock.Advance(budget.DefaultDayKeyTTL)
+	if _, _, err := m.Status(ctx, "beta", scopeT); err != nil { // sweeps
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		s     budget.Scope
+		spent int64
+	}{{scopeT, 105}, {scopeK, 20}} {
+		if spent, _, err := m.Status(ctx, "acme", tt.s); err != nil || spent != tt.spent {
+			t.Errorf("Status(%s) = %d, %v; want %d", tt.s, spent, err, tt.spent)
+		}
+	}
+	want := []string{"acme " + scopeK.String(), "beta " + scopeT.String()}
+	if got := l.takeAsked(); !slices.Equal(got, want) {
+		t.Errorf("Seeder asked for %q, want %q", got, want)
+	}
+	// The marker of "r" ended long ago: the id settles again.
+	if _, err := m.Settle(ctx, "acme", "r", in("T"), 5); err != nil {
+		t.Fatal(err)
+	}
+	if spent, _, err := m.Status(ctx, "acme", scopeT); err != nil || spent != 110 {
+		t.Errorf("Status after a settle past the window = %d, %v; want 110", spent, err)
 	}
 }

@@ -332,7 +332,7 @@ var (
 // then for each scope its keys named by suffixes. The keys are substrings
 // of one string: one allocation for the text instead of one per key.
 func (r *Redis) keys(tenant, requestID string, scopes []Scope, suffixes []string) []string {
-	et := tagOf(tenant)
+	et := redisx.TenantTag(tenant)
 	n := len(scopes) * len(suffixes)
 	size := 0
 	if requestID != "" {
@@ -382,17 +382,6 @@ func (r *Redis) keys(tenant, requestID string, scopes []Scope, suffixes []string
 		start = ends[i]
 	}
 	return keys
-}
-
-// tagOf is the hash tag's content for a tenant: the escaped id, or "%00"
-// for the empty id, since Redis Cluster ignores an empty tag "{}" (the keys
-// would spread over slots). escape never yields "%00": it writes '%' only
-// as the start of %25, %7B, %7D or %3A.
-func tagOf(tenant string) string {
-	if tenant == "" {
-		return "%00"
-	}
-	return escape(tenant)
 }
 
 // escape percent-encodes the bytes that delimit the hash tag and the

@@ -1,8 +1,12 @@
 package pg
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
 )
@@ -76,4 +80,42 @@ func keyBudgetColumns(b tenant.KeyBudget) (*int64, *string) {
 		return nil, nil
 	}
 	return &b.LimitMicros, &b.Window
+}
+
+// Budgets returns the budgets of tenant tenantID's plan (see
+// tenant.Plan.Budgets) and, when keyID is not empty, that key's own
+// budget. An unknown tenant, or a key that is not the tenant's, is an
+// error wrapping tenant.ErrNotFound.
+func (s *Store) Budgets(ctx context.Context, tenantID, keyID string) ([]tenant.BudgetRule, tenant.KeyBudget, error) {
+	var (
+		monthly int64
+		raw     []byte
+		own     tenant.KeyBudget
+	)
+	err := s.pool.QueryRow(ctx, `
+SELECT p.monthly_budget_micros, p.budgets FROM tenants t JOIN plans p ON p.id = t.plan_id WHERE t.id = $1`,
+		tenantID).Scan(&monthly, &raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, own, fmt.Errorf("tenant %q: %w", tenantID, tenant.ErrNotFound)
+	}
+	if err != nil {
+		return nil, own, fmt.Errorf("reading the budgets of tenant %q: %w", tenantID, err)
+	}
+	rules, err := decodeBudgets(raw, monthly)
+	if err != nil {
+		return nil, own, fmt.Errorf("reading the budgets of tenant %q: %w", tenantID, err)
+	}
+	if keyID == "" {
+		return rules, own, nil
+	}
+	err = s.pool.QueryRow(ctx, `
+SELECT coalesce(budget_micros, 0), coalesce(budget_window, '') FROM api_keys WHERE id = $1 AND tenant_id = $2`,
+		keyID, tenantID).Scan(&own.LimitMicros, &own.Window)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, own, fmt.Errorf("key %q of tenant %q: %w", keyID, tenantID, tenant.ErrNotFound)
+	}
+	if err != nil {
+		return nil, own, fmt.Errorf("reading the budget of key %q: %w", keyID, err)
+	}
+	return rules, own, nil
 }
