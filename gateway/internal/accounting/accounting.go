@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tollgate/tollgate/gateway/internal/alerts"
 	"github.com/tollgate/tollgate/gateway/internal/budget"
 	"github.com/tollgate/tollgate/gateway/internal/calllog"
 	"github.com/tollgate/tollgate/gateway/internal/config"
@@ -32,14 +33,19 @@ type Accounting struct {
 	Limiter limiter.Limiter
 	Budget  budget.Counter
 	// Alerts receives the budget services' threshold crossings and
-	// refusals; nil: none.
+	// refusals; nil: none. It is AlertDispatcher when that is set.
 	Alerts hostsvc.AlertSink
-	pool   *pgxpool.Pool   // the ledger's; nil without the Postgres store
-	Ledger *calllog.Writer // nil without the Postgres store
-	recon  *calllog.Reconciler
+	// AlertDispatcher delivers budget alerts (nil: the policy has no
+	// alerts webhook).
+	AlertDispatcher *alerts.Dispatcher
+	alertPool       *pgxpool.Pool   // the alert outbox's; nil without Postgres
+	pool            *pgxpool.Pool   // the ledger's; nil without the Postgres store
+	Ledger          *calllog.Writer // nil without the Postgres store
+	recon           *calllog.Reconciler
 
-	redisCfg config.Redis
-	logCfg   config.CallLog
+	redisCfg  config.Redis
+	logCfg    config.CallLog
+	alertsCfg config.Alerts
 
 	reconcileRuns  atomic.Int64
 	reconcileDrift atomic.Int64 // absolute micros corrected, summed
@@ -51,7 +57,7 @@ type Accounting struct {
 // New opens the accounting of policy p; pgTracer (nil: none) traces the
 // ledger's Postgres pool.
 func New(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer) (_ *Accounting, err error) {
-	a := &Accounting{log: log, redisCfg: p.Redis, logCfg: p.CallLog}
+	a := &Accounting{log: log, redisCfg: p.Redis, logCfg: p.CallLog, alertsCfg: p.Alerts}
 	defer func() {
 		if err != nil {
 			a.Close(context.Background())
@@ -137,8 +143,54 @@ func New(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer) (_ *Accou
 				a.reconcileDrift.Add(drift)
 			})
 	}
+	if p.Alerts.Enabled() {
+		if err := a.openAlerts(p, pgTracer); err != nil {
+			return nil, fmt.Errorf("alerts: %w", err)
+		}
+	}
 	return a, nil
 }
+
+// openAlerts starts the alert dispatcher: on the Postgres store with the
+// durable outbox in its own small pool (claims and marks are short and
+// rare, and must not queue behind the ledger's batches), else with a
+// memory outbox.
+func (a *Accounting) openAlerts(p *config.Policy, pgTracer pgx.QueryTracer) error {
+	var outbox alerts.Outbox
+	if p.Store.Kind == config.StorePostgres {
+		cfg, err := pgxpool.ParseConfig(p.Store.Postgres.DSN)
+		if err != nil {
+			return err
+		}
+		cfg.MaxConns = 2
+		if pgTracer != nil {
+			cfg.ConnConfig.Tracer = pgTracer
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		a.alertPool, err = pgxpool.NewWithConfig(ctx, cfg)
+		cancel()
+		if err != nil {
+			return err
+		}
+		outbox = alerts.NewPostgres(a.alertPool)
+	} else {
+		a.log.Warn("alerts: with the memory store, alerts wait for delivery in memory and are lost if the gateway stops first")
+		outbox = alerts.NewMemory(0, nil)
+	}
+	c := p.Alerts
+	var err error
+	a.AlertDispatcher, err = alerts.New(alerts.Options{URL: c.WebhookURL, Secret: []byte(c.Secret), Timeout: c.Timeout,
+		MaxAge: c.MaxAge, QueueSize: c.QueueSize, Outbox: outbox, Logger: a.log})
+	if err != nil {
+		return err
+	}
+	// Only a live dispatcher becomes the sink: a nil *Dispatcher in the
+	// interface would not compare equal to nil.
+	a.Alerts = a.AlertDispatcher
+	return nil
+}
+
+var _ hostsvc.AlertSink = (*alerts.Dispatcher)(nil)
 
 func abs(v int64) int64 {
 	if v < 0 {
@@ -153,6 +205,8 @@ type Stats struct {
 	// ReconcileRuns counts the reconcile runs this gateway made (others may
 	// hold the lock); ReconcileDriftMicros sums the absolute corrections.
 	ReconcileRuns, ReconcileDriftMicros int64
+	// Alerts are the alert dispatcher's counters (zero without alerts).
+	Alerts alerts.Stats
 }
 
 // Stats returns the ledger's and the reconcile job's counters.
@@ -162,6 +216,9 @@ func (a *Accounting) Stats() Stats {
 		st.Ledger = a.Ledger.Stats()
 	}
 	st.ReconcileRuns, st.ReconcileDriftMicros = a.reconcileRuns.Load(), a.reconcileDrift.Load()
+	if a.AlertDispatcher != nil {
+		st.Alerts = a.AlertDispatcher.Stats()
+	}
 	return st
 }
 
@@ -191,6 +248,9 @@ func (a *Accounting) CheckReload(p *config.Policy) {
 	}
 	if !equalCallLog(a.logCfg, p.CallLog) {
 		a.log.Warn("reload: the call_log section changed; it applies at the next restart")
+	}
+	if a.alertsCfg != p.Alerts {
+		a.log.Warn("reload: the alerts section changed; it applies at the next restart")
 	}
 }
 
@@ -224,8 +284,16 @@ func (a *Accounting) Close(ctx context.Context) error {
 		a.recon.Stop()
 	}
 	var err error
+	if a.AlertDispatcher != nil {
+		// Store the queued alerts before the pools close; deliveries in
+		// flight end with ctx (their rows stay due for the next start).
+		err = a.AlertDispatcher.Close(ctx)
+	}
+	if a.alertPool != nil {
+		a.alertPool.Close()
+	}
 	if a.Ledger != nil {
-		err = a.Ledger.Close(ctx)
+		err = errors.Join(err, a.Ledger.Close(ctx))
 	}
 	if a.pool != nil {
 		a.pool.Close()

@@ -66,6 +66,8 @@ type Policy struct {
 	CallLog CallLog `yaml:"call_log"`
 	// Tracing exports OpenTelemetry spans (off by default).
 	Tracing Tracing `yaml:"tracing"`
+	// Alerts delivers budget alerts to a webhook (off by default).
+	Alerts Alerts `yaml:"alerts"`
 	// Passthrough configures the endpoints passed through without a
 	// model to route by: the Files and Batch APIs (docs/POLICY.md,
 	// "Passthrough endpoints").
@@ -355,6 +357,7 @@ func (p *Policy) applyDefaults() {
 	setDefault(&p.Admin.TokenEnv, "TOLLGATE_ADMIN_TOKEN")
 	setDefault(&p.Store.Postgres.DSNEnv, "TOLLGATE_DATABASE_URL")
 	p.applySharedDefaults()
+	p.applyAlertsDefaults()
 	p.applyRoutingDefaults()
 }
 
@@ -459,6 +462,7 @@ func (p *Policy) validate(lookupEnv func(string) (string, bool)) Problems {
 	p.validateStore(lookupEnv, &ps)
 	p.validateShared(lookupEnv, &ps)
 	p.validatePassthrough(&ps)
+	p.validateAlerts(lookupEnv, &ps)
 	p.Admin.Token, _ = lookupEnv(p.Admin.TokenEnv)
 	if p.Admin.Listen != "" && p.Admin.Token == "" {
 		ps.add("admin.token_env", "environment variable %s is not set: the admin API needs a token", p.Admin.TokenEnv)

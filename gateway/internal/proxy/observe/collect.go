@@ -1,11 +1,13 @@
 package observe
 
 import (
+	"strconv"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate/tollgate/gateway/internal/accounting"
+	"github.com/tollgate/tollgate/gateway/internal/alerts"
 	"github.com/tollgate/tollgate/gateway/internal/balance"
 	"github.com/tollgate/tollgate/gateway/internal/cancels"
 	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
@@ -53,6 +55,12 @@ var (
 	mLedgerSpool     = desc("tollgate_calllog_spool_bytes", "Size of the local spool.")
 	mReconcileRuns   = desc("tollgate_budget_reconcile_runs_total", "Reconcile runs made by this gateway.")
 	mReconcileDrift  = desc("tollgate_budget_reconcile_drift_micros_total", "Absolute spend corrected by the reconcile job, in USD micros.")
+	mAlertsFired     = desc("tollgate_budget_alerts_total", "Budget alerts this gateway stored in the outbox (a threshold reached in a period; repeats are not counted), by threshold in percent.", "threshold")
+	mAlertDeliveries = desc("tollgate_budget_alert_deliveries_total", "Budget alert delivery attempts by outcome: delivered (a 2xx), failed (retried), gave_up (failed past alerts.max_age).", "outcome")
+	mAlertQueue      = desc("tollgate_budget_alert_queue_depth", "Budget alerts pending delivery in the outbox (shared by the gateways on Postgres), as this gateway last counted.")
+	mAlertLocal      = desc("tollgate_budget_alert_local_queue_depth", "Budget alerts waiting in this gateway to be stored in the outbox.")
+	mAlertWaits      = desc("tollgate_budget_alert_enqueue_waits_total", "Budget alert reports that waited for room in the local queue (the outbox was behind).")
+	mAlertsLost      = desc("tollgate_budget_alerts_lost_total", "Budget alerts not stored: the gateway shut down while the outbox refused them, or the outbox rejected them as bad data (logged).")
 	mCancelPolls     = desc("tollgate_cancel_polls_total", "Cancel poll rounds (one Redis script call each).")
 	mCancelFailures  = desc("tollgate_cancel_poll_failures_total", "Cancel polls that could not reach Redis (cancels stay in-process meanwhile).")
 	mCancelFallbacks = desc("tollgate_cancel_fallback_polls_total", "Cancel polls sent one command per key because Redis refused the script.")
@@ -105,6 +113,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(mLedgerSpool, l.SpoolBytes)
 	counter(mReconcileRuns, a.ReconcileRuns)
 	counter(mReconcileDrift, a.ReconcileDriftMicros)
+	if src.Accounting.AlertDispatcher != nil {
+		collectAlerts(ch, a.Alerts)
+	}
 
 	cs := src.Cancels.Stats()
 	counter(mCancelPolls, cs.Polls)
@@ -130,4 +141,23 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if src.Upstreams != nil {
 		src.Upstreams(func(health []*balance.Upstream) { collectUpstreams(ch, health) })
 	}
+}
+
+// collectAlerts reports the budget alert dispatcher's metrics.
+func collectAlerts(ch chan<- prometheus.Metric, st alerts.Stats) {
+	counter := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	// The thresholds are the plans' (a handful of percentages), so the
+	// label stays bounded.
+	for t, n := range st.Fired {
+		counter(mAlertsFired, n, strconv.Itoa(t))
+	}
+	counter(mAlertDeliveries, st.Delivered, "delivered")
+	counter(mAlertDeliveries, st.Failed, "failed")
+	counter(mAlertDeliveries, st.GaveUp, "gave_up")
+	counter(mAlertWaits, st.EnqueueWaits)
+	counter(mAlertsLost, st.Lost)
+	ch <- prometheus.MustNewConstMetric(mAlertQueue, prometheus.GaugeValue, float64(st.Pending))
+	ch <- prometheus.MustNewConstMetric(mAlertLocal, prometheus.GaugeValue, float64(st.Queued))
 }

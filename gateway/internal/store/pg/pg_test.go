@@ -104,7 +104,7 @@ func TestMigrateUpDownUp(t *testing.T) {
 	}
 	now := time.Now().UTC()
 	wantTables := []string{
-		"api_keys",
+		"api_keys", "budget_alerts",
 		"call_log",
 		"call_log_" + now.Format("2006_01"),
 		"call_log_" + pg.MonthStart(now).AddDate(0, 1, 0).Format("2006_01"),
