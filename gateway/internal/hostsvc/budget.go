@@ -45,19 +45,48 @@ func (b *Budget) holdID(c *Session, r *wasmhost.Request) string {
 	return string(m.hold)
 }
 
-// Cost prices tokens of r's model, rounding up to the micro.
-func (b *Budget) Cost(r *wasmhost.Request, prompt, completion int64) (int64, bool) {
+// price is the price of r's model; false when it has none (or the
+// lookup failed, which is logged).
+func (b *Budget) price(r *wasmhost.Request) (*tenant.Price, bool) {
 	if b.prices == nil {
-		return 0, false
+		return nil, false
 	}
 	p, err := b.prices.Price(context.Background(), string(r.Model))
 	if err != nil {
 		if !errors.Is(err, tenant.ErrNotFound) {
 			b.log.Warn("price lookup failed", "model", string(r.Model), "err", err)
 		}
+		return nil, false
+	}
+	return p, true
+}
+
+// Cost prices tokens of r's model, rounding up to the micro.
+func (b *Budget) Cost(r *wasmhost.Request, prompt, completion int64) (int64, bool) {
+	p, ok := b.price(r)
+	if !ok {
 		return 0, false
 	}
 	return tokensCost(prompt, p.InputMicrosPerMTok) + tokensCost(completion, p.OutputMicrosPerMTok), true
+}
+
+// UsageCost prices what r used, each kind of token at its own rate
+// (tenant.Price.Cost); false when r's model has no price.
+func (b *Budget) UsageCost(r *wasmhost.Request, u tenant.TokenUsage) (int64, bool) {
+	p, ok := b.price(r)
+	if !ok {
+		return 0, false
+	}
+	return p.Cost(u), true
+}
+
+// TokenUsage is the usage of prompt and completion tokens of which kinds
+// are of the kinds the upstream reported.
+func TokenUsage(prompt, completion int64, kinds wasmhost.TokenKinds) tenant.TokenUsage {
+	return tenant.TokenUsage{Prompt: prompt, Completion: completion,
+		CachedInput: kinds.CachedInput, CacheWrite: kinds.CacheWrite,
+		AudioInput: kinds.AudioInput, ImageInput: kinds.ImageInput,
+		Reasoning: kinds.Reasoning, AudioOutput: kinds.AudioOutput, ImageOutput: kinds.ImageOutput}
 }
 
 func tokensCost(tokens, microsPerMTok int64) int64 {
@@ -171,8 +200,9 @@ func budgetResult(res budget.Reservation, err error, amount int64, counts *[Budg
 	return strconv.AppendInt(out, res.Remaining, 10), nil
 }
 
-// settle releases the request's hold and charges its real cost, and
-// records the cost for the call log.
+// settle releases the request's hold and charges its real cost (every
+// kind of token r.TokenKindsUsed reports at its rate), and records the
+// cost for the call log.
 func (b *Budget) settle(c *Session, r *wasmhost.Request, prompt, completion int64) {
 	m := &c.meter
 	if m.month == "" || r.Tenant == nil {
@@ -180,7 +210,7 @@ func (b *Budget) settle(c *Session, r *wasmhost.Request, prompt, completion int6
 	}
 	month := m.month
 	m.month = ""
-	cost, _ := b.Cost(r, prompt, completion)
+	cost, _ := b.UsageCost(r, TokenUsage(prompt, completion, r.TokenKindsUsed))
 	r.CostMicros, r.CostSettled = cost, true
 	if _, err := b.counter.Settle(context.Background(), r.Tenant.ID, month, b.holdID(c, r), cost); err != nil {
 		// The call log still records the cost; reconcile corrects the

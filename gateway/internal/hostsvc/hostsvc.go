@@ -9,6 +9,7 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/budget"
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
+	"github.com/tollgate/tollgate/gateway/internal/tenant"
 	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
@@ -99,6 +100,12 @@ func (s *Set) Register(name string, svc Service) { s.byName[name] = svc }
 // the model has no price.
 func (s *Set) Cost(r *wasmhost.Request, prompt, completion int64) (int64, bool) {
 	return s.budget.Cost(r, prompt, completion)
+}
+
+// UsageCost prices u, what r used, for r's model; false when the model
+// has no price.
+func (s *Set) UsageCost(r *wasmhost.Request, u tenant.TokenUsage) (int64, bool) {
+	return s.budget.UsageCost(r, u)
 }
 
 // Session is one request's binding of a Set: the wasmhost.Services its
