@@ -90,7 +90,7 @@ func Open(p *config.Policy, o Options) (_ *Tenants, err error) {
 	t.closers = append(t.closers, cache.Close)
 	t.Cache = cache
 	if isPG {
-		t.Admin = admin.NewHandler(db, cache, p.Admin.Token, o.Log.With("component", "admin"), admin.WithBudget(o.Budget), admin.WithCanceller(o.Cancel))
+		t.Admin = admin.NewHandler(db, cache, p.Admin.Token, o.Log.With("component", "admin"), admin.WithBudget(o.Budget), admin.WithCanceller(o.Cancel), admin.WithPrices(cache))
 	}
 	return t, nil
 }
