@@ -60,6 +60,15 @@ type spoolRecord struct {
 	GuardAction      string    `json:"ga,omitempty"`
 	ReplyBytes       *int64    `json:"rb,omitempty"`
 	Attempts         int       `json:"att"`
+	Kinds            *[7]int64 `json:"kinds,omitempty"` // TokenKinds; absent: not reported
+}
+
+func spoolKinds(k *TokenKinds) *[7]int64 {
+	if !k.Reported {
+		return nil
+	}
+	c := k.counts()
+	return &c
 }
 
 // appendRecord appends r's record to dst.
@@ -71,6 +80,7 @@ func appendRecord(dst []byte, r *Row) []byte {
 		TotalNanos: int64(r.Total), PromptTokens: r.PromptTokens,
 		CompletionTokens: r.CompletionTokens, CostMicros: r.CostMicros,
 		GuardAction: r.GuardAction, Attempts: r.Attempts, ReplyBytes: optInt(r.ReplyBytes),
+		Kinds: spoolKinds(&r.Kinds),
 	})
 	if err != nil {
 		// Only strings, integers and a valid time: cannot fail.
@@ -121,6 +131,9 @@ func readRecord(br *bufio.Reader, buf []byte) (Row, int64, []byte, error) {
 		Total: time.Duration(rec.TotalNanos), PromptTokens: rec.PromptTokens,
 		CompletionTokens: rec.CompletionTokens, CostMicros: rec.CostMicros,
 		GuardAction: rec.GuardAction, Attempts: rec.Attempts, ReplyBytes: fromOptInt(rec.ReplyBytes),
+	}
+	if rec.Kinds != nil {
+		r.Kinds = kindsOf(*rec.Kinds)
 	}
 	return r, recordHeaderSize + int64(size), buf, nil
 }
