@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +28,32 @@ type Budget struct {
 	counts  *Counts
 	now     func() time.Time
 	newID   func(dst []byte) []byte // nil: the request's id
+
+	refuseUnpriced bool
+	// unpricedSeen are the models logged as unpriced (up to
+	// maxUnpricedLogged, so client-chosen names matching a route's
+	// pattern cannot grow it without end).
+	unpricedSeen  sync.Map
+	unpricedCount atomic.Int64
+}
+
+// maxUnpricedLogged bounds the models logged once each as unpriced.
+const maxUnpricedLogged = 1000
+
+// noteUnpriced logs, once per model, that model has no price.
+func (b *Budget) noteUnpriced(model string) {
+	if _, seen := b.unpricedSeen.Load(model); seen || b.unpricedCount.Load() >= maxUnpricedLogged {
+		return
+	}
+	if _, seen := b.unpricedSeen.LoadOrStore(model, struct{}{}); seen {
+		return
+	}
+	b.unpricedCount.Add(1)
+	what := "served at no cost (pricing.unpriced: free)"
+	if b.refuseUnpriced {
+		what = "refused where a budget holds its cost (pricing.unpriced: refuse)"
+	}
+	b.log.Warn("model has no price: set one (admin API or tenants.prices); its requests are "+what, "model", model)
 }
 
 // holdID is the id the budget counter knows the request by: an id the
@@ -55,6 +82,8 @@ func (b *Budget) price(r *wasmhost.Request) (*tenant.Price, bool) {
 	if err != nil {
 		if !errors.Is(err, tenant.ErrNotFound) {
 			b.log.Warn("price lookup failed", "model", string(r.Model), "err", err)
+		} else if len(r.Model) > 0 {
+			b.noteUnpriced(string(r.Model))
 		}
 		return nil, false
 	}
@@ -108,6 +137,8 @@ func budgetMonth(now time.Time) string { return now.UTC().Format("2006-01") }
 //	insufficient AMOUNT REMAINING   refused
 //	unlimited                       the tenant has no budget: nothing held
 //	noprice                         the model has no price: nothing held
+//	noprice refuse                  the model has no price and the policy
+//	                                refuses such models (pricing.unpriced)
 //	notenant                        no tenant is resolved
 //	unavailable                     the counter (Redis) is down
 func (b *Budget) Reserve(c *Session, r *wasmhost.Request, req []byte) ([]byte, error) {
@@ -125,12 +156,17 @@ func (b *Budget) Reserve(c *Session, r *wasmhost.Request, req []byte) ([]byte, e
 	if r.Tenant == nil {
 		return []byte("notenant"), nil
 	}
+	if b.refuseUnpriced && len(r.Model) > 0 {
+		if _, ok := b.price(r); !ok {
+			return []byte("noprice refuse"), nil
+		}
+	}
 	if r.Tenant.BudgetMicros <= 0 {
 		return []byte("unlimited"), nil
 	}
 	amount, ok := b.Cost(r, prompt, completion)
 	if !ok {
-		return []byte("noprice"), nil
+		return b.noPrice(), nil
 	}
 	month := budgetMonth(b.now())
 	res, err := b.counter.Reserve(context.Background(), r.Tenant.ID, month, b.holdID(c, r), amount, r.Tenant.BudgetMicros,
@@ -176,6 +212,14 @@ func (b *Budget) Extend(c *Session, r *wasmhost.Request, req []byte) ([]byte, er
 		m.month = month
 	}
 	return budgetResult(res, err, amount, &b.counts.Budget[BudgetExtendOp])
+}
+
+// noPrice is the answer for a model without a price.
+func (b *Budget) noPrice() []byte {
+	if b.refuseUnpriced {
+		return []byte("noprice refuse")
+	}
+	return []byte("noprice")
 }
 
 // budgetResult renders a hold's result and counts it in counts.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/tollgate/tollgate/gateway/internal/budget"
@@ -68,6 +69,53 @@ func TestSettlePricesTokenKinds(t *testing.T) {
 			}
 			if got, ok := set.UsageCost(r, TokenUsage(tt.prompt, tt.completion, tt.kinds)); !ok || got != tt.want {
 				t.Errorf("UsageCost = %d, %v; want %d", got, ok, tt.want)
+			}
+		})
+	}
+}
+
+// pricing.unpriced: under refuse a model without a price is answered
+// "noprice refuse" whatever the tenant's budget; under free the answers
+// are as before. Either way the model is logged once, however often it
+// is asked for.
+func TestUnpricedPolicy(t *testing.T) {
+	tests := []struct {
+		name   string
+		refuse bool
+		model  string
+		budget int64
+		want   string
+	}{
+		{"free, budget", false, "nope", 1_000_000, "noprice"},
+		{"free, unlimited", false, "nope", 0, "unlimited"},
+		{"refuse, budget", true, "nope", 1_000_000, "noprice refuse"},
+		{"refuse, unlimited", true, "nope", 0, "noprice refuse"},
+		{"refuse, priced", true, "kinds", 0, "unlimited"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs strings.Builder
+			set := NewSet(Config{Log: slog.New(slog.NewTextHandler(&logs, nil)), Prices: kindPrices{},
+				Limiter: limiter.NewMemory(nil), Budget: budget.NewMemory(nil, nil), RefuseUnpriced: tt.refuse})
+			for range 3 {
+				var c Session
+				c.Bind(set)
+				r := wasmhost.AcquireRequest()
+				r.Model, r.RequestID = []byte(tt.model), []byte("req")
+				r.Tenant = &wasmhost.Tenant{ID: "acme", BudgetMicros: tt.budget}
+				out, err := c.Call(r, "budget.reserve", []byte("10 10 60000"))
+				if err != nil || string(out) != tt.want {
+					t.Fatalf("reserve = %q, %v; want %q", out, err, tt.want)
+				}
+				if got := set.Unpriced(r.Model); got != (tt.model == "nope") {
+					t.Errorf("Unpriced = %v", got)
+				}
+				wasmhost.ReleaseRequest(r)
+				c.Reset()
+			}
+			n := strings.Count(logs.String(), "model has no price")
+			if want := map[bool]int{true: 1, false: 0}[tt.model == "nope"]; n != want {
+				t.Errorf("logged %d times, want %d:\n%s", n, want, logs.String())
 			}
 		})
 	}

@@ -2,6 +2,8 @@ package hostsvc
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"sync/atomic"
@@ -55,6 +57,11 @@ type Config struct {
 	// NewID appends a fresh id to dst: the id a budget hold is known by.
 	// Nil means the request's own id (plugin tests).
 	NewID func(dst []byte) []byte
+	// RefuseUnpriced is the policy's pricing.unpriced: refuse. A model
+	// without a price then gets "noprice refuse" from budget.reserve,
+	// whatever the tenant's budget, and the budget plugin refuses it;
+	// otherwise it is served at no cost.
+	RefuseUnpriced bool
 }
 
 // Set is the host services of one policy state, registered by their ABI
@@ -86,7 +93,8 @@ func NewSet(cfg Config) *Set {
 	}
 	s.rate = &RateLimits{log: cfg.Log, limiter: cfg.Limiter, counts: cfg.Counts}
 	s.Register("ratelimit.admit", s.rate)
-	s.budget = &Budget{log: cfg.Log, prices: cfg.Prices, counter: cfg.Budget, counts: cfg.Counts, now: cfg.Now, newID: cfg.NewID}
+	s.budget = &Budget{log: cfg.Log, prices: cfg.Prices, counter: cfg.Budget, counts: cfg.Counts, now: cfg.Now, newID: cfg.NewID,
+		refuseUnpriced: cfg.RefuseUnpriced}
 	s.Register("budget.reserve", ServiceFunc(s.budget.Reserve))
 	s.Register("budget.extend", ServiceFunc(s.budget.Extend))
 	return s
@@ -106,6 +114,21 @@ func (s *Set) Cost(r *wasmhost.Request, prompt, completion int64) (int64, bool) 
 // has no price.
 func (s *Set) UsageCost(r *wasmhost.Request, u tenant.TokenUsage) (int64, bool) {
 	return s.budget.UsageCost(r, u)
+}
+
+// Unpriced reports whether model has no price (an empty model, or no
+// price reader, is not unpriced: there is nothing to price); the first
+// time per model it logs a warning.
+func (s *Set) Unpriced(model []byte) bool {
+	if len(model) == 0 || s.budget.prices == nil {
+		return false
+	}
+	_, err := s.budget.prices.Price(context.Background(), string(model))
+	if errors.Is(err, tenant.ErrNotFound) {
+		s.budget.noteUnpriced(string(model))
+		return true
+	}
+	return false
 }
 
 // Session is one request's binding of a Set: the wasmhost.Services its
