@@ -200,3 +200,34 @@ func TestStorePrice(t *testing.T) {
 		})
 	}
 }
+
+// FuzzParse: whatever a catalog file holds, Parse answers an error or a
+// catalog in which every name it accepted resolves to a price of that
+// catalog with no negative rate or bound.
+func FuzzParse(f *testing.F) {
+	b, err := catalogFiles.ReadFile("catalog/2026-12-01.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(string(b))
+	f.Add("version: 2026-12-01\nmodels:\n  - {model: a, aliases: [b], patterns: ['c-*'], input_usd_per_mtok: 1}\n")
+	f.Add("version: x\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := Parse([]byte(s))
+		if err != nil {
+			return
+		}
+		for name, p := range c.exact {
+			got, ok := c.Lookup(name)
+			if !ok || got != p || p.Source != "catalog "+c.Version {
+				t.Fatalf("%q resolves to %+v (%v)", name, got, ok)
+			}
+			for _, v := range []int64{p.InputMicrosPerMTok, p.OutputMicrosPerMTok, p.CachedInputMicrosPerMTok,
+				p.CacheWriteMicrosPerMTok, p.ContextWindow, p.MaxOutputTokens, p.ImageTokens} {
+				if v < 0 {
+					t.Fatalf("%q: negative field in %+v", name, *p)
+				}
+			}
+		}
+	})
+}
