@@ -101,6 +101,10 @@ type Request struct {
 	// USD micros (CostSettled false: none settled yet).
 	CostMicros  int64
 	CostSettled bool
+	// Unpriced: a service looked the request's model's price up and
+	// found none (the request is served free, or refused, as the
+	// policy's pricing.unpriced says).
+	Unpriced bool
 
 	// Outputs of plugins.
 	SetUpstreamHeaders []Header // headers to send upstream (empty value: remove)

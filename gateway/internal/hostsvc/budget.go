@@ -83,6 +83,7 @@ func (b *Budget) price(r *wasmhost.Request) (*tenant.Price, bool) {
 		if !errors.Is(err, tenant.ErrNotFound) {
 			b.log.Warn("price lookup failed", "model", string(r.Model), "err", err)
 		} else if len(r.Model) > 0 {
+			r.Unpriced = true
 			b.noteUnpriced(string(r.Model))
 		}
 		return nil, false

@@ -76,8 +76,8 @@ func TestSettlePricesTokenKinds(t *testing.T) {
 
 // pricing.unpriced: under refuse a model without a price is answered
 // "noprice refuse" whatever the tenant's budget; under free the answers
-// are as before. Either way the model is logged once, however often it
-// is asked for.
+// are as before. A request found unpriced is marked (for the metric) and
+// the model logged once, however often it is asked for.
 func TestUnpricedPolicy(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -107,14 +107,16 @@ func TestUnpricedPolicy(t *testing.T) {
 				if err != nil || string(out) != tt.want {
 					t.Fatalf("reserve = %q, %v; want %q", out, err, tt.want)
 				}
-				if got := set.Unpriced(r.Model); got != (tt.model == "nope") {
-					t.Errorf("Unpriced = %v", got)
+				if r.Unpriced != (tt.model == "nope" && (tt.refuse || tt.budget > 0)) {
+					t.Errorf("Unpriced = %v", r.Unpriced)
 				}
 				wasmhost.ReleaseRequest(r)
 				c.Reset()
 			}
 			n := strings.Count(logs.String(), "model has no price")
-			if want := map[bool]int{true: 1, false: 0}[tt.model == "nope"]; n != want {
+			// Only a request that was priced finds it has no price: an
+			// unlimited tenant's, under free, is not priced at all.
+			if want := map[bool]int{true: 1, false: 0}[tt.model == "nope" && (tt.refuse || tt.budget > 0)]; n != want {
 				t.Errorf("logged %d times, want %d:\n%s", n, want, logs.String())
 			}
 		})

@@ -2,8 +2,6 @@ package hostsvc
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"log/slog"
 	"strconv"
 	"sync/atomic"
@@ -114,21 +112,6 @@ func (s *Set) Cost(r *wasmhost.Request, prompt, completion int64) (int64, bool) 
 // has no price.
 func (s *Set) UsageCost(r *wasmhost.Request, u tenant.TokenUsage) (int64, bool) {
 	return s.budget.UsageCost(r, u)
-}
-
-// Unpriced reports whether model has no price (an empty model, or no
-// price reader, is not unpriced: there is nothing to price); the first
-// time per model it logs a warning.
-func (s *Set) Unpriced(model []byte) bool {
-	if len(model) == 0 || s.budget.prices == nil {
-		return false
-	}
-	_, err := s.budget.prices.Price(context.Background(), string(model))
-	if errors.Is(err, tenant.ErrNotFound) {
-		s.budget.noteUnpriced(string(model))
-		return true
-	}
-	return false
 }
 
 // Session is one request's binding of a Set: the wasmhost.Services its

@@ -34,9 +34,9 @@ func (x *exchange) record(flags uint32, status int, prompt, completion int64) {
 		Plugins: x.st.pipeline.Plugins(), AccessLog: x.st.policy.Server.AccessLog,
 	}
 	x.st.acct.Charges(&f.Row, x.wr, x.st.services, flags&wasmhost.EndCancelled != 0)
-	// A request that used tokens and cost nothing may be of a model
-	// without a price (one cache read, only then).
-	f.Unpriced = f.Row.CostMicros == 0 && prompt+completion > 0 && x.st.services != nil && x.st.services.Unpriced(x.req.Model)
+	// Counted where the request was priced (a budget hold, its settle or
+	// the ledger) and its model had no price.
+	f.Unpriced = x.wr != nil && x.wr.Unpriced && prompt+completion > 0
 	x.s.obs.Record(&f, x.trace, x.s.log)
 	x.finishTrace(&f)
 	if err := x.st.acct.WriteRow(&f.Row); err != nil {
