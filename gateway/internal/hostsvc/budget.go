@@ -110,8 +110,8 @@ func (b *Budget) UsageCost(r *wasmhost.Request, u tenant.TokenUsage) (int64, boo
 	return p.Cost(u), true
 }
 
-// TokenUsage is the usage of prompt and completion tokens of which kinds
-// are of the kinds the upstream reported.
+// TokenUsage is a request's usage as it is priced: prompt and completion
+// tokens, and the parts of them the upstream reported by kind.
 func TokenUsage(prompt, completion int64, kinds wasmhost.TokenKinds) tenant.TokenUsage {
 	return tenant.TokenUsage{Prompt: prompt, Completion: completion,
 		CachedInput: kinds.CachedInput, CacheWrite: kinds.CacheWrite,
