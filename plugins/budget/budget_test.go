@@ -37,6 +37,8 @@ func TestReserve(t *testing.T) {
 		{"no tenant at the service", `{}`, "notenant", nil, 0, "", ""},
 		{"no price, allowed", `{}`, "noprice", nil, 0, "", ""},
 		{"no price, refused", `{"unpriced":"reject"}`, "noprice", nil, 400, "model_not_priced", "`m-1` has no price"},
+		{"no price, the policy refuses", `{}`, "noprice refuse", nil, 400, "model_not_priced", "`m-1` has no price"},
+		{"no price, the policy refuses over allow", `{"unpriced":"allow"}`, "noprice refuse", nil, 400, "model_not_priced", ""},
 		{"counter down, fail_closed", `{}`, "unavailable", nil, 503, "budget_unavailable", ""},
 		{"counter down, fail_open", `{"on_redis_error":"fail_open"}`, "unavailable", nil, 0, "", ""},
 		{"service missing, fail_closed", `{}`, "", errors.New("down"), 503, "budget_unavailable", ""},

@@ -26,10 +26,17 @@
 //	  "default_max_tokens": 1024,      // completion tokens reserved without max_tokens
 //	  "extend_tokens": 1024,           // completion tokens added per extension
 //	  "lease": "15m",                  // a hold not settled by then is released (a crashed replica)
-//	  "unpriced": "allow",             // or "reject": a model without a price is refused
+//	  "unpriced": "",                  // deprecated: the policy's pricing.unpriced decides (below)
 //	  "cut_message": "…"               // the text of the final event of a cut stream
 //	                                   // (default: one naming the budget that ran out)
 //	}
+//
+// A model without a price is one knob, the policy's pricing.unpriced: the
+// host answers budget.reserve "noprice refuse" under "refuse" (the plugin
+// refuses the request, 400 model_not_priced) and "noprice" under "free"
+// (served at no cost). The plugin's own "unpriced" predates it: "reject"
+// still refuses every unpriced model, "allow" (or unset) leaves the
+// decision to the policy.
 package main
 
 import (
@@ -65,7 +72,7 @@ type config struct {
 var cfg config
 
 func configure(b []byte) error {
-	c := config{OnRedisError: "fail_closed", DefaultMaxTokens: 1024, ExtendTokens: 1024, Lease: "15m", Unpriced: "allow"}
+	c := config{OnRedisError: "fail_closed", DefaultMaxTokens: 1024, ExtendTokens: 1024, Lease: "15m"}
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
@@ -82,8 +89,8 @@ func configure(b []byte) error {
 		return errors.New("budget config: lease must be a duration between 1s and 24h, got \"" + c.Lease + "\"")
 	}
 	c.leaseMs = lease.Milliseconds()
-	if c.Unpriced != "allow" && c.Unpriced != "reject" {
-		return errors.New(`budget config: unpriced must be "allow" or "reject", got "` + c.Unpriced + `"`)
+	if c.Unpriced != "" && c.Unpriced != "allow" && c.Unpriced != "reject" {
+		return errors.New(`budget config: unpriced is deprecated (set the policy's pricing.unpriced); if set it must be "allow" or "reject", got "` + c.Unpriced + `"`)
 	}
 	cfg = c
 	return nil
@@ -174,7 +181,7 @@ func onRequest(r *sdk.Request) sdk.Verdict {
 	case "noprice":
 		// A request without a model (the Files and Batch APIs) has no
 		// price to have and no usage to settle: not refused for it.
-		if cfg.Unpriced == "reject" && r.Model() != "" {
+		if (cfg.Unpriced == "reject" || string(rest) == "refuse") && r.Model() != "" {
 			return r.Reject(400, "invalid_request_error", "model_not_priced",
 				"The model `"+r.Model()+"` has no price, so its cost cannot be held against the budget.")
 		}

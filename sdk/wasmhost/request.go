@@ -40,6 +40,19 @@ type Services interface {
 	Call(r *Request, name string, req []byte) ([]byte, error)
 }
 
+// TokenKinds are a request's tokens of kinds priced apart from the
+// prompt's and the completion's base rates. The first four are part of
+// the prompt tokens, the last three of the completion tokens.
+type TokenKinds struct {
+	CachedInput int64 // read from the provider's prompt cache
+	CacheWrite  int64 // written to the provider's prompt cache
+	AudioInput  int64
+	ImageInput  int64
+	Reasoning   int64 // hidden reasoning ("thinking")
+	AudioOutput int64
+	ImageOutput int64
+}
+
 // Header is one header a plugin set.
 type Header struct{ Name, Value []byte }
 
@@ -70,8 +83,12 @@ type Request struct {
 	// Usage, for the chunk and end phases.
 	PromptTokensUsed, CompletionTokensUsed int64
 	UsageReported                          bool
-	Status                                 int
-	TextBytesSent                          int64
+	// TokenKindsUsed are the parts of PromptTokensUsed and
+	// CompletionTokensUsed the upstream reported by kind (all 0 without
+	// a report): what the host prices each at its own rate.
+	TokenKindsUsed TokenKinds
+	Status         int
+	TextBytesSent  int64
 
 	// ToolCalls is the current chunk event's tool-call deltas, as
 	// chunk_tool_calls returns them: records appended with
@@ -84,6 +101,10 @@ type Request struct {
 	// USD micros (CostSettled false: none settled yet).
 	CostMicros  int64
 	CostSettled bool
+	// Unpriced: a service looked the request's model's price up and
+	// found none (the request is served free, or refused, as the
+	// policy's pricing.unpriced says).
+	Unpriced bool
 
 	// Outputs of plugins.
 	SetUpstreamHeaders []Header // headers to send upstream (empty value: remove)

@@ -79,6 +79,7 @@ func run(args []string, logger *slog.Logger) error {
 	fs.StringVar(&cfg.APIKey, "api-key", "", "if set, require Authorization: Bearer <key> (x-api-key: <key> on /v1/messages, x-goog-api-key or a Vertex bearer token on generateContent)")
 	models := fs.String("models", strings.Join(mockllm.DefaultModels, ","), "comma-separated models listed by GET /v1/models")
 	fs.IntVar(&cfg.EmbeddingDims, "embedding-dims", mockllm.DefaultEmbeddingDims, "embedding vector length")
+	kinds := fs.String("usage-kinds", "", "tokens of priced kinds every reply's usage adds, e.g. cached=100,reasoning=50 (names: cached, cache_write, audio_in, image_in, reasoning, audio_out, image_out)")
 	awsKeys := fs.String("aws-keys", "", "comma-separated ACCESS_KEY_ID=SECRET_ACCESS_KEY pairs: if set, the Bedrock routes verify SigV4 signatures with these credentials")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -110,6 +111,11 @@ func run(args []string, logger *slog.Logger) error {
 			cfg.Models = append(cfg.Models, m)
 		}
 	}
+	usageKinds, err := mockllm.ParseUsageKinds(*kinds)
+	if err != nil {
+		return fmt.Errorf("-usage-kinds: %w", err)
+	}
+	cfg.UsageKinds = usageKinds
 	keys, err := parseAWSKeys(*awsKeys)
 	if err != nil {
 		return err

@@ -37,7 +37,7 @@ func (a *Accounting) Charges(row *calllog.Row, r *wasmhost.Request, services *ho
 		// was used, so spend is known either way. (Without a ledger
 		// nothing prices it: a price miss would be a store read per
 		// request.)
-		row.CostMicros, _ = services.Cost(r, row.PromptTokens, row.CompletionTokens)
+		row.CostMicros, _ = services.UsageCost(r, hostsvc.TokenUsage(row.PromptTokens, row.CompletionTokens, r.TokenKindsUsed))
 	}
 }
 

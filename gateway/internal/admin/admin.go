@@ -88,6 +88,7 @@ type handler struct {
 	mux    *http.ServeMux
 	now    func() time.Time
 	budget BudgetCounter // nil: the ledger only
+	prices PriceReader   // nil: GET prices answers 404
 	cancel func(ctx context.Context, id string) (bool, error)
 }
 
@@ -118,6 +119,7 @@ func NewHandler(store Store, evict Evictor, token string, log *slog.Logger, opts
 	m.HandleFunc("GET /v1/admin/tenants/{id}/budgets", h.budgets)
 	m.HandleFunc("POST /v1/admin/keys/{id}/revoke", h.revokeKey)
 	m.HandleFunc("PUT /v1/admin/prices", h.setPrice)
+	m.HandleFunc("GET /v1/admin/prices/{model...}", h.getPrice)
 	m.HandleFunc("POST /v1/admin/requests/{id}/cancel", h.cancelRequest)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, &openai.Error{Status: http.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "unknown_route",
@@ -228,13 +230,6 @@ type revokeRequest struct {
 	// TenantID, if set, must own the key; it lets the handler find the
 	// key's hash and evict it locally at once.
 	TenantID string `json:"tenant_id"`
-}
-
-type priceJSON struct {
-	Model            string     `json:"model"`
-	InputUSDPerMTok  usd        `json:"input_usd_per_mtok"`
-	OutputUSDPerMTok usd        `json:"output_usd_per_mtok"`
-	EffectiveFrom    *time.Time `json:"effective_from"` // request: nil means now
 }
 
 type usageJSON struct {
@@ -390,28 +385,6 @@ func (h *handler) revokeKey(w http.ResponseWriter, r *http.Request) {
 	h.evict.EvictKey(revoked)
 	h.log.Info("revoked key", "key_id", id)
 	h.reply(w, http.StatusOK, map[string]string{"id": id, "status": tenant.StatusRevoked})
-}
-
-func (h *handler) setPrice(w http.ResponseWriter, r *http.Request) {
-	var in priceJSON
-	if !h.decode(w, r, &in, false) {
-		return
-	}
-	if in.EffectiveFrom == nil {
-		// Postgres keeps microseconds; truncating makes the answer the
-		// stored value.
-		now := h.now().UTC().Truncate(time.Microsecond)
-		in.EffectiveFrom = &now
-	}
-	p := tenant.Price{Model: in.Model, InputMicrosPerMTok: int64(in.InputUSDPerMTok),
-		OutputMicrosPerMTok: int64(in.OutputUSDPerMTok), EffectiveFrom: in.EffectiveFrom.UTC()}
-	if err := h.store.SetPrice(r.Context(), p); err != nil {
-		h.storeError(w, r, err)
-		return
-	}
-	h.evict.EvictPrice(p.Model)
-	in.EffectiveFrom = &p.EffectiveFrom
-	h.reply(w, http.StatusOK, in)
 }
 
 // usage answers the tenant's spend in the current UTC month. The key list

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/valyala/fastjson"
+
+	"github.com/tollgate/tollgate/gateway/internal/openai"
 )
 
 // ErrInvalidEvent is returned (wrapped) for stream event data that is not
@@ -119,6 +121,19 @@ func (u *Usage) merge(d Usage) {
 // cached or not.
 func (u Usage) PromptTokens() int64 {
 	return u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
+}
+
+// OpenAI returns u in OpenAI's terms: prompt_tokens counts the cache's
+// reads and writes too (Anthropic's input_tokens leaves them out), the
+// reads reported again as cached_tokens and the writes as
+// cache_write_tokens, which are priced apart.
+func (u Usage) OpenAI() openai.Usage {
+	if !u.Present {
+		return openai.Usage{}
+	}
+	p := u.PromptTokens()
+	return openai.Usage{Present: true, PromptTokens: p, CompletionTokens: u.OutputTokens, TotalTokens: p + u.OutputTokens,
+		CachedTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens}
 }
 
 // Event is one parsed stream event. Byte slices borrow from the

@@ -1,8 +1,6 @@
 package anthropic
 
 import (
-	"strconv"
-
 	"github.com/valyala/fastjson"
 
 	"github.com/tollgate/tollgate/gateway/internal/openai"
@@ -67,18 +65,4 @@ func stringOf(v *fastjson.Value) ([]byte, bool) {
 }
 
 // appendUsage appends the OpenAI usage object for u.
-func appendUsage(dst []byte, u Usage) []byte {
-	prompt := u.PromptTokens()
-	dst = append(dst, `{"prompt_tokens":`...)
-	dst = strconv.AppendInt(dst, prompt, 10)
-	dst = append(dst, `,"completion_tokens":`...)
-	dst = strconv.AppendInt(dst, u.OutputTokens, 10)
-	dst = append(dst, `,"total_tokens":`...)
-	dst = strconv.AppendInt(dst, prompt+u.OutputTokens, 10)
-	if u.CacheReadInputTokens > 0 {
-		dst = append(dst, `,"prompt_tokens_details":{"cached_tokens":`...)
-		dst = strconv.AppendInt(dst, u.CacheReadInputTokens, 10)
-		dst = append(dst, '}')
-	}
-	return append(dst, '}')
-}
+func appendUsage(dst []byte, u Usage) []byte { return openai.AppendUsage(dst, u.OpenAI()) }

@@ -24,7 +24,7 @@ func TestAppendResponseGolden(t *testing.T) {
 	}{
 		{
 			name: "response_text", model: testModel, id: testID, wantID: testID, wantModel: testModel,
-			content: ptr("Hi! My name is Claude. \"Nice\" to meet you.\n"), finish: "stop", usage: usage(2095, 503, 0),
+			content: ptr("Hi! My name is Claude. \"Nice\" to meet you.\n"), finish: "stop", usage: usage(2095, 503, 0, 0),
 		},
 		{
 			name: "response_tool_use", model: testModel, id: testID, wantID: testID, wantModel: testModel,
@@ -33,13 +33,13 @@ func TestAppendResponseGolden(t *testing.T) {
 				{"toolu_01A09q90qw90lq917835lq9", "get_weather", `{"location":"San Francisco, CA","unit":"celsius","days":[1,2.5e3],"ok":true,"note":null,"quote":"say \"hi\"\n"}`},
 				{"toolu_01B19q90qw90lq917835lq0", "get_time", `{}`},
 			},
-			finish: "tool_calls", usage: usage(1520, 120, 1000),
+			finish: "tool_calls", usage: usage(1520, 120, 1000, 20),
 		},
 		{
 			// Only tool calls: content is null. Empty model and id: the upstream's.
 			name: "response_tool_only", wantID: "msg_tool_only", wantModel: "claude-haiku-4-5",
 			calls:  []call{{"toolu_x", "lookup", `{"q":"tollgate"}`}},
-			finish: "tool_calls", usage: usage(10, 5, 0),
+			finish: "tool_calls", usage: usage(10, 5, 0, 0),
 		},
 		{
 			// No usage in the reply: no usage member.

@@ -46,12 +46,15 @@ type oaToolCall struct {
 }
 
 type oaUsage struct {
-	PromptTokens        int64 `json:"prompt_tokens"`
-	CompletionTokens    int64 `json:"completion_tokens"`
-	TotalTokens         int64 `json:"total_tokens"`
-	PromptTokensDetails *struct {
-		CachedTokens int64 `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
+	PromptTokens        int64            `json:"prompt_tokens"`
+	CompletionTokens    int64            `json:"completion_tokens"`
+	TotalTokens         int64            `json:"total_tokens"`
+	PromptTokensDetails *oaPromptDetails `json:"prompt_tokens_details"`
+}
+
+type oaPromptDetails struct {
+	CachedTokens     int64 `json:"cached_tokens"`
+	CacheWriteTokens int64 `json:"cache_write_tokens"`
 }
 
 type oaChunk struct {

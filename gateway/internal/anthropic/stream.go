@@ -69,11 +69,7 @@ func (t *StreamTranslator) Done() bool { return t.done }
 // Usage returns the usage the upstream reported so far, in OpenAI terms;
 // Present is false until message_start or message_delta carried usage.
 func (t *StreamTranslator) Usage() openai.Usage {
-	if !t.usage.Present {
-		return openai.Usage{}
-	}
-	p := t.usage.PromptTokens()
-	return openai.Usage{Present: true, PromptTokens: p, CompletionTokens: t.usage.OutputTokens, TotalTokens: p + t.usage.OutputTokens}
+	return t.usage.OpenAI()
 }
 
 // Append translates one Anthropic event — data is its data JSON, name its

@@ -77,12 +77,12 @@ func checkGolden(t *testing.T, path string, got []byte) {
 	}
 }
 
-func usage(prompt, completion, cached int64) *oaUsage {
+// usage is the translated usage: cached and written are the cache's
+// reads and writes, both inside prompt.
+func usage(prompt, completion, cached, written int64) *oaUsage {
 	u := &oaUsage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion}
-	if cached > 0 {
-		u.PromptTokensDetails = &struct {
-			CachedTokens int64 `json:"cached_tokens"`
-		}{cached}
+	if cached > 0 || written > 0 {
+		u.PromptTokensDetails = &oaPromptDetails{cached, written}
 	}
 	return u
 }
@@ -95,7 +95,7 @@ func TestStreamGolden(t *testing.T) {
 	}{
 		{
 			name: "plain_text", model: testModel, id: testID,
-			want: streamResult{Content: "Hello! How can I help you today?", Finish: "stop", Usage: usage(25, 12, 0), Done: true},
+			want: streamResult{Content: "Hello! How can I help you today?", Finish: "stop", Usage: usage(25, 12, 0, 0), Done: true},
 		},
 		{
 			name: "tool_use", model: testModel, id: testID,
@@ -105,7 +105,7 @@ func TestStreamGolden(t *testing.T) {
 					{"toolu_01AbCdEfGhIjKlMnOpQrStUv", "get_time", `{"timezone": "America/Los_Angeles"}`},
 					{"toolu_01ZzYyXxWwVvUuTtSsRrQqPp", "list_cities", `{}`},
 				},
-				Finish: "tool_calls", Usage: usage(472, 89, 0), Done: true,
+				Finish: "tool_calls", Usage: usage(472, 89, 0, 0), Done: true,
 			},
 		},
 		{
@@ -113,12 +113,12 @@ func TestStreamGolden(t *testing.T) {
 			want: streamResult{
 				Content: "Okay, let me check the weather for San Francisco.",
 				Tools:   []resultTool{{"toolu_01Hk1wJRrUtgQbsdBjTUCgAm", "get_weather", `{"location": "San Francisco, CA"}`}},
-				Finish:  "tool_calls", Usage: usage(384, 64, 0), Done: true,
+				Finish:  "tool_calls", Usage: usage(384, 64, 0, 0), Done: true,
 			},
 		},
 		{
 			name: "max_tokens", model: testModel, id: testID,
-			want: streamResult{Content: "Once upon a time, in a land far away, there", Finish: "length", Usage: usage(14+100+2048, 10, 2048), Done: true},
+			want: streamResult{Content: "Once upon a time, in a land far away, there", Finish: "length", Usage: usage(14+100+2048, 10, 2048, 100), Done: true},
 		},
 		{
 			name: "error_overloaded", model: testModel, id: testID,
@@ -127,18 +127,18 @@ func TestStreamGolden(t *testing.T) {
 		{
 			// An empty model and id mean the upstream's.
 			name: "ping_interleaved", model: "", id: "",
-			want: streamResult{ID: "msg_01PingPingPingPingPingPing", Model: "claude-sonnet-4-5", Content: "Tick, tock.", Finish: "stop", Usage: usage(9, 4, 0), Done: true},
+			want: streamResult{ID: "msg_01PingPingPingPingPingPing", Model: "claude-sonnet-4-5", Content: "Tick, tock.", Finish: "stop", Usage: usage(9, 4, 0, 0), Done: true},
 		},
 		{
 			name: "thinking_then_text", model: testModel, id: testID,
-			want: streamResult{Content: "27 * 453 = 12,231", Finish: "stop", Usage: usage(52, 96, 12), Done: true},
+			want: streamResult{Content: "27 * 453 = 12,231", Finish: "stop", Usage: usage(52, 96, 12, 0), Done: true},
 		},
 		{
 			name: "escapes", model: testModel, id: testID,
 			want: streamResult{
 				Content: "pre\"fix\\ " + "tab\tnewline\nnul\x00bell\x07" + "sep\u2028par\u2029raw\u2028raw\u2029" +
 					"emoji \U0001F600 end" + "bad utf8 \uFFFD\uFFFD and \uFFFD done" + "</script><!-- & / slash",
-				Finish: "stop", Usage: usage(3, 30, 0), Done: true,
+				Finish: "stop", Usage: usage(3, 30, 0, 0), Done: true,
 			},
 		},
 	}
@@ -434,7 +434,7 @@ func TestStreamTranslatorResetAndUsage(t *testing.T) {
 		} else if !bytes.Equal(out, first) {
 			t.Fatalf("round %d differs", round)
 		}
-		want := openai.Usage{Present: true, PromptTokens: 2162, CompletionTokens: 10, TotalTokens: 2172}
+		want := openai.Usage{Present: true, PromptTokens: 2162, CompletionTokens: 10, TotalTokens: 2172, CachedTokens: 2048, CacheWriteTokens: 100}
 		if tr.Usage() != want || !tr.Done() {
 			t.Fatalf("usage %+v done %v", tr.Usage(), tr.Done())
 		}

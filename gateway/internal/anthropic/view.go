@@ -72,11 +72,7 @@ func (v *ChunkView) Reset() {
 // Usage is the usage reported so far (message_start's input merged with
 // message_delta's cumulative counts); Present is false before either.
 func (v *ChunkView) Usage() openai.Usage {
-	if !v.usage.Present {
-		return openai.Usage{}
-	}
-	p := v.usage.PromptTokens()
-	return openai.Usage{Present: true, PromptTokens: p, CompletionTokens: v.usage.OutputTokens, TotalTokens: p + v.usage.OutputTokens}
+	return v.usage.OpenAI()
 }
 
 // Parse parses one event — data is its data JSON, name its SSE event name

@@ -147,7 +147,7 @@ func TestChunkViewUsageOnlyAtMessageDelta(t *testing.T) {
 	if _, err := v.Parse([]byte(`{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":42}}`), nil, &c); err != nil {
 		t.Fatal(err)
 	}
-	want := openai.Usage{Present: true, PromptTokens: 10, CompletionTokens: 42, TotalTokens: 52}
+	want := openai.Usage{Present: true, PromptTokens: 10, CompletionTokens: 42, TotalTokens: 52, CachedTokens: 3}
 	if c.Usage != want || string(c.FinishReason) != "length" {
 		t.Errorf("message_delta chunk usage %+v finish %q, want %+v length", c.Usage, c.FinishReason, want)
 	}

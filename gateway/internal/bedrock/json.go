@@ -1,8 +1,6 @@
 package bedrock
 
 import (
-	"strconv"
-
 	"github.com/valyala/fastjson"
 
 	"github.com/tollgate/tollgate/gateway/internal/openai"
@@ -87,7 +85,8 @@ func (u Usage) OpenAI() openai.Usage {
 		return openai.Usage{}
 	}
 	p := u.PromptTokens()
-	return openai.Usage{Present: true, PromptTokens: p, CompletionTokens: u.OutputTokens, TotalTokens: p + u.OutputTokens}
+	return openai.Usage{Present: true, PromptTokens: p, CompletionTokens: u.OutputTokens, TotalTokens: p + u.OutputTokens,
+		CachedTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheWriteInputTokens}
 }
 
 // usageOf reads a Bedrock usage object; negative or non-integer counts
@@ -117,18 +116,4 @@ func count(v *fastjson.Value) int64 {
 }
 
 // appendUsage appends the OpenAI usage object for u.
-func appendUsage(dst []byte, u Usage) []byte {
-	prompt := u.PromptTokens()
-	dst = append(dst, `{"prompt_tokens":`...)
-	dst = strconv.AppendInt(dst, prompt, 10)
-	dst = append(dst, `,"completion_tokens":`...)
-	dst = strconv.AppendInt(dst, u.OutputTokens, 10)
-	dst = append(dst, `,"total_tokens":`...)
-	dst = strconv.AppendInt(dst, prompt+u.OutputTokens, 10)
-	if u.CacheReadInputTokens > 0 {
-		dst = append(dst, `,"prompt_tokens_details":{"cached_tokens":`...)
-		dst = strconv.AppendInt(dst, u.CacheReadInputTokens, 10)
-		dst = append(dst, '}')
-	}
-	return append(dst, '}')
-}
+func appendUsage(dst []byte, u Usage) []byte { return openai.AppendUsage(dst, u.OpenAI()) }

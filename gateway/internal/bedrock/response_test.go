@@ -14,7 +14,7 @@ var responseTests = []struct {
 		`{"output":{"message":{"role":"assistant","content":[{"text":"Hello "},{"reasoningContent":{"reasoningText":{"text":"hmm"}}},{"text":"\"world\""}]}},"stopReason":"end_turn",
 		  "usage":{"inputTokens":10,"outputTokens":4,"totalTokens":34,"cacheReadInputTokens":12,"cacheWriteInputTokens":8},"metrics":{"latencyMs":9}}`,
 		`{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"claude","choices":[{"index":0,"message":{"role":"assistant","content":"Hello \"world\"","refusal":null},` +
-			`"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":30,"completion_tokens":4,"total_tokens":34,"prompt_tokens_details":{"cached_tokens":12}}}`},
+			`"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":30,"completion_tokens":4,"total_tokens":34,"prompt_tokens_details":{"cached_tokens":12,"cache_write_tokens":8}}}`},
 	{"tool calls",
 		`{"output":{"message":{"role":"assistant","content":[{"toolUse":{"toolUseId":"tooluse_1","name":"get_weather","input":{"city":"Paris","days":[1, 2]}}},{"toolUse":{"toolUseId":"tooluse_2","name":"now","input":{}}}]}},"stopReason":"tool_use","usage":{"inputTokens":3,"outputTokens":2}}`,
 		`{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"claude","choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":null,"tool_calls":[` +

@@ -30,6 +30,9 @@ type Row struct {
 	// Token counts; < 0: unknown, stored as NULL.
 	PromptTokens     int64
 	CompletionTokens int64
+	// Kinds are the parts of the token counts by kind the upstream
+	// reported (NULL columns when it reported none).
+	Kinds TokenKinds
 	// CostMicros is the request's cost in USD micros, added to the tenant's
 	// spend_month counter. It must not be negative.
 	CostMicros  int64
@@ -42,6 +45,26 @@ type Row struct {
 	// config.Server.EndUserHeader); "" is stored as NULL. Key and
 	// end-user budgets are seeded from these rows.
 	EndUser string
+}
+
+// TokenKinds are a row's tokens of the kinds priced apart: parts of its
+// prompt tokens (the first four) and completion tokens (the last three).
+type TokenKinds struct {
+	// Reported says the upstream reported usage: the kinds are stored
+	// (0 included); else the columns are NULL.
+	Reported                                        bool
+	CachedInput, CacheWrite, AudioInput, ImageInput int64
+	Reasoning, AudioOutput, ImageOutput             int64
+}
+
+// counts are k's counts in call_log's column order.
+func (k *TokenKinds) counts() [7]int64 {
+	return [7]int64{k.CachedInput, k.CacheWrite, k.AudioInput, k.ImageInput, k.Reasoning, k.AudioOutput, k.ImageOutput}
+}
+
+func kindsOf(c [7]int64) TokenKinds {
+	return TokenKinds{Reported: true, CachedInput: c[0], CacheWrite: c[1], AudioInput: c[2], ImageInput: c[3],
+		Reasoning: c[4], AudioOutput: c[5], ImageOutput: c[6]}
 }
 
 // ErrInvalidRow is returned by Write for a row that could never be stored;
@@ -112,6 +135,7 @@ type columns struct {
 	guardAction                                 []pgtype.Text
 	replyBytes                                  []pgtype.Int8
 	endUser                                     []pgtype.Text
+	kinds                                       [7][]pgtype.Int8 // TokenKinds, in order
 }
 
 func newColumns(rows []Row) *columns {
@@ -125,6 +149,9 @@ func newColumns(rows []Row) *columns {
 		promptTokens: make([]pgtype.Int8, n), completionTokens: make([]pgtype.Int8, n),
 		costMicros: make([]pgtype.Int8, n), guardAction: make([]pgtype.Text, n),
 		replyBytes: make([]pgtype.Int8, n), endUser: make([]pgtype.Text, n),
+	}
+	for k := range c.kinds {
+		c.kinds[k] = make([]pgtype.Int8, n)
 	}
 	for i := range rows {
 		r := &rows[i]
@@ -144,6 +171,9 @@ func newColumns(rows []Row) *columns {
 		c.guardAction[i] = optText(r.GuardAction)
 		c.replyBytes[i] = optCount(r.ReplyBytes)
 		c.endUser[i] = optText(r.EndUser)
+		for k, n := range r.Kinds.counts() {
+			c.kinds[k][i] = pgtype.Int8{Int64: n, Valid: r.Kinds.Reported}
+		}
 	}
 	return c
 }
@@ -151,7 +181,8 @@ func newColumns(rows []Row) *columns {
 func (c *columns) args() []any {
 	return []any{c.requestID, c.tenantID, c.keyID, c.model, c.upstream, c.status,
 		c.startedAt, c.firstByteMS, c.totalMS, c.promptTokens, c.completionTokens,
-		c.costMicros, c.guardAction, c.attempts, c.replyBytes, c.endUser}
+		c.costMicros, c.guardAction, c.attempts, c.replyBytes, c.endUser,
+		c.kinds[0], c.kinds[1], c.kinds[2], c.kinds[3], c.kinds[4], c.kinds[5], c.kinds[6]}
 }
 
 func optText(s string) pgtype.Text { return pgtype.Text{String: s, Valid: s != ""} }

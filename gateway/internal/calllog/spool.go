@@ -61,6 +61,15 @@ type spoolRecord struct {
 	ReplyBytes       *int64    `json:"rb,omitempty"`
 	Attempts         int       `json:"att"`
 	EndUser          string    `json:"eu,omitempty"`
+	Kinds            *[7]int64 `json:"kinds,omitempty"` // TokenKinds; absent: not reported
+}
+
+func spoolKinds(k *TokenKinds) *[7]int64 {
+	if !k.Reported {
+		return nil
+	}
+	c := k.counts()
+	return &c
 }
 
 // appendRecord appends r's record to dst.
@@ -73,6 +82,7 @@ func appendRecord(dst []byte, r *Row) []byte {
 		CompletionTokens: r.CompletionTokens, CostMicros: r.CostMicros,
 		GuardAction: r.GuardAction, Attempts: r.Attempts, ReplyBytes: optInt(r.ReplyBytes),
 		EndUser: r.EndUser,
+		Kinds:   spoolKinds(&r.Kinds),
 	})
 	if err != nil {
 		// Only strings, integers and a valid time: cannot fail.
@@ -124,6 +134,9 @@ func readRecord(br *bufio.Reader, buf []byte) (Row, int64, []byte, error) {
 		CompletionTokens: rec.CompletionTokens, CostMicros: rec.CostMicros,
 		GuardAction: rec.GuardAction, Attempts: rec.Attempts, ReplyBytes: fromOptInt(rec.ReplyBytes),
 		EndUser: rec.EndUser,
+	}
+	if rec.Kinds != nil {
+		r.Kinds = kindsOf(*rec.Kinds)
 	}
 	return r, recordHeaderSize + int64(size), buf, nil
 }

@@ -57,6 +57,8 @@ type Policy struct {
 	Store Store `yaml:"store"`
 	// Tenants is the memory store's data (store.kind: memory).
 	Tenants tenantspec.Config `yaml:"tenants"`
+	// Pricing is the price catalog and what an unpriced model means.
+	Pricing Pricing `yaml:"pricing"`
 	// Plugins run in this order in every phase they take part in.
 	Plugins       []Plugin      `yaml:"plugins"`
 	PluginRuntime PluginRuntime `yaml:"plugin_runtime"`
@@ -463,6 +465,7 @@ func (p *Policy) validate(lookupEnv func(string) (string, bool)) Problems {
 	p.validateShared(lookupEnv, &ps)
 	p.validatePassthrough(&ps)
 	p.validateAlerts(lookupEnv, &ps)
+	p.validatePricing(&ps)
 	p.Admin.Token, _ = lookupEnv(p.Admin.TokenEnv)
 	if p.Admin.Listen != "" && p.Admin.Token == "" {
 		ps.add("admin.token_env", "environment variable %s is not set: the admin API needs a token", p.Admin.TokenEnv)

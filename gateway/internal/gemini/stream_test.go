@@ -140,7 +140,7 @@ func TestStreamGolden(t *testing.T) {
 			usage: openai.Usage{Present: true, PromptTokens: 4, CompletionTokens: 4, TotalTokens: 8}},
 		{name: "safety", text: "I will", finish: "content_filter"},
 		{name: "thinking", includeUsage: true, text: "42", finish: "stop",
-			usage: openai.Usage{Present: true, PromptTokens: 1200, CompletionTokens: 51, TotalTokens: 1251}},
+			usage: openai.Usage{Present: true, PromptTokens: 1200, CompletionTokens: 51, TotalTokens: 1251, CachedTokens: 1024, ReasoningTokens: 50}},
 		{name: "prompt_blocked", finish: "content_filter"},
 		{name: "error_midstream", text: "Partial", err: true},
 		{name: "usage_after_finish", includeUsage: true, text: "Done", finish: "stop",

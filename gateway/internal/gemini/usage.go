@@ -2,7 +2,6 @@ package gemini
 
 import (
 	"math/rand/v2"
-	"strconv"
 
 	"github.com/valyala/fastjson"
 
@@ -17,6 +16,13 @@ type Usage struct {
 	Candidates    int64 // candidatesTokenCount
 	Thoughts      int64 // thoughtsTokenCount
 	Cached        int64 // cachedContentTokenCount
+
+	// Of Prompt, by promptTokensDetails' modality: AUDIO and IMAGE
+	// (VIDEO and DOCUMENT are billed as text is, so they are left in the
+	// prompt's base count).
+	AudioPrompt, ImagePrompt int64
+	// Of Candidates, by candidatesTokensDetails' modality.
+	AudioCandidates, ImageCandidates int64
 }
 
 // PromptTokens is OpenAI's prompt_tokens: the prompt and the results of
@@ -27,13 +33,17 @@ func (u Usage) PromptTokens() int64 { return u.Prompt + u.ToolUsePrompt }
 // thinking, which is billed as output.
 func (u Usage) CompletionTokens() int64 { return u.Candidates + u.Thoughts }
 
-// OpenAI returns u in the gateway's terms.
+// OpenAI returns u in the gateway's terms: cached_tokens are
+// cachedContentTokenCount (part of promptTokenCount), reasoning_tokens the
+// thoughts (billed as output), audio and image tokens by modality.
 func (u Usage) OpenAI() openai.Usage {
 	if !u.Present {
 		return openai.Usage{}
 	}
 	p, c := u.PromptTokens(), u.CompletionTokens()
-	return openai.Usage{Present: true, PromptTokens: p, CompletionTokens: c, TotalTokens: p + c}
+	return openai.Usage{Present: true, PromptTokens: p, CompletionTokens: c, TotalTokens: p + c,
+		CachedTokens: u.Cached, AudioInputTokens: u.AudioPrompt, ImageInputTokens: u.ImagePrompt,
+		ReasoningTokens: u.Thoughts, AudioOutputTokens: u.AudioCandidates, ImageOutputTokens: u.ImageCandidates}
 }
 
 // usageOf reads a usageMetadata object; nil or not an object is absent.
@@ -41,7 +51,7 @@ func usageOf(v *fastjson.Value) Usage {
 	if v == nil || v.Type() != fastjson.TypeObject {
 		return Usage{}
 	}
-	return Usage{
+	u := Usage{
 		Present:       true,
 		Prompt:        intOf(v.Get("promptTokenCount")),
 		ToolUsePrompt: intOf(v.Get("toolUsePromptTokenCount")),
@@ -49,29 +59,26 @@ func usageOf(v *fastjson.Value) Usage {
 		Thoughts:      intOf(v.Get("thoughtsTokenCount")),
 		Cached:        intOf(v.Get("cachedContentTokenCount")),
 	}
+	u.AudioPrompt, u.ImagePrompt = modalities(v.GetArray("promptTokensDetails"))
+	u.AudioCandidates, u.ImageCandidates = modalities(v.GetArray("candidatesTokensDetails"))
+	return u
+}
+
+// modalities sums a ModalityTokenCount list's AUDIO and IMAGE counts.
+func modalities(list []*fastjson.Value) (audio, image int64) {
+	for _, m := range list {
+		switch string(m.GetStringBytes("modality")) {
+		case "AUDIO":
+			audio += intOf(m.Get("tokenCount"))
+		case "IMAGE":
+			image += intOf(m.Get("tokenCount"))
+		}
+	}
+	return audio, image
 }
 
 // appendUsage appends the OpenAI usage object for u.
-func appendUsage(dst []byte, u Usage) []byte {
-	p, c := u.PromptTokens(), u.CompletionTokens()
-	dst = append(dst, `{"prompt_tokens":`...)
-	dst = strconv.AppendInt(dst, p, 10)
-	dst = append(dst, `,"completion_tokens":`...)
-	dst = strconv.AppendInt(dst, c, 10)
-	dst = append(dst, `,"total_tokens":`...)
-	dst = strconv.AppendInt(dst, p+c, 10)
-	if u.Cached > 0 {
-		dst = append(dst, `,"prompt_tokens_details":{"cached_tokens":`...)
-		dst = strconv.AppendInt(dst, u.Cached, 10)
-		dst = append(dst, '}')
-	}
-	if u.Thoughts > 0 {
-		dst = append(dst, `,"completion_tokens_details":{"reasoning_tokens":`...)
-		dst = strconv.AppendInt(dst, u.Thoughts, 10)
-		dst = append(dst, '}')
-	}
-	return append(dst, '}')
-}
+func appendUsage(dst []byte, u Usage) []byte { return openai.AppendUsage(dst, u.OpenAI()) }
 
 // FinishReason maps a Gemini finishReason (or a promptFeedback
 // blockReason) to an OpenAI finish_reason: MAX_TOKENS → "length"; SAFETY,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,6 +31,32 @@ type Budget struct {
 	alerts  AlertSink               // nil: none
 	// userHeader names the header that names the end user.
 	userHeader []byte
+
+	refuseUnpriced bool
+	// unpricedSeen are the models logged as unpriced (up to
+	// maxUnpricedLogged, so client-chosen names matching a route's
+	// pattern cannot grow it without end).
+	unpricedSeen  sync.Map
+	unpricedCount atomic.Int64
+}
+
+// maxUnpricedLogged bounds the models logged once each as unpriced.
+const maxUnpricedLogged = 1000
+
+// noteUnpriced logs, once per model, that model has no price.
+func (b *Budget) noteUnpriced(model string) {
+	if _, seen := b.unpricedSeen.Load(model); seen || b.unpricedCount.Load() >= maxUnpricedLogged {
+		return
+	}
+	if _, seen := b.unpricedSeen.LoadOrStore(model, struct{}{}); seen {
+		return
+	}
+	b.unpricedCount.Add(1)
+	what := "served at no cost (pricing.unpriced: free)"
+	if b.refuseUnpriced {
+		what = "refused where a budget holds its cost (pricing.unpriced: refuse)"
+	}
+	b.log.Warn("model has no price: set one (admin API or tenants.prices); its requests are "+what, "model", model)
 }
 
 // holdID is the id the budget counter knows the request by: an id the
@@ -48,19 +75,51 @@ func (b *Budget) holdID(c *Session, r *wasmhost.Request) string {
 	return string(m.hold)
 }
 
-// Cost prices tokens of r's model, rounding up to the micro.
-func (b *Budget) Cost(r *wasmhost.Request, prompt, completion int64) (int64, bool) {
+// price is the price of r's model; false when it has none (or the
+// lookup failed, which is logged).
+func (b *Budget) price(r *wasmhost.Request) (*tenant.Price, bool) {
 	if b.prices == nil {
-		return 0, false
+		return nil, false
 	}
 	p, err := b.prices.Price(context.Background(), string(r.Model))
 	if err != nil {
 		if !errors.Is(err, tenant.ErrNotFound) {
 			b.log.Warn("price lookup failed", "model", string(r.Model), "err", err)
+		} else if len(r.Model) > 0 {
+			r.Unpriced = true
+			b.noteUnpriced(string(r.Model))
 		}
+		return nil, false
+	}
+	return p, true
+}
+
+// Cost prices tokens of r's model, rounding up to the micro.
+func (b *Budget) Cost(r *wasmhost.Request, prompt, completion int64) (int64, bool) {
+	p, ok := b.price(r)
+	if !ok {
 		return 0, false
 	}
 	return tokensCost(prompt, p.InputMicrosPerMTok) + tokensCost(completion, p.OutputMicrosPerMTok), true
+}
+
+// UsageCost prices what r used, each kind of token at its own rate
+// (tenant.Price.Cost); false when r's model has no price.
+func (b *Budget) UsageCost(r *wasmhost.Request, u tenant.TokenUsage) (int64, bool) {
+	p, ok := b.price(r)
+	if !ok {
+		return 0, false
+	}
+	return p.Cost(u), true
+}
+
+// TokenUsage is a request's usage as it is priced: prompt and completion
+// tokens, and the parts of them the upstream reported by kind.
+func TokenUsage(prompt, completion int64, kinds wasmhost.TokenKinds) tenant.TokenUsage {
+	return tenant.TokenUsage{Prompt: prompt, Completion: completion,
+		CachedInput: kinds.CachedInput, CacheWrite: kinds.CacheWrite,
+		AudioInput: kinds.AudioInput, ImageInput: kinds.ImageInput,
+		Reasoning: kinds.Reasoning, AudioOutput: kinds.AudioOutput, ImageOutput: kinds.ImageOutput}
 }
 
 func tokensCost(tokens, microsPerMTok int64) int64 {
@@ -94,6 +153,8 @@ func (b *Budget) scopes(c *Session, r *wasmhost.Request) []budget.Scope {
 //	                                      "tenant:month", "user:day"...), the tightest
 //	unlimited                             the request has no budget: nothing held
 //	noprice                               the model has no price: nothing held
+//	noprice refuse                        the model has no price and the policy
+//	                                      refuses such models (pricing.unpriced)
 //	notenant                              no tenant is resolved
 //	unavailable                           the counter (Redis) is down
 func (b *Budget) Reserve(c *Session, r *wasmhost.Request, req []byte) ([]byte, error) {
@@ -111,13 +172,18 @@ func (b *Budget) Reserve(c *Session, r *wasmhost.Request, req []byte) ([]byte, e
 	if r.Tenant == nil {
 		return []byte("notenant"), nil
 	}
+	if b.refuseUnpriced && len(r.Model) > 0 {
+		if _, ok := b.price(r); !ok {
+			return []byte("noprice refuse"), nil
+		}
+	}
 	scopes := b.scopes(c, r)
 	if len(scopes) == 0 {
 		return []byte("unlimited"), nil
 	}
 	amount, ok := b.Cost(r, prompt, completion)
 	if !ok {
-		return []byte("noprice"), nil
+		return b.noPrice(), nil
 	}
 	res, err := b.counter.Reserve(context.Background(), r.Tenant.ID, b.holdID(c, r), scopes, amount,
 		time.Duration(leaseMs)*time.Millisecond)
@@ -159,6 +225,14 @@ func (b *Budget) Extend(c *Session, r *wasmhost.Request, req []byte) ([]byte, er
 		c.meter.held = true
 	}
 	return b.result(r, res, err, amount, &b.counts.Budget[BudgetExtendOp])
+}
+
+// noPrice is the answer for a model without a price.
+func (b *Budget) noPrice() []byte {
+	if b.refuseUnpriced {
+		return []byte("noprice refuse")
+	}
+	return []byte("noprice")
 }
 
 // result renders a hold's result, counts it in counts and reports a
@@ -216,7 +290,7 @@ func (b *Budget) settle(c *Session, r *wasmhost.Request, prompt, completion int6
 		return
 	}
 	m.held = false
-	cost, _ := b.Cost(r, prompt, completion)
+	cost, _ := b.UsageCost(r, TokenUsage(prompt, completion, r.TokenKindsUsed))
 	r.CostMicros, r.CostSettled = cost, true
 	crossed, err := b.counter.Settle(context.Background(), r.Tenant.ID, b.holdID(c, r), m.scopes, cost)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/budget"
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
+	"github.com/tollgate/tollgate/gateway/internal/tenant"
 	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
@@ -59,6 +60,11 @@ type Config struct {
 	// EndUserHeader names the request header that names the end user
 	// (user budgets, the call log); "" means DefaultEndUserHeader.
 	EndUserHeader string
+	// RefuseUnpriced is the policy's pricing.unpriced: refuse. A model
+	// without a price then gets "noprice refuse" from budget.reserve,
+	// whatever the tenant's budget, and the budget plugin refuses it;
+	// otherwise it is served at no cost.
+	RefuseUnpriced bool
 }
 
 // Set is the host services of one policy state, registered by their ABI
@@ -94,7 +100,7 @@ func NewSet(cfg Config) *Set {
 		cfg.EndUserHeader = DefaultEndUserHeader
 	}
 	s.budget = &Budget{log: cfg.Log, prices: cfg.Prices, counter: cfg.Budget, counts: cfg.Counts, now: cfg.Now, newID: cfg.NewID,
-		alerts: cfg.Alerts, userHeader: []byte(cfg.EndUserHeader)}
+		alerts: cfg.Alerts, userHeader: []byte(cfg.EndUserHeader), refuseUnpriced: cfg.RefuseUnpriced}
 	s.Register("budget.reserve", ServiceFunc(s.budget.Reserve))
 	s.Register("budget.extend", ServiceFunc(s.budget.Extend))
 	return s
@@ -108,6 +114,12 @@ func (s *Set) Register(name string, svc Service) { s.byName[name] = svc }
 // the model has no price.
 func (s *Set) Cost(r *wasmhost.Request, prompt, completion int64) (int64, bool) {
 	return s.budget.Cost(r, prompt, completion)
+}
+
+// UsageCost prices u, what r used, for r's model; false when the model
+// has no price.
+func (s *Set) UsageCost(r *wasmhost.Request, u tenant.TokenUsage) (int64, bool) {
+	return s.budget.UsageCost(r, u)
 }
 
 // Session is one request's binding of a Set: the wasmhost.Services its

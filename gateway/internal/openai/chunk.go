@@ -51,14 +51,6 @@ type ToolCallDelta struct {
 	Arguments []byte // function.arguments fragment
 }
 
-// Usage is the token usage an upstream reports.
-type Usage struct {
-	Present          bool // "usage" is an object
-	PromptTokens     int64
-	CompletionTokens int64
-	TotalTokens      int64
-}
-
 // IsUsageOnly reports a chunk that carries usage and no choices: the final
 // chunk an upstream sends when stream_options.include_usage is true.
 func (c *Chunk) IsUsageOnly() bool {
@@ -104,14 +96,7 @@ func (p *ChunkParser) Parse(data []byte, c *Chunk) error {
 		c.Error = true
 		c.ErrorMessage = stringOrNil(e.Get("message"))
 	}
-	if u := root.Get("usage"); u != nil && u.Type() == fastjson.TypeObject {
-		c.Usage = Usage{
-			Present:          true,
-			PromptTokens:     u.GetInt64("prompt_tokens"),
-			CompletionTokens: u.GetInt64("completion_tokens"),
-			TotalTokens:      u.GetInt64("total_tokens"),
-		}
-	}
+	c.Usage = ParseUsage(root.Get("usage"))
 	choices := root.GetArray("choices")
 	c.Choices = len(choices)
 	if len(choices) == 0 {

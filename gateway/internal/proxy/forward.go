@@ -451,11 +451,11 @@ func (x *exchange) finishWhole(status int) ([]byte, int) {
 
 // parseReply reads a non-streamed reply's text and usage.
 func (x *exchange) parseReply() ([]byte, error) {
-	text, prompt, completion, hasUsage, err := stream.ReplyText(x.resp)
+	text, usage, err := stream.ReplyText(x.resp)
 	if err != nil {
 		return nil, err
 	}
-	x.usage = openai.Usage{Present: hasUsage, PromptTokens: prompt, CompletionTokens: completion}
+	x.usage = usage
 	x.up.Text, x.up.Events = int64(len(text)), min(int64(len(text)), 1)
 	return text, nil
 }
@@ -465,9 +465,14 @@ func (x *exchange) parseReply() ([]byte, error) {
 // client was sent.
 func (x *exchange) runEnd(flags uint32, status int) {
 	prompt, completion, reported := x.tokens(flags)
-	if wr := x.wr; wr != nil && x.st.pipeline.Wants(wr, wasmhost.PhaseEnd) {
-		wr.PromptTokensUsed, wr.CompletionTokensUsed, wr.UsageReported = prompt, completion, reported
-		x.st.pipeline.End(wr, flags)
+	if wr := x.wr; wr != nil {
+		// The kinds are read here too for the call log's pricing when no
+		// budget settled the request.
+		wr.TokenKindsUsed = x.tokenKinds()
+		if x.st.pipeline.Wants(wr, wasmhost.PhaseEnd) {
+			wr.PromptTokensUsed, wr.CompletionTokensUsed, wr.UsageReported = prompt, completion, reported
+			x.st.pipeline.End(wr, flags)
+		}
 	}
 	x.record(flags, status, prompt, completion)
 }
@@ -482,7 +487,23 @@ func (x *exchange) settle(flags uint32) {
 	}
 	prompt, completion, reported := x.tokens(flags)
 	wr.PromptTokensUsed, wr.CompletionTokensUsed, wr.UsageReported = prompt, completion, reported
+	wr.TokenKindsUsed = x.tokenKinds()
 	x.svc.Settle(wr, prompt, completion)
+}
+
+// tokenKinds is the request's tokens by kind as the upstream reported
+// them (call it after tokens): none when it reported no usage, so an
+// estimate is priced at the base rates.
+func (x *exchange) tokenKinds() wasmhost.TokenKinds {
+	u := &x.usage
+	if !u.Present {
+		return wasmhost.TokenKinds{}
+	}
+	return wasmhost.TokenKinds{
+		CachedInput: u.CachedTokens, CacheWrite: u.CacheWriteTokens,
+		AudioInput: u.AudioInputTokens, ImageInput: u.ImageInputTokens,
+		Reasoning: u.ReasoningTokens, AudioOutput: u.AudioOutputTokens, ImageOutput: u.ImageOutputTokens,
+	}
 }
 
 // tokens is the request's usage: the upstream's when it reported one, else

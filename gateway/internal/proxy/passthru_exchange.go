@@ -324,7 +324,7 @@ func (x *exchange) passReply(ctx *fasthttp.RequestCtx, rctx context.Context, pe 
 			ctx.Response.Header.Set("Cache-Control", "no-cache")
 			ctx.Response.ImmediateHeaderFlush = true
 		}
-		x.pass.relay.x, x.pass.relay.scan = x, sse && pe.metered
+		x.pass.relay.x, x.pass.relay.scan, x.pass.relay.ep = x, sse && pe.metered, pe.ep
 		n := ex.Header().ContentLength()
 		if n < 0 {
 			n = -1
@@ -336,7 +336,7 @@ func (x *exchange) passReply(ctx *fasthttp.RequestCtx, rctx context.Context, pe 
 	x.resp, err = ex.ReadAll(x.resp[:0], maxResponseBytes)
 	if err == nil {
 		if ok && pe.metered {
-			x.usage = passUsage(x.resp)
+			x.usage = passUsage(x.resp, pe.ep)
 		}
 		x.passHeaders(ctx, status, ct)
 		ctx.SetBody(x.resp)
@@ -369,11 +369,13 @@ func (x *exchange) passHeaders(ctx *fasthttp.RequestCtx, status int, ct []byte) 
 	x.applyClientHeaders(ctx)
 }
 
-// passUsage reads the usage a passthrough reply reports in tokens: images'
-// and transcriptions' input_tokens and output_tokens. A transcription
-// billed by duration ("type":"duration") and a reply without usage read
-// as none.
-func passUsage(b []byte) openai.Usage {
+// passUsage reads the usage a passthrough reply of endpoint ep reports in
+// tokens: images' and transcriptions' input_tokens and output_tokens, with
+// their details (the transcription API's input_token_details included). A
+// transcription billed by duration ("type":"duration") and a reply
+// without usage read as none. The output of the image endpoints is image
+// tokens and of speech audio tokens, priced as such.
+func passUsage(b []byte, ep openai.Endpoint) openai.Usage {
 	var p fastjson.Parser // once per metered reply
 	v, err := p.ParseBytes(b)
 	if err != nil {
@@ -387,7 +389,17 @@ func passUsage(b []byte) openai.Usage {
 	if in == nil && out == nil {
 		return openai.Usage{}
 	}
-	return openai.Usage{Present: true, PromptTokens: max(0, u.GetInt64("input_tokens")), CompletionTokens: max(0, u.GetInt64("output_tokens"))}
+	usage := openai.ParseUsage(u)
+	if d := u.Get("input_token_details"); d != nil && usage.AudioInputTokens == 0 {
+		usage.AudioInputTokens = max(0, d.GetInt64("audio_tokens"))
+	}
+	switch ep {
+	case endpointImagesGenerations, endpointImagesEdits, endpointImagesVariations:
+		usage.ImageOutputTokens = usage.CompletionTokens
+	case endpointAudioSpeech:
+		usage.AudioOutputTokens = usage.CompletionTokens
+	}
+	return usage
 }
 
 // maxUsageLine bounds the event line a relayed transcription stream keeps
@@ -401,8 +413,9 @@ const maxUsageLine = 64 << 10
 type passRelay struct {
 	x     *exchange
 	scan  bool
-	line  []byte // the event line being read (scan), up to maxUsageLine
-	long  bool   // the line outgrew maxUsageLine
+	ep    openai.Endpoint // whose usage scan reads
+	line  []byte          // the event line being read (scan), up to maxUsageLine
+	long  bool            // the line outgrew maxUsageLine
 	usage openai.Usage
 	eof   bool
 	err   error
@@ -441,7 +454,7 @@ func (r *passRelay) scanLines(b []byte) {
 		}
 		if !r.long {
 			if d, ok := bytes.CutPrefix(r.line, []byte("data:")); ok && bytes.Contains(d, []byte(`"usage"`)) {
-				if u := passUsage(d); u.Present {
+				if u := passUsage(d, r.ep); u.Present {
 					r.usage = u
 				}
 			}

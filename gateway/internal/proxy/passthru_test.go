@@ -103,24 +103,32 @@ func TestValidObjectID(t *testing.T) {
 
 func TestPassUsage(t *testing.T) {
 	tests := []struct {
-		body    string
-		present bool
-		in, out int64
+		name string
+		ep   openai.Endpoint
+		body string
+		want openai.Usage
 	}{
-		{`{"data":[],"usage":{"input_tokens":6,"output_tokens":10,"total_tokens":16}}`, true, 6, 10},
-		{`{"text":"x","usage":{"type":"tokens","input_tokens":3,"output_tokens":0}}`, true, 3, 0},
-		{`{"text":"x","usage":{"type":"duration","seconds":4}}`, false, 0, 0},
-		{`{"text":"x"}`, false, 0, 0},
-		{`{"usage":{"total_tokens":5}}`, false, 0, 0},
-		{`{"usage":null}`, false, 0, 0},
-		{`not json`, false, 0, 0},
-		{`{"usage":{"input_tokens":-4,"output_tokens":2}}`, true, 0, 2},
+		{"image", endpointImagesGenerations, `{"data":[],"usage":{"input_tokens":6,"output_tokens":10,"total_tokens":16,"input_tokens_details":{"text_tokens":4,"image_tokens":2}}}`,
+			openai.Usage{Present: true, PromptTokens: 6, CompletionTokens: 10, TotalTokens: 16, ImageInputTokens: 2, ImageOutputTokens: 10}},
+		{"image edit", endpointImagesEdits, `{"usage":{"input_tokens":300,"output_tokens":1056,"input_tokens_details":{"text_tokens":44,"image_tokens":256}}}`,
+			openai.Usage{Present: true, PromptTokens: 300, CompletionTokens: 1056, ImageInputTokens: 256, ImageOutputTokens: 1056}},
+		{"transcription", endpointAudioTranscriptions, `{"text":"x","usage":{"type":"tokens","input_tokens":3,"output_tokens":0,"input_token_details":{"text_tokens":1,"audio_tokens":2}}}`,
+			openai.Usage{Present: true, PromptTokens: 3, AudioInputTokens: 2}},
+		{"speech", endpointAudioSpeech, `{"type":"speech.audio.done","usage":{"input_tokens":14,"output_tokens":101,"total_tokens":115}}`,
+			openai.Usage{Present: true, PromptTokens: 14, CompletionTokens: 101, TotalTokens: 115, AudioOutputTokens: 101}},
+		{"duration", endpointAudioTranscriptions, `{"text":"x","usage":{"type":"duration","seconds":4}}`, openai.Usage{}},
+		{"no usage", endpointAudioTranscriptions, `{"text":"x"}`, openai.Usage{}},
+		{"total only", endpointImagesGenerations, `{"usage":{"total_tokens":5}}`, openai.Usage{}},
+		{"null", endpointImagesGenerations, `{"usage":null}`, openai.Usage{}},
+		{"not json", endpointImagesGenerations, `not json`, openai.Usage{}},
+		{"negative", endpointAudioTranscriptions, `{"usage":{"input_tokens":-4,"output_tokens":2}}`, openai.Usage{Present: true, CompletionTokens: 2}},
 	}
 	for _, tt := range tests {
-		u := passUsage([]byte(tt.body))
-		if u.Present != tt.present || u.PromptTokens != tt.in || u.CompletionTokens != tt.out {
-			t.Errorf("%s: %+v; want present %v, %d in, %d out", tt.body, u, tt.present, tt.in, tt.out)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			if got := passUsage([]byte(tt.body), tt.ep); got != tt.want {
+				t.Errorf("passUsage(%s) = %+v; want %+v", tt.body, got, tt.want)
+			}
+		})
 	}
 }
 

@@ -6,6 +6,14 @@ import (
 	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
+// rowKinds is the call log's record of the request's token kinds: none
+// when the upstream reported no usage.
+func (x *exchange) rowKinds() calllog.TokenKinds {
+	k := x.tokenKinds()
+	return calllog.TokenKinds{Reported: x.usage.Present, CachedInput: k.CachedInput, CacheWrite: k.CacheWrite,
+		AudioInput: k.AudioInput, ImageInput: k.ImageInput, Reasoning: k.Reasoning, AudioOutput: k.AudioOutput, ImageOutput: k.ImageOutput}
+}
+
 // record observes the finished request — metrics, the access log line,
 // its trace (proxy/observe) — and writes its call-log row (accounting),
 // after the end phase (so a budget plugin's settled cost is known) and
@@ -18,6 +26,7 @@ func (x *exchange) record(flags uint32, status int, prompt, completion int64) {
 			RequestID: string(x.id), Model: string(x.req.Model), Upstream: x.client.Name(),
 			Status: status, StartedAt: x.start.UTC(), FirstByte: x.firstByte, Total: x.total,
 			PromptTokens: prompt, CompletionTokens: completion, Attempts: x.try.attempts, ReplyBytes: x.up.Text,
+			Kinds: x.rowKinds(),
 		},
 		Start: x.start, Endpoint: x.endpointLabel(), ModelLabel: x.modelLabel,
 		Streamed: x.ex != nil, // a stream keeps its upstream exchange for the end phase
@@ -28,6 +37,9 @@ func (x *exchange) record(flags uint32, status int, prompt, completion int64) {
 	if f.Row.TenantID != "" {
 		f.Row.EndUser = x.svc.EndUser(x.wr)
 	}
+	// Counted where the request was priced (a budget hold, its settle or
+	// the ledger) and its model had no price.
+	f.Unpriced = x.wr != nil && x.wr.Unpriced && prompt+completion > 0
 	x.s.obs.Record(&f, x.trace, x.s.log)
 	x.finishTrace(&f)
 	if err := x.st.acct.WriteRow(&f.Row); err != nil {

@@ -20,7 +20,8 @@ func (s *Server) openTenants(st *state, p *config.Policy) error {
 	st.tenants, st.admin = t.Cache, t.Admin
 	st.services = hostsvc.NewSet(hostsvc.Config{Log: s.log, Tenants: t.Cache, Prices: t.Cache,
 		Limiter: s.acct.Limiter, Budget: s.acct.Budget, Counts: &s.svcCounts, Now: time.Now, NewID: s.ids.append,
-		Alerts: s.acct.Alerts, EndUserHeader: p.Server.EndUserHeader})
+		Alerts: s.acct.Alerts, EndUserHeader: p.Server.EndUserHeader,
+		RefuseUnpriced: p.Pricing.Unpriced == config.UnpricedRefuse})
 	return nil
 }
 

@@ -92,6 +92,15 @@ type Usage struct {
 	CachedInput, Reasoning int64
 }
 
+// UsageOf is c, the gateway's usage, in a Responses usage object's terms.
+func UsageOf(c openai.Usage) Usage {
+	if !c.Present {
+		return Usage{}
+	}
+	return Usage{Present: true, Input: c.PromptTokens, Output: c.CompletionTokens, Total: c.TotalTokens,
+		CachedInput: c.CachedTokens, Reasoning: c.ReasoningTokens}
+}
+
 // appendUsage appends the Responses usage object for u.
 func appendUsage(dst []byte, u Usage) []byte {
 	if !u.Present {

@@ -54,16 +54,7 @@ const errNotCompletion = replyError("responses: the reply is not a chat.completi
 const errNotResponse = replyError("responses: the reply is not a Response object")
 
 // chatUsage reads a chat usage object.
-func chatUsage(u *fastjson.Value) Usage {
-	if u == nil || u.Type() != fastjson.TypeObject {
-		return Usage{}
-	}
-	return Usage{Present: true,
-		Input: u.GetInt64("prompt_tokens"), Output: u.GetInt64("completion_tokens"), Total: u.GetInt64("total_tokens"),
-		CachedInput: u.GetInt64("prompt_tokens_details", "cached_tokens"),
-		Reasoning:   u.GetInt64("completion_tokens_details", "reasoning_tokens"),
-	}
-}
+func chatUsage(u *fastjson.Value) Usage { return UsageOf(openai.ParseUsage(u)) }
 
 // ResponseUsage reads a Responses usage object (nil or not an object:
 // Present false).
@@ -147,14 +138,10 @@ func AppendChatView(dst, resp []byte) ([]byte, error) {
 	dst = append(dst, `},"finish_reason":"`...)
 	dst = append(dst, FinishReason(v.GetStringBytes("status"), v.GetStringBytes("incomplete_details", "reason"), calls > 0)...)
 	dst = append(dst, `"}]`...)
-	if u := ResponseUsage(v.Get("usage")); u.Present {
-		dst = append(dst, `,"usage":{"prompt_tokens":`...)
-		dst = strconv.AppendInt(dst, u.Input, 10)
-		dst = append(dst, `,"completion_tokens":`...)
-		dst = strconv.AppendInt(dst, u.Output, 10)
-		dst = append(dst, `,"total_tokens":`...)
-		dst = strconv.AppendInt(dst, u.Input+u.Output, 10)
-		dst = append(dst, '}')
+	if u := openai.ParseUsage(v.Get("usage")); u.Present {
+		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+		dst = append(dst, `,"usage":`...)
+		dst = openai.AppendUsage(dst, u)
 	}
 	return append(dst, '}'), nil
 }

@@ -19,7 +19,6 @@ type Translator struct {
 	out    Output
 	parser openai.ChunkParser
 	chunk  openai.Chunk
-	up     fastjson.Parser // the usage chunk's details
 	finish []byte
 	usage  Usage
 	done   bool
@@ -66,7 +65,7 @@ func (t *Translator) Append(dst, data []byte) ([]byte, error) {
 		return o.AppendEnd(dst, StatusOf(t.finish), t.usage), nil
 	}
 	if c.Usage.Present {
-		t.readUsage(data)
+		t.usage = UsageOf(c.Usage)
 	}
 	if c.FinishReason != nil {
 		t.finish = append(t.finish[:0], c.FinishReason...)
@@ -114,17 +113,6 @@ func (t *Translator) toolCall(dst []byte, tc *openai.ToolCallDelta) []byte {
 		dst = o.AppendArgsDelta(dst, i, tc.Arguments)
 	}
 	return dst
-}
-
-// readUsage reads a usage chunk's counts, with the cached and reasoning
-// token details the chunk parser does not keep (once per stream).
-func (t *Translator) readUsage(data []byte) {
-	c := &t.chunk
-	t.usage = Usage{Present: true, Input: c.Usage.PromptTokens, Output: c.Usage.CompletionTokens, Total: c.Usage.TotalTokens}
-	if v, err := t.up.ParseBytes(data); err == nil {
-		t.usage.CachedInput = v.GetInt64("usage", "prompt_tokens_details", "cached_tokens")
-		t.usage.Reasoning = v.GetInt64("usage", "completion_tokens_details", "reasoning_tokens")
-	}
 }
 
 // StreamReader is an io.Reader that reads a chat.completion.chunk stream

@@ -139,8 +139,9 @@ func (v *View) Parse(data []byte, c *openai.Chunk) (*Event, error) {
 		v.response(r)
 		c.Done, c.Choices = true, 1
 		c.FinishReason = []byte(FinishReason(r.GetStringBytes("status"), r.GetStringBytes("incomplete_details", "reason"), len(v.calls) > 0))
-		if u := ResponseUsage(r.Get("usage")); u.Present {
-			v.usage = openai.Usage{Present: true, PromptTokens: u.Input, CompletionTokens: u.Output, TotalTokens: u.Input + u.Output}
+		if u := openai.ParseUsage(r.Get("usage")); u.Present {
+			u.TotalTokens = u.PromptTokens + u.CompletionTokens
+			v.usage = u
 			c.Usage = v.usage
 		}
 	case EventFailed:
@@ -148,8 +149,9 @@ func (v *View) Parse(data []byte, c *openai.Chunk) (*Event, error) {
 		v.response(r)
 		c.Done, c.Error = true, true
 		c.ErrorMessage = r.GetStringBytes("error", "message")
-		if u := ResponseUsage(r.Get("usage")); u.Present {
-			v.usage = openai.Usage{Present: true, PromptTokens: u.Input, CompletionTokens: u.Output, TotalTokens: u.Input + u.Output}
+		if u := openai.ParseUsage(r.Get("usage")); u.Present {
+			u.TotalTokens = u.PromptTokens + u.CompletionTokens
+			v.usage = u
 			c.Usage = v.usage
 		}
 	case EventError:

@@ -107,15 +107,6 @@ type KeyConfig struct {
 	BudgetWindow string  `yaml:"budget_window"`
 }
 
-// PriceConfig declares a tenant.Price: USD per million tokens (at most 6
-// decimals) from EffectiveFrom on (zero: always).
-type PriceConfig struct {
-	Model            string    `yaml:"model"`
-	InputUSDPerMTok  float64   `yaml:"input_usd_per_mtok"`
-	OutputUSDPerMTok float64   `yaml:"output_usd_per_mtok"`
-	EffectiveFrom    time.Time `yaml:"effective_from"`
-}
-
 // ConfigError is one problem in a Config, at its YAML path relative to the
 // tenants section (e.g. "tenants[1].keys[0].key_sha256").
 type ConfigError struct {
@@ -405,30 +396,19 @@ func (b *builder) keyHash(at string, kc *KeyConfig) (tenant.KeyHash, bool) {
 }
 
 func (b *builder) price(at string, pc *PriceConfig, seen map[string]string) {
-	if pc.Model == "" {
-		b.add(at+".model", "is required")
-		return
-	}
-	in, err := usdToMicros(pc.InputUSDPerMTok)
-	if err != nil {
-		b.add(at+".input_usd_per_mtok", "%v", err)
-	}
-	out, err2 := usdToMicros(pc.OutputUSDPerMTok)
-	if err2 != nil {
-		b.add(at+".output_usd_per_mtok", "%v", err2)
-	}
+	p, errs := pc.build(at)
 	id := pc.Model + "\x00" + pc.EffectiveFrom.UTC().Format(time.RFC3339Nano)
-	if prev, dup := seen[id]; dup {
+	if prev, dup := seen[id]; dup && pc.Model != "" {
 		b.add(at, "duplicate price for %q from %s (first at %s)", pc.Model, pc.EffectiveFrom.Format(time.RFC3339), prev)
 		return
 	}
 	seen[id] = at
-	if err != nil || err2 != nil {
+	if len(errs) > 0 {
+		b.problems = append(b.problems, errs...)
 		return
 	}
-	b.tables.Prices[pc.Model] = append(b.tables.Prices[pc.Model], &tenant.Price{
-		Model: pc.Model, InputMicrosPerMTok: in, OutputMicrosPerMTok: out, EffectiveFrom: pc.EffectiveFrom,
-	})
+	p.Source = "policy"
+	b.tables.Prices[pc.Model] = append(b.tables.Prices[pc.Model], p)
 }
 
 // usdToMicros converts dollars to millionths exactly. The YAML number was

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/admin"
 	"github.com/tollgate/tollgate/gateway/internal/config"
+	"github.com/tollgate/tollgate/gateway/internal/pricing"
 	"github.com/tollgate/tollgate/gateway/internal/store/mem"
 	"github.com/tollgate/tollgate/gateway/internal/store/pg"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
@@ -66,6 +67,14 @@ func Open(p *config.Policy, o Options) (_ *Tenants, err error) {
 		}
 		store = m
 	}
+	db, isPG := store.(*pg.Store)
+	if p.Pricing.CatalogOn() {
+		cat, err := pricing.Embedded()
+		if err != nil {
+			return nil, err
+		}
+		store = &pricing.Store{Store: store, Catalog: cat}
+	}
 	opts := tenant.CacheOptions{NegativeTTL: p.Store.Cache.NegativeTTL, MaxEntries: p.Store.Cache.MaxEntries}
 	if ttl := p.Store.Cache.TTL; ttl != nil {
 		opts.TTL, opts.PassThrough = *ttl, *ttl == 0
@@ -74,7 +83,6 @@ func Open(p *config.Policy, o Options) (_ *Tenants, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("tenant cache: %w", err)
 	}
-	db, isPG := store.(*pg.Store)
 	if isPG {
 		// Closers run in order: stop listening, then close the store.
 		t.closers = append([]func(){listen(db, cache, o.Log)}, t.closers...)
@@ -82,7 +90,7 @@ func Open(p *config.Policy, o Options) (_ *Tenants, err error) {
 	t.closers = append(t.closers, cache.Close)
 	t.Cache = cache
 	if isPG {
-		t.Admin = admin.NewHandler(db, cache, p.Admin.Token, o.Log.With("component", "admin"), admin.WithBudget(o.Budget), admin.WithCanceller(o.Cancel))
+		t.Admin = admin.NewHandler(db, cache, p.Admin.Token, o.Log.With("component", "admin"), admin.WithBudget(o.Budget), admin.WithCanceller(o.Cancel), admin.WithPrices(cache))
 	}
 	return t, nil
 }

@@ -190,6 +190,7 @@ var rules = map[string]rule{
 	"tenants.tenants[].keys[].status": {enum: []string{tenant.StatusActive, tenant.StatusRevoked}},
 	"tenants.prices[].model":          {required: true},
 	"passthrough.files.plans":         {required: true, minItems: 1},
+	"pricing.unpriced":                {enum: []string{config.UnpricedFree, config.UnpricedRefuse}},
 }
 
 // generator builds the schema of one type tree.

@@ -38,4 +38,7 @@ type Finished struct {
 	Plugins []*wasmhost.Plugin
 	// AccessLog: the policy asks for the access log line.
 	AccessLog bool
+	// Unpriced: the request used tokens of a model without a price, so
+	// it cost nothing (pricing.unpriced: free).
+	Unpriced bool
 }

@@ -33,6 +33,7 @@ type Metrics struct {
 	tokens     *prometheus.CounterVec
 	tokenUsage *prometheus.HistogramVec
 	cost       *prometheus.CounterVec
+	unpriced   *prometheus.CounterVec
 	guard      *prometheus.CounterVec
 	// plugins times each plugin callback, by plugin and phase; its
 	// children are resolved when a policy state is built (attach).
@@ -96,6 +97,9 @@ func NewMetrics(tenants, ledger pgx.QueryTracer) *Metrics {
 		[]string{"model", "type"})
 	o.cost = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_cost_usd_micros_total",
 		Help: "Cost of the requests by tenant, in USD micros."}, []string{"tenant"})
+	o.unpriced = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_budget_unpriced_requests_total",
+		Help: "Requests served for a model without a price (pricing.unpriced: free), so charged nothing, by the policy's model name or pattern."},
+		[]string{"model"})
 	o.guard = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_guard_actions_total",
 		Help: "Replies a guard changed or ended, by action (e.g. holdback:stopped, budget:cut, cancelled)."},
 		[]string{"action"})
@@ -107,7 +111,7 @@ func NewMetrics(tenants, ledger pgx.QueryTracer) *Metrics {
 		[]string{"plugin"})
 	o.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&collector{o: o}, o.requests, o.duration, o.upstream, o.ttft, o.phases, o.tokens, o.tokenUsage,
-		o.cost, o.guard, o.plugins, o.rejections)
+		o.cost, o.unpriced, o.guard, o.plugins, o.rejections)
 	return o
 }
 

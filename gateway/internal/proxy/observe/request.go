@@ -52,6 +52,9 @@ func (o *Metrics) observe(f *Finished) {
 			o.cost.WithLabelValues(row.TenantID).Add(float64(row.CostMicros))
 		}
 	}
+	if f.Unpriced {
+		o.unpriced.WithLabelValues(model).Inc()
+	}
 	if row.GuardAction != "" {
 		o.guard.WithLabelValues(row.GuardAction).Inc()
 	}

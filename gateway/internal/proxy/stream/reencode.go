@@ -8,6 +8,7 @@ import (
 
 	"github.com/valyala/fastjson"
 
+	"github.com/tollgate/tollgate/gateway/internal/openai"
 	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
@@ -88,24 +89,22 @@ func appendEvent(dst, json []byte) []byte {
 
 // ReplyText returns choices[0]'s text of a non-streamed reply (message
 // content or text) and the usage it reports.
-func ReplyText(body []byte) (text []byte, prompt, completion int64, hasUsage bool, err error) {
+func ReplyText(body []byte) (text []byte, usage openai.Usage, err error) {
 	re := reencoders.Get().(*reencoder)
 	defer reencoders.Put(re)
 	v, err := re.p.ParseBytes(body)
 	if err != nil {
-		return nil, 0, 0, false, err
+		return nil, openai.Usage{}, err
 	}
-	if u := v.Get("usage"); u != nil && u.Type() == fastjson.TypeObject {
-		prompt, completion, hasUsage = u.GetInt64("prompt_tokens"), u.GetInt64("completion_tokens"), true
-	}
+	usage = openai.ParseUsage(v.Get("usage"))
 	choices := v.GetArray("choices")
 	if len(choices) == 0 {
-		return nil, prompt, completion, hasUsage, nil
+		return nil, usage, nil
 	}
 	if b := choices[0].GetStringBytes("message", "content"); b != nil {
-		return append([]byte(nil), b...), prompt, completion, hasUsage, nil
+		return append([]byte(nil), b...), usage, nil
 	}
-	return append([]byte(nil), choices[0].GetStringBytes("text")...), prompt, completion, hasUsage, nil
+	return append([]byte(nil), choices[0].GetStringBytes("text")...), usage, nil
 }
 
 // AppendReplyToolCalls appends the tool calls of choices[0].message of a

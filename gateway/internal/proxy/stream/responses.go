@@ -592,10 +592,7 @@ func (st *Stream) stopResponses(text, finish []byte, ev *responses.Event) {
 		finish = contentFilter
 	}
 	s := responses.StatusOf(finish)
-	var u responses.Usage // the upstream's, when its end came before the stop
-	if st.usage.Present {
-		u = responses.Usage{Present: true, Input: st.usage.PromptTokens, Output: st.usage.CompletionTokens}
-	}
+	u := responses.UsageOf(st.usage) // the upstream's, when its end came before the stop
 	o.Seq = rs.next
 	st.out = o.AppendEnd(st.out, s, u)
 	rs.next = o.Seq

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
 )
@@ -112,19 +114,35 @@ func (s *Store) SetPrice(ctx context.Context, p tenant.Price) error {
 	switch {
 	case checkID("model", p.Model) != nil:
 		return fmt.Errorf("setting a price: %w", checkID("model", p.Model))
-	case p.InputMicrosPerMTok < 0 || p.OutputMicrosPerMTok < 0:
-		return fmt.Errorf("setting the price of %q: negative price: %w", p.Model, ErrInvalid)
+	case p.InputMicrosPerMTok < 0 || p.OutputMicrosPerMTok < 0 || slices.ContainsFunc(priceExtras(&p), func(v *int64) bool { return *v < 0 }):
+		return fmt.Errorf("setting the price of %q: negative price or bound: %w", p.Model, ErrInvalid)
 	case p.EffectiveFrom.IsZero():
 		return fmt.Errorf("setting the price of %q: no EffectiveFrom: %w", p.Model, ErrInvalid)
 	}
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		args := []any{p.Model, p.InputMicrosPerMTok, p.OutputMicrosPerMTok, p.EffectiveFrom}
+		for _, v := range priceExtras(&p) {
+			args = append(args, pgtype.Int8{Int64: *v, Valid: *v > 0})
+		}
+		args = append(args, pgtype.Bool{Bool: true, Valid: p.Reasoning})
 		_, err := tx.Exec(ctx, `
-INSERT INTO model_prices (model, input_micros_per_mtok, output_micros_per_mtok, effective_from)
-VALUES ($1, $2, $3, $4)
+INSERT INTO model_prices (model, input_micros_per_mtok, output_micros_per_mtok, effective_from,
+    `+priceExtraColumns+`, reasoning)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
 ON CONFLICT (model, effective_from) DO UPDATE
 SET input_micros_per_mtok = excluded.input_micros_per_mtok,
-    output_micros_per_mtok = excluded.output_micros_per_mtok`,
-			p.Model, p.InputMicrosPerMTok, p.OutputMicrosPerMTok, p.EffectiveFrom)
+    output_micros_per_mtok = excluded.output_micros_per_mtok,
+    cached_input_micros_per_mtok = excluded.cached_input_micros_per_mtok,
+    cache_write_micros_per_mtok = excluded.cache_write_micros_per_mtok,
+    audio_input_micros_per_mtok = excluded.audio_input_micros_per_mtok,
+    image_input_micros_per_mtok = excluded.image_input_micros_per_mtok,
+    reasoning_micros_per_mtok = excluded.reasoning_micros_per_mtok,
+    audio_output_micros_per_mtok = excluded.audio_output_micros_per_mtok,
+    image_output_micros_per_mtok = excluded.image_output_micros_per_mtok,
+    context_window = excluded.context_window,
+    max_output_tokens = excluded.max_output_tokens,
+    image_tokens = excluded.image_tokens,
+    reasoning = excluded.reasoning`, args...)
 		return err
 	})
 	if err != nil {
@@ -133,16 +151,41 @@ SET input_micros_per_mtok = excluded.input_micros_per_mtok,
 	return nil
 }
 
+// priceExtraColumns are model_prices' optional columns in the order of
+// priceExtras (00008_token_kinds.sql); NULL is 0, unset.
+const priceExtraColumns = `cached_input_micros_per_mtok, cache_write_micros_per_mtok, audio_input_micros_per_mtok,
+    image_input_micros_per_mtok, reasoning_micros_per_mtok, audio_output_micros_per_mtok, image_output_micros_per_mtok,
+    context_window, max_output_tokens, image_tokens`
+
+// priceExtras are p's fields of priceExtraColumns, in order.
+func priceExtras(p *tenant.Price) []*int64 {
+	return []*int64{&p.CachedInputMicrosPerMTok, &p.CacheWriteMicrosPerMTok, &p.AudioInputMicrosPerMTok,
+		&p.ImageInputMicrosPerMTok, &p.ReasoningMicrosPerMTok, &p.AudioOutputMicrosPerMTok, &p.ImageOutputMicrosPerMTok,
+		&p.ContextWindow, &p.MaxOutputTokens, &p.ImageTokens}
+}
+
 // Price returns the price of model in force at: the one with the latest
 // EffectiveFrom not after at, or an error wrapping tenant.ErrNotFound.
+// Its Source is "admin".
 func (s *Store) Price(ctx context.Context, model string, at time.Time) (*tenant.Price, error) {
-	p := &tenant.Price{Model: model}
+	p := &tenant.Price{Model: model, Source: "admin"}
+	var extras [10]pgtype.Int8
+	var reasoning pgtype.Bool
+	dst := []any{&p.InputMicrosPerMTok, &p.OutputMicrosPerMTok, &p.EffectiveFrom}
+	for i := range extras {
+		dst = append(dst, &extras[i])
+	}
+	dst = append(dst, &reasoning)
 	err := s.pool.QueryRow(ctx, `
-SELECT input_micros_per_mtok, output_micros_per_mtok, effective_from
+SELECT input_micros_per_mtok, output_micros_per_mtok, effective_from, `+priceExtraColumns+`, reasoning
 FROM model_prices
 WHERE model = $1 AND effective_from <= $2
 ORDER BY effective_from DESC
-LIMIT 1`, model, at).Scan(&p.InputMicrosPerMTok, &p.OutputMicrosPerMTok, &p.EffectiveFrom)
+LIMIT 1`, model, at).Scan(dst...)
+	for i, v := range priceExtras(p) {
+		*v = extras[i].Int64 // 0 when NULL
+	}
+	p.Reasoning = reasoning.Bool
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("price of %q at %s: %w", model, at.UTC().Format(time.RFC3339), tenant.ErrNotFound)
 	}

@@ -172,6 +172,7 @@ type anthropicMessage struct {
 	blocks      []anthropicBlock
 	stopReason  string
 	input, outN int
+	kinds       UsageKinds // reported on top of input and outN
 }
 
 // anthropicBlock is one content block: text, or the tool_use block.
@@ -182,7 +183,8 @@ type anthropicBlock struct {
 
 // generateMessage builds the reply the params describe.
 func (s *Server) generateMessage(req *anthropicRequest, input int, p *params) *anthropicMessage {
-	m := &anthropicMessage{id: "msg_mock_" + strconv.FormatInt(s.seq.Add(1), 10), model: req.Model, input: input, stopReason: "end_turn"}
+	m := &anthropicMessage{id: "msg_mock_" + strconv.FormatInt(s.seq.Add(1), 10), model: req.Model, input: input, stopReason: "end_turn",
+		kinds: p.kinds}
 	n := p.eventCount()
 	if *req.MaxTokens < n {
 		n, m.stopReason = *req.MaxTokens, "max_tokens"
@@ -230,13 +232,24 @@ func toolBlock(p *params) *anthropicBlock {
 func (m *anthropicMessage) appendUsage(b []byte, input bool) []byte {
 	b = append(b, `"usage":{`...)
 	if input {
-		b = append(b, `"input_tokens":`...)
-		b = strconv.AppendInt(b, int64(m.input), 10)
-		b = append(b, `,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,`...)
+		b = m.appendInputUsage(b)
+		b = append(b, ',')
 	}
 	b = append(b, `"output_tokens":`...)
-	b = strconv.AppendInt(b, int64(m.outN), 10)
+	b = strconv.AppendInt(b, int64(m.outN+m.kinds.Reasoning), 10)
 	return append(b, '}')
+}
+
+// appendInputUsage appends the input members of a Messages usage object:
+// input_tokens (the cache's reads and writes left out, as Anthropic
+// counts) and the cache's.
+func (m *anthropicMessage) appendInputUsage(b []byte) []byte {
+	b = append(b, `"input_tokens":`...)
+	b = strconv.AppendInt(b, int64(m.input), 10)
+	b = append(b, `,"cache_creation_input_tokens":`...)
+	b = strconv.AppendInt(b, int64(m.kinds.CacheWrite), 10)
+	b = append(b, `,"cache_read_input_tokens":`...)
+	return strconv.AppendInt(b, int64(m.kinds.CachedInput), 10)
 }
 
 const mockToolID, mockToolName = "toolu_mock", "mock_tool"
@@ -288,8 +301,8 @@ func (m *anthropicMessage) events() []string {
 	b = appendString(b, m.id)
 	b = append(b, `,"type":"message","role":"assistant","model":`...)
 	b = appendString(b, m.model)
-	b = append(b, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":`...)
-	b = strconv.AppendInt(b, int64(m.input), 10)
+	b = append(b, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{`...)
+	b = m.appendInputUsage(b)
 	b = append(b, `,"output_tokens":1}}}`...)
 	out := []string{ev("message_start", b), "event: ping\ndata: {\"type\": \"ping\"}\n\n"}
 	for i, bl := range m.blocks {

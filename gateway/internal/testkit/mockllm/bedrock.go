@@ -234,12 +234,20 @@ func checkConverse(req *converseRequest) (chars int, msg string) {
 }
 
 func (m *anthropicMessage) converseUsage(b []byte) []byte {
+	k := &m.kinds
+	out := m.outN + k.Reasoning
 	b = append(b, `"usage":{"inputTokens":`...)
 	b = append(b, itoa(m.input)...)
 	b = append(b, `,"outputTokens":`...)
-	b = append(b, itoa(m.outN)...)
+	b = append(b, itoa(out)...)
 	b = append(b, `,"totalTokens":`...)
-	b = append(b, itoa(m.input+m.outN)...)
+	b = append(b, itoa(m.input+k.CachedInput+k.CacheWrite+out)...)
+	if k.CachedInput > 0 || k.CacheWrite > 0 {
+		b = append(b, `,"cacheReadInputTokens":`...)
+		b = append(b, itoa(k.CachedInput)...)
+		b = append(b, `,"cacheWriteInputTokens":`...)
+		b = append(b, itoa(k.CacheWrite)...)
+	}
 	return append(b, '}')
 }
 

@@ -296,16 +296,29 @@ func geminiFinish(m *anthropicMessage) string {
 }
 
 func geminiUsage(b []byte, m *anthropicMessage, final bool) []byte {
+	k := &m.kinds
+	prompt := m.input + k.CachedInput + k.AudioInput + k.ImageInput
 	b = append(b, `"usageMetadata":{"promptTokenCount":`...)
-	b = strconv.AppendInt(b, int64(m.input), 10)
+	b = strconv.AppendInt(b, int64(prompt), 10)
+	if k.CachedInput > 0 {
+		b = append(b, `,"cachedContentTokenCount":`...)
+		b = strconv.AppendInt(b, int64(k.CachedInput), 10)
+	}
+	b = appendModalities(b, "promptTokensDetails", m.input+k.CachedInput, k.AudioInput, k.ImageInput)
 	out := 0
 	if final {
-		out = m.outN
+		candidates := m.outN + k.AudioOutput + k.ImageOutput
+		out = candidates + k.Reasoning
 		b = append(b, `,"candidatesTokenCount":`...)
-		b = strconv.AppendInt(b, int64(out), 10)
+		b = strconv.AppendInt(b, int64(candidates), 10)
+		if k.Reasoning > 0 {
+			b = append(b, `,"thoughtsTokenCount":`...)
+			b = strconv.AppendInt(b, int64(k.Reasoning), 10)
+		}
+		b = appendModalities(b, "candidatesTokensDetails", m.outN, k.AudioOutput, k.ImageOutput)
 	}
 	b = append(b, `,"totalTokenCount":`...)
-	b = strconv.AppendInt(b, int64(m.input+out), 10)
+	b = strconv.AppendInt(b, int64(prompt+out), 10)
 	return append(b, '}')
 }
 

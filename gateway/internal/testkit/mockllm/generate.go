@@ -409,7 +409,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, c *completion,
 	if c.includeUsage || p.usage {
 		b = append(b[:0], prefix...)
 		b = append(b, `],"usage":`...)
-		b = appendUsage(b, c.promptTokens, n)
+		b = appendOpenAIUsage(b, c.promptTokens, n, &p.kinds)
 		if b = append(b, "}\n\n"...); !emit(b) {
 			return
 		}
@@ -493,7 +493,7 @@ func (c *completion) appendBody(b []byte, p *params, n int, finish string) []byt
 		b = append(b, `","index":0,"logprobs":null,"finish_reason":"`...)
 	}
 	b = append(append(b, finish...), `"}],"usage":`...)
-	b = appendUsage(b, c.promptTokens, n)
+	b = appendOpenAIUsage(b, c.promptTokens, n, &p.kinds)
 	return append(b, "}\n"...)
 }
 

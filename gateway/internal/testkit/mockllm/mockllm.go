@@ -66,6 +66,10 @@ type Config struct {
 	// the request did not ask for stream_options.include_usage. When false
 	// the usage chunk is sent only if the request asked for it.
 	Usage bool
+	// UsageKinds are tokens of the kinds providers price apart (cached,
+	// cache writes, audio, images, reasoning) added to every reply's
+	// usage; see UsageKinds. Zero: none, the usage as before.
+	UsageKinds UsageKinds
 	// Text, if non-empty, is the exact reply text instead of generated
 	// tokens. It should be valid UTF-8.
 	Text string

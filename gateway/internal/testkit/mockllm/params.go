@@ -60,6 +60,7 @@ type params struct {
 	tokens     int
 	interToken time.Duration
 	usage      bool
+	kinds      UsageKinds
 	text       string
 	textSet    bool
 	chunkSize  int
@@ -83,6 +84,7 @@ func (s *Server) params(h http.Header) (*params, error) {
 		tokens:     c.Tokens,
 		interToken: c.InterToken,
 		usage:      c.Usage,
+		kinds:      c.UsageKinds,
 		text:       c.Text,
 		textSet:    c.Text != "",
 		chunkSize:  c.ChunkSize,
@@ -132,6 +134,13 @@ func (s *Server) params(h http.Header) (*params, error) {
 			return nil, headerError(HeaderUsage, "must be true or false")
 		}
 		p.usage = b
+	}
+	if v, ok := h[keyUsageKinds]; ok && len(v) > 0 {
+		k, perr := ParseUsageKinds(v[0])
+		if perr != nil {
+			return nil, headerError(HeaderUsageKinds, perr.Error())
+		}
+		p.kinds = k
 	}
 	if v, ok := h[keyText]; ok && len(v) > 0 {
 		t, perr := url.QueryUnescape(v[0])

@@ -202,12 +202,18 @@ func (rs *mockResponse) appendObject(b []byte, done bool) []byte {
 	if !done {
 		return append(b, "null}"...)
 	}
+	k := &rs.msg.kinds
+	in, out := rs.msg.input+k.CachedInput, rs.msg.outN+k.Reasoning
 	b = append(b, `{"input_tokens":`...)
-	b = strconv.AppendInt(b, int64(rs.msg.input), 10)
-	b = append(b, `,"input_tokens_details":{"cached_tokens":0},"output_tokens":`...)
-	b = strconv.AppendInt(b, int64(rs.msg.outN), 10)
-	b = append(b, `,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":`...)
-	b = strconv.AppendInt(b, int64(rs.msg.input+rs.msg.outN), 10)
+	b = strconv.AppendInt(b, int64(in), 10)
+	b = append(b, `,"input_tokens_details":{"cached_tokens":`...)
+	b = strconv.AppendInt(b, int64(k.CachedInput), 10)
+	b = append(b, `},"output_tokens":`...)
+	b = strconv.AppendInt(b, int64(out), 10)
+	b = append(b, `,"output_tokens_details":{"reasoning_tokens":`...)
+	b = strconv.AppendInt(b, int64(k.Reasoning), 10)
+	b = append(b, `},"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(in+out), 10)
 	return append(b, "}}"...)
 }
 
