@@ -22,5 +22,5 @@
 // until the alert is older than the configured max age, then given up
 // (counted and logged). The webhook secret is never logged.
 //
-// Why an outbox, at least once and a lease: docs/adr/0014-budget-alert-outbox.md.
+// Why an outbox, at least once and a lease: docs/adr/0015-budget-alert-outbox.md.
 package alerts
