@@ -32,6 +32,34 @@ type RequestFacts struct {
 	// PromptChars/4, plus the tokens given as token arrays, plus 4 per
 	// message for chat and the Messages API; at least 1.
 	PromptTokens int64
+
+	// Bound is what PromptTokensBound bounds the prompt's tokens with.
+	Bound BoundFacts
+}
+
+// BoundFacts are what an upper bound of a request's prompt tokens is
+// computed from (see PromptTokensBound for the argument).
+type BoundFacts struct {
+	// PromptBytes is the body's length minus the image payloads (the
+	// unescaped URL or base64 data of each image part).
+	PromptBytes int64
+	// Images counts image parts: image_url (chat), input_image and
+	// computer screenshots (Responses), image blocks (Messages API, in
+	// tool results too).
+	Images int64
+	// Unbounded counts parts whose tokens the body cannot bound: files
+	// (by id, URL or data), documents other than plain text, audio of an
+	// earlier reply by id, item references, previous_response_id,
+	// conversation, a stored prompt, MCP servers, and server-side tools
+	// (web search, file search, web fetch, code execution, MCP).
+	Unbounded int64
+	// Tools counts declared tools; BuiltinTools those of them whose
+	// definition the provider supplies (a type other than function or
+	// custom), so their schemas are not in the body.
+	Tools, BuiltinTools int64
+	// Choices is how many completions a reply holds: n (and best_of for
+	// completions), at least 1.
+	Choices int64
 }
 
 // ReadRequestFacts reads the facts of body, a request for endpoint (the
@@ -45,6 +73,7 @@ func ReadRequestFacts(body []byte, endpoint string) (f RequestFacts, ok bool) {
 	if !ok {
 		return f, false
 	}
+	f.Bound = readBound(body, endpoint)
 	if s, ok := jsonString(top["model"]); ok {
 		f.Model = s
 	}
@@ -284,9 +313,10 @@ func hex4(s []byte) (uint16, bool) {
 	return uint16(n), err == nil
 }
 
-// SetFacts sets r's inputs Model, Stream, MaxTokens, Messages, PromptChars
-// and PromptTokens from f. Model is borrowed.
+// SetFacts sets r's inputs Model, Stream, MaxTokens, Messages, PromptChars,
+// PromptTokens and Bound from f. Model is borrowed.
 func (r *Request) SetFacts(f RequestFacts) {
 	r.Model, r.Stream, r.MaxTokens = f.Model, f.Stream, f.MaxTokens
 	r.Messages, r.PromptChars, r.PromptTokens = f.Messages, f.PromptChars, f.PromptTokens
+	r.Bound = f.Bound
 }

@@ -45,19 +45,49 @@ func (b *Budget) holdID(c *Session, r *wasmhost.Request) string {
 	return string(m.hold)
 }
 
-// Cost prices tokens of r's model, rounding up to the micro.
-func (b *Budget) Cost(r *wasmhost.Request, prompt, completion int64) (int64, bool) {
+// price is the price of r's model; false when it has none.
+func (b *Budget) price(r *wasmhost.Request) (*tenant.Price, bool) {
 	if b.prices == nil {
-		return 0, false
+		return nil, false
 	}
 	p, err := b.prices.Price(context.Background(), string(r.Model))
 	if err != nil {
 		if !errors.Is(err, tenant.ErrNotFound) {
 			b.log.Warn("price lookup failed", "model", string(r.Model), "err", err)
 		}
+		return nil, false
+	}
+	return p, true
+}
+
+// Cost prices tokens of r's model, rounding up to the micro.
+func (b *Budget) Cost(r *wasmhost.Request, prompt, completion int64) (int64, bool) {
+	p, ok := b.price(r)
+	if !ok {
 		return 0, false
 	}
 	return tokensCost(prompt, p.InputMicrosPerMTok) + tokensCost(completion, p.OutputMicrosPerMTok), true
+}
+
+// boundCost is the most prompt and completion tokens of r's model can
+// cost: every token at its side's highest rate (tenant.Price.BoundCost),
+// so that a hold covers whatever kinds of token the reply reports.
+func (b *Budget) boundCost(r *wasmhost.Request, prompt, completion int64) (int64, bool) {
+	p, ok := b.price(r)
+	if !ok {
+		return 0, false
+	}
+	return p.BoundCost(prompt, completion), true
+}
+
+// modelFacts are r's model's facts from its price.
+func (b *Budget) modelFacts(r *wasmhost.Request) wasmhost.ModelFacts {
+	p, ok := b.price(r)
+	if !ok {
+		return wasmhost.ModelFacts{}
+	}
+	return wasmhost.ModelFacts{ContextWindow: p.ContextWindow, MaxOutputTokens: p.MaxOutputTokens,
+		ImageTokens: p.ImageTokens, Reasoning: p.Reasoning, Known: true}
 }
 
 func tokensCost(tokens, microsPerMTok int64) int64 {
@@ -71,7 +101,8 @@ func tokensCost(tokens, microsPerMTok int64) int64 {
 func budgetMonth(now time.Time) string { return now.UTC().Format("2006-01") }
 
 // Reserve is budget.reserve: "PROMPT_TOKENS COMPLETION_TOKENS
-// LEASE_MS". The host prices the tokens for the request's model and holds
+// LEASE_MS". The host prices the tokens for the request's model, each at
+// the highest rate of its side (tenant.Price.BoundCost), and holds
 // the amount against the tenant's monthly budget; when the request ends it
 // settles the real cost (and releases the hold) by itself. Results:
 //
@@ -99,7 +130,7 @@ func (b *Budget) Reserve(c *Session, r *wasmhost.Request, req []byte) ([]byte, e
 	if r.Tenant.BudgetMicros <= 0 {
 		return []byte("unlimited"), nil
 	}
-	amount, ok := b.Cost(r, prompt, completion)
+	amount, ok := b.boundCost(r, prompt, completion)
 	if !ok {
 		return []byte("noprice"), nil
 	}
@@ -108,6 +139,9 @@ func (b *Budget) Reserve(c *Session, r *wasmhost.Request, req []byte) ([]byte, e
 		time.Duration(leaseMs)*time.Millisecond)
 	if err == nil && res.Admitted {
 		c.meter.month = month
+		if !res.Duplicate {
+			c.meter.heldCompletion = completion
+		}
 	}
 	return budgetResult(res, err, amount, &b.counts.Budget[BudgetReserveOp])
 }
@@ -132,7 +166,7 @@ func (b *Budget) Extend(c *Session, r *wasmhost.Request, req []byte) ([]byte, er
 	if r.Tenant.BudgetMicros <= 0 {
 		return []byte("unlimited"), nil
 	}
-	amount, ok := b.Cost(r, 0, more)
+	amount, ok := b.boundCost(r, 0, more)
 	if !ok {
 		return []byte("noprice"), nil
 	}
@@ -145,6 +179,10 @@ func (b *Budget) Extend(c *Session, r *wasmhost.Request, req []byte) ([]byte, er
 		time.Duration(leaseMs)*time.Millisecond)
 	if err == nil && res.Admitted {
 		m.month = month
+		if res.Recreated {
+			m.heldCompletion = 0 // the earlier hold is gone
+		}
+		m.heldCompletion += more
 	}
 	return budgetResult(res, err, amount, &b.counts.Budget[BudgetExtendOp])
 }
@@ -186,5 +224,26 @@ func (b *Budget) settle(c *Session, r *wasmhost.Request, prompt, completion int6
 		// The call log still records the cost; reconcile corrects the
 		// counter, and the hold expires with its lease.
 		b.log.Warn("budget: settle failed", "tenant", r.Tenant.ID, "err", err)
+	}
+}
+
+// shrinkToInput lowers the request's hold once the upstream has reported
+// the prompt's true token count (input, every kind included) before the
+// reply: to the bound cost of those tokens and of the completion tokens
+// the hold covers. The counter never raises a hold, so a count above the
+// reserved bound changes nothing. A request with parts the body could not
+// bound keeps its hold: server-side tools may add input as the reply goes.
+func (b *Budget) shrinkToInput(c *Session, r *wasmhost.Request, input int64) {
+	m := &c.meter
+	if m.month == "" || r.Tenant == nil || input < 0 || r.Bound.Unbounded > 0 {
+		return
+	}
+	to, ok := b.boundCost(r, input, m.heldCompletion)
+	if !ok {
+		return
+	}
+	if err := b.counter.Shrink(context.Background(), r.Tenant.ID, m.month, b.holdID(c, r), to); err != nil {
+		// The hold stays as it was: only budget is kept back, not lost.
+		b.log.Warn("budget: shrink failed", "tenant", r.Tenant.ID, "err", err)
 	}
 }

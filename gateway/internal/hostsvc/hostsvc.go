@@ -29,10 +29,11 @@ func (f ServiceFunc) Serve(c *Session, r *wasmhost.Request, req []byte) ([]byte,
 }
 
 var (
-	_ Service           = ServiceFunc(nil)
-	_ Service           = (*Tenants)(nil)
-	_ Service           = (*RateLimits)(nil)
-	_ wasmhost.Services = (*Session)(nil)
+	_ Service              = ServiceFunc(nil)
+	_ Service              = (*Tenants)(nil)
+	_ Service              = (*RateLimits)(nil)
+	_ wasmhost.Services    = (*Session)(nil)
+	_ wasmhost.ModelFacter = (*Session)(nil)
 )
 
 // Config is what a Set's services are built from. Nil fields mean the
@@ -145,6 +146,26 @@ func (c *Session) Settle(r *wasmhost.Request, prompt, completion int64) {
 	}
 	c.set.rate.settle(&c.meter, prompt+completion)
 	c.set.budget.settle(c, r, prompt, completion)
+}
+
+// ModelFacts implements wasmhost.ModelFacter: the request's model's facts
+// from its price (nothing known without a Set or a price).
+func (c *Session) ModelFacts(r *wasmhost.Request) wasmhost.ModelFacts {
+	if c.set == nil {
+		return wasmhost.ModelFacts{}
+	}
+	return c.set.budget.modelFacts(r)
+}
+
+// InputKnown tells the session the prompt's true token count (every kind
+// of input token) as the upstream reported it before the reply (Anthropic's
+// message_start): the budget hold shrinks to what the prompt really costs
+// plus the completion it covers, giving the rest back at once.
+func (c *Session) InputKnown(r *wasmhost.Request, input int64) {
+	if c.set == nil {
+		return
+	}
+	c.set.budget.shrinkToInput(c, r, input)
 }
 
 // Counts count the services' decisions; they outlive policy reloads.
