@@ -66,9 +66,9 @@ func each(v *fastjson.Value, key string, f func(*fastjson.Value)) {
 func eachItem(v *fastjson.Value, key string, f func(*fastjson.Value)) {
 	each(v, key, func(a *fastjson.Value) {
 		if a.Type() != fastjson.TypeArray {
-		return
-	}
-	for _, it := range a.GetArray() {
+			return
+		}
+		for _, it := range a.GetArray() {
 			f(it)
 		}
 	})
