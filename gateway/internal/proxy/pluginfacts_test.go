@@ -95,6 +95,9 @@ func FuzzPluginFacts(f *testing.F) {
 	for _, tt := range factsCorpus {
 		f.Add([]byte(tt.body), uint8(tt.ep))
 	}
+	for _, tt := range boundFactsCases {
+		f.Add([]byte(tt.body), uint8(tt.ep))
+	}
 	f.Fuzz(func(t *testing.T, body []byte, epn uint8) {
 		ep := openai.Endpoint(epn%4) + openai.ChatCompletions
 		if ep == openai.Embeddings+1 {
