@@ -111,6 +111,12 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, body []byte, 
 		promptTokens: max(1, chars/4+tokens),
 		limit:        limit,
 	}
+	if p.tokensPerByte {
+		c.promptTokens = 0
+		for _, m := range req.Messages {
+			c.promptTokens += promptBytes(m.Content) + 4
+		}
+	}
 	s.complete(w, r, c, p)
 }
 
@@ -142,7 +148,59 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, body []
 		promptTokens: max(1, chars/4+tokens),
 		limit:        limit,
 	}
+	if p.tokensPerByte {
+		c.promptTokens = promptBytes(req.Prompt) + tokens + 4
+	}
 	s.complete(w, r, c, p)
+}
+
+// promptBytes is the UTF-8 bytes of a content or prompt's text: a string,
+// the text of parts, the strings of an array (token numbers count 0).
+func promptBytes(raw json.RawMessage) int {
+	raw = trimSpace(raw)
+	if len(raw) == 0 {
+		return 0
+	}
+	switch raw[0] {
+	case '"':
+		var s string
+		json.Unmarshal(raw, &s)
+		return len(s)
+	case '{':
+		var part struct {
+			Text string `json:"text"`
+		}
+		json.Unmarshal(raw, &part)
+		return len(part.Text)
+	case '[':
+		var items []json.RawMessage
+		json.Unmarshal(raw, &items)
+		n := 0
+		for _, it := range items {
+			n += promptBytes(it)
+		}
+		return n
+	}
+	return 0
+}
+
+// completionTokens is the completion_tokens of a reply of n pieces: n, or
+// with tokensPerByte the bytes of their text.
+func (p *params) completionTokens(n int) int {
+	if !p.tokensPerByte {
+		return n
+	}
+	bytes, off := 0, 0
+	for i := range n {
+		if !p.textSet {
+			bytes += len("tok ") + len(strconv.Itoa(i))
+			continue
+		}
+		end := p.pieceEnd(off)
+		bytes += end - off
+		off = end
+	}
+	return bytes
 }
 
 // limit validates a max_tokens-style field and returns the tighter of it and
@@ -409,7 +467,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, c *completion,
 	if c.includeUsage || p.usage {
 		b = append(b[:0], prefix...)
 		b = append(b, `],"usage":`...)
-		b = appendUsage(b, c.promptTokens, n)
+		b = appendUsage(b, c.promptTokens, p.completionTokens(n))
 		if b = append(b, "}\n\n"...); !emit(b) {
 			return
 		}
@@ -493,7 +551,7 @@ func (c *completion) appendBody(b []byte, p *params, n int, finish string) []byt
 		b = append(b, `","index":0,"logprobs":null,"finish_reason":"`...)
 	}
 	b = append(append(b, finish...), `"}],"usage":`...)
-	b = appendUsage(b, c.promptTokens, n)
+	b = appendUsage(b, c.promptTokens, p.completionTokens(n))
 	return append(b, "}\n"...)
 }
 
