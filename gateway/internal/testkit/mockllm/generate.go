@@ -203,6 +203,19 @@ func (p *params) completionTokens(n int) int {
 	return bytes
 }
 
+// piecesWithin is how many pieces a limit of tokens allows: limit itself
+// (-1: none), or with tokensPerByte the most whose bytes fit in it.
+func (p *params) piecesWithin(limit int) int {
+	if !p.tokensPerByte || limit < 0 {
+		return limit
+	}
+	n := 0
+	for n < p.eventCount() && p.completionTokens(n+1) <= limit {
+		n++
+	}
+	return n
+}
+
 // limit validates a max_tokens-style field and returns the tighter of it and
 // prev (-1 meaning no limit).
 func (s *Server) limit(w http.ResponseWriter, name string, v *int, prev int) (int, bool) {
@@ -354,8 +367,8 @@ func (p *params) appendPiece(b []byte, i, off int) ([]byte, int) {
 // complete writes a chat or legacy completion, streaming or not.
 func (s *Server) complete(w http.ResponseWriter, r *http.Request, c *completion, p *params) {
 	n, finish := p.eventCount(), "stop"
-	if c.limit >= 0 && c.limit < n {
-		n, finish = c.limit, "length"
+	if limit := p.piecesWithin(c.limit); limit >= 0 && limit < n {
+		n, finish = limit, "length"
 	}
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)

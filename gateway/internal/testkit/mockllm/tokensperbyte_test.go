@@ -7,7 +7,8 @@ import (
 )
 
 // With tokens per byte, usage counts the bytes of the prompt's text (plus
-// 4 per message) and of the reply's text, streamed or not.
+// 4 per message) and of the reply's text, streamed or not, and max_tokens
+// caps the reply's bytes.
 func TestTokensPerByte(t *testing.T) {
 	_, ts, c := start(t, Config{Usage: true})
 	tests := []struct {
@@ -23,8 +24,11 @@ func TestTokensPerByte(t *testing.T) {
 			`{"model":"m","stream":true,"messages":[{"role":"user","content":"🎉"}]}`,
 			map[string]string{HeaderTokensPerByte: "true", HeaderText: "%E4%B8%AD%E6%96%87", HeaderChunkSize: "3"}, 4 + 4, 6},
 		{"generated tokens", "/v1/chat/completions",
-			`{"model":"m","max_tokens":12,"messages":[{"role":"user","content":"x"}]}`,
-			map[string]string{HeaderTokensPerByte: "true"}, 1 + 4, 10*len("tok0 ") + 2*len("tok10 ")},
+			`{"model":"m","messages":[{"role":"user","content":"x"}]}`,
+			map[string]string{HeaderTokensPerByte: "true", HeaderTokens: "12"}, 1 + 4, 10*len("tok0 ") + 2*len("tok10 ")},
+		{"max_tokens caps the bytes", "/v1/chat/completions",
+			`{"model":"m","max_tokens":7,"messages":[{"role":"user","content":"x"}]}`,
+			map[string]string{HeaderTokensPerByte: "true", HeaderText: "abcdefghij", HeaderChunkSize: "3"}, 1 + 4, 6},
 		{"completions", "/v1/completions", `{"model":"m","prompt":"abcdef"}`,
 			map[string]string{HeaderTokensPerByte: "true", HeaderText: "ab"}, 6 + 4, 2},
 		{"off", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"预算预算"}]}`,
