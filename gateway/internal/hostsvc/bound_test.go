@@ -92,3 +92,48 @@ func TestModelFactsUnknown(t *testing.T) {
 		t.Fatalf("unpriced model: %+v", got)
 	}
 }
+
+// A settled cost above the hold (after a shrink, what is left of it) is
+// charged and counted as an overrun.
+func TestOverrunCounted(t *testing.T) {
+	tests := []struct {
+		name               string
+		input              int64 // reported before the reply; -1 none
+		prompt, completion int64 // settled
+		overruns, micros   int64
+	}{
+		{"within the hold", -1, 400, 200, 0, 0},
+		// 400 prompt at 1 + 250 completion at 10: 2,900 of 3,200 held
+		// (the usage is priced at base rates).
+		{"above its base price, within the bound", -1, 400, 250, 0, 0},
+		{"above the hold", -1, 2000, 500, 1, 2000 + 5000 - 3200},
+		// Shrunk to 100 prompt tokens at 2 + 200 completion at 12: 2,600.
+		{"above the shrunk hold", 100, 700, 200, 1, 700 + 2000 - 2600},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			counts := new(Counts)
+			set := NewSet(Config{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Prices: tieredPrices{},
+				Limiter: limiter.NewMemory(nil), Budget: budget.NewMemory(nil, nil), Counts: counts})
+			var c Session
+			c.Bind(set)
+			r := wasmhost.AcquireRequest()
+			defer wasmhost.ReleaseRequest(r)
+			r.Model, r.RequestID = []byte("tiered"), []byte("req-1")
+			r.Tenant = &wasmhost.Tenant{ID: "acme", BudgetMicros: 1_000_000}
+			if out, err := c.Call(r, "budget.reserve", []byte("400 200 60000")); err != nil || string(out) != "ok 3200 996800" {
+				t.Fatalf("reserve = %q, %v", out, err)
+			}
+			if tt.input >= 0 {
+				c.InputKnown(r, tt.input)
+			}
+			c.Settle(r, tt.prompt, tt.completion)
+			if n, m := counts.BudgetOverruns.Load(), counts.BudgetOverrunMicros.Load(); n != tt.overruns || m != tt.micros {
+				t.Fatalf("overruns %d, %d µ$; want %d, %d", n, m, tt.overruns, tt.micros)
+			}
+			if want := tt.prompt*1 + tt.completion*10; r.CostMicros != want {
+				t.Fatalf("charged %d, want %d", r.CostMicros, want)
+			}
+		})
+	}
+}

@@ -140,7 +140,7 @@ func (b *Budget) Reserve(c *Session, r *wasmhost.Request, req []byte) ([]byte, e
 	if err == nil && res.Admitted {
 		c.meter.month = month
 		if !res.Duplicate {
-			c.meter.heldCompletion = completion
+			c.meter.heldCompletion, c.meter.heldMicros = completion, amount
 		}
 	}
 	return budgetResult(res, err, amount, &b.counts.Budget[BudgetReserveOp])
@@ -180,9 +180,10 @@ func (b *Budget) Extend(c *Session, r *wasmhost.Request, req []byte) ([]byte, er
 	if err == nil && res.Admitted {
 		m.month = month
 		if res.Recreated {
-			m.heldCompletion = 0 // the earlier hold is gone
+			m.heldCompletion, m.heldMicros = 0, 0 // the earlier hold is gone
 		}
 		m.heldCompletion += more
+		m.heldMicros += amount
 	}
 	return budgetResult(res, err, amount, &b.counts.Budget[BudgetExtendOp])
 }
@@ -220,6 +221,15 @@ func (b *Budget) settle(c *Session, r *wasmhost.Request, prompt, completion int6
 	m.month = ""
 	cost, _ := b.Cost(r, prompt, completion)
 	r.CostMicros, r.CostSettled = cost, true
+	if over := cost - m.heldMicros; over > 0 {
+		// The hold was not an upper bound (a wrong price bound, an
+		// unbounded part, default_max_tokens below the reply): charged
+		// all the same, and counted.
+		b.counts.BudgetOverruns.Add(1)
+		b.counts.BudgetOverrunMicros.Add(over)
+		b.log.Warn("budget: settled cost above the hold", "tenant", r.Tenant.ID, "model", string(r.Model),
+			"cost_micros", cost, "held_micros", m.heldMicros)
+	}
 	if _, err := b.counter.Settle(context.Background(), r.Tenant.ID, month, b.holdID(c, r), cost); err != nil {
 		// The call log still records the cost; reconcile corrects the
 		// counter, and the hold expires with its lease.
@@ -242,6 +252,10 @@ func (b *Budget) shrinkToInput(c *Session, r *wasmhost.Request, input int64) {
 	if !ok {
 		return
 	}
+	if to >= m.heldMicros {
+		return
+	}
+	m.heldMicros = to
 	if err := b.counter.Shrink(context.Background(), r.Tenant.ID, m.month, b.holdID(c, r), to); err != nil {
 		// The hold stays as it was: only budget is kept back, not lost.
 		b.log.Warn("budget: shrink failed", "tenant", r.Tenant.ID, "err", err)

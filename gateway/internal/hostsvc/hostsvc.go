@@ -178,6 +178,10 @@ type Counts struct {
 	// Budget counts budget.reserve and budget.extend answers by operation
 	// (BudgetReserveOp, BudgetExtendOp) and result (BudgetHeld...).
 	Budget [2][BudgetResults]atomic.Int64
+	// BudgetOverruns counts settlements whose cost was above the
+	// request's hold, and BudgetOverrunMicros by how much in all: the
+	// hold was not an upper bound.
+	BudgetOverruns, BudgetOverrunMicros atomic.Int64
 }
 
 // Budget service operations and results, as indices of Counts.Budget.

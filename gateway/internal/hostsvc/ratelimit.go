@@ -30,8 +30,9 @@ type Meter struct {
 	month string // the budget month of the hold; "" without a hold
 	hold  []byte // the budget hold's id (see Budget.holdID); empty until one is made
 	// heldCompletion is how many completion tokens the hold covers (the
-	// reservation's and every admitted extension's), for ShrinkToInput.
-	heldCompletion int64
+	// reservation's and every admitted extension's), for shrinkToInput;
+	// heldMicros what the hold is, to notice a settled cost above it.
+	heldCompletion, heldMicros int64
 }
 
 // needsUsage reports whether settling needs the request's usage: tokens
