@@ -64,9 +64,9 @@ type BoundFacts struct {
 
 // ReadRequestFacts reads the facts of body, a request for endpoint (the
 // names request_endpoint returns: "chat/completions", "completions",
-// "embeddings", "messages"). It reads a body the gateway accepts exactly
-// as the gateway does; for one the gateway would refuse it reads what it
-// can and never fails. ok is false when body is not a JSON object.
+// "embeddings", "messages", "responses"). It reads a body the gateway
+// accepts exactly as the gateway does; for one the gateway would refuse it
+// reads what it can and never fails. ok is false when body is not a JSON object.
 func ReadRequestFacts(body []byte, endpoint string) (f RequestFacts, ok bool) {
 	f.MaxTokens = -1
 	top, ok := object(body)
@@ -91,6 +91,11 @@ func ReadRequestFacts(body []byte, endpoint string) (f RequestFacts, ok bool) {
 			}
 			f.Messages = int64(len(msgs))
 		}
+		f.PromptTokens = max(f.PromptChars/4+4*f.Messages, 1)
+		return f, true
+	case "responses":
+		f.MaxTokens = maxTokens(top["max_output_tokens"], -1)
+		f.Messages, f.PromptChars = responsesFacts(top)
 		f.PromptTokens = max(f.PromptChars/4+4*f.Messages, 1)
 		return f, true
 	case "completions":
@@ -138,6 +143,43 @@ func chatFacts(v json.RawMessage) (messages, chars int64) {
 		}
 	}
 	return int64(len(msgs)), chars
+}
+
+// responsesFacts counts a Responses API request's messages (instructions,
+// a string input, each input item) and the bytes of their text
+// (instructions, a string input; of items their arguments, and the string
+// or the text parts of their content and output).
+func responsesFacts(top map[string]json.RawMessage) (messages, chars int64) {
+	if s, ok := jsonString(top["instructions"]); ok {
+		messages, chars = 1, int64(len(s))
+	}
+	if s, ok := jsonString(top["input"]); ok {
+		return messages + 1, chars + int64(len(s))
+	}
+	var items []json.RawMessage
+	if json.Unmarshal(top["input"], &items) != nil {
+		return messages, chars
+	}
+	text := func(v json.RawMessage) int64 {
+		if s, ok := jsonString(v); ok {
+			return int64(len(s))
+		}
+		var parts []json.RawMessage
+		json.Unmarshal(v, &parts)
+		var n int64
+		for _, raw := range parts {
+			p, _ := object(raw)
+			s, _ := jsonString(p["text"])
+			n += int64(len(s))
+		}
+		return n
+	}
+	for _, raw := range items {
+		it, _ := object(raw)
+		s, _ := jsonString(it["arguments"])
+		chars += int64(len(s)) + text(it["output"]) + text(it["content"])
+	}
+	return messages + int64(len(items)), chars
 }
 
 // inputFacts reads a completions prompt or an embeddings input: a string,

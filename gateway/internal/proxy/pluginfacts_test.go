@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tollgate/tollgate/gateway/internal/openai"
+	"github.com/tollgate/tollgate/gateway/internal/responses"
 	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
@@ -38,6 +39,12 @@ var factsCorpus = []struct {
 		wasmhost.RequestFacts{Model: []byte("e"), MaxTokens: -1, Messages: 1, PromptChars: 14, PromptTokens: 3, Bound: bound(`{"model":"e","input":"some text here"}`, 0, 0)}},
 	{"anthropic", endpointMessages, `{"model":"claude","max_tokens":100,"stream":true,"system":[{"type":"text","text":"sys"}],"messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"result"}]}]},{"role":"assistant","content":"ok"}]}`,
 		wasmhost.RequestFacts{Model: []byte("claude"), Stream: true, MaxTokens: 100, Messages: 2, PromptChars: 13, PromptTokens: 11, Bound: bound(`{"model":"claude","max_tokens":100,"stream":true,"system":[{"type":"text","text":"sys"}],"messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"result"}]}]},{"role":"assistant","content":"ok"}]}`, 0, 0)}},
+	{"responses", endpointResponses, `{"model":"r","stream":true,"max_output_tokens":9,"instructions":"be brief","input":[{"role":"user","content":[{"type":"input_text","text":"hello"},{"type":"input_image","image_url":"data:abc"}]},{"type":"function_call","arguments":"{}"},{"type":"function_call_output","output":"42"}]}`,
+		wasmhost.RequestFacts{Model: []byte("r"), Stream: true, MaxTokens: 9, Messages: 4, PromptChars: 17, PromptTokens: 20,
+			Bound: wasmhost.BoundFacts{PromptBytes: int64(len(`{"model":"r","stream":true,"max_output_tokens":9,"instructions":"be brief","input":[{"role":"user","content":[{"type":"input_text","text":"hello"},{"type":"input_image","image_url":"data:abc"}]},{"type":"function_call","arguments":"{}"},{"type":"function_call_output","output":"42"}]}`)) - 8, Images: 1, Choices: 1}}},
+	{"responses string input, previous response", endpointResponses, `{"model":"r","input":"hi","previous_response_id":"resp_1","tools":[{"type":"function","name":"f"},{"type":"web_search_preview"},{"type":"computer_use_preview"}]}`,
+		wasmhost.RequestFacts{Model: []byte("r"), MaxTokens: -1, Messages: 1, PromptChars: 2, PromptTokens: 4,
+			Bound: wasmhost.BoundFacts{PromptBytes: int64(len(`{"model":"r","input":"hi","previous_response_id":"resp_1","tools":[{"type":"function","name":"f"},{"type":"web_search_preview"},{"type":"computer_use_preview"}]}`)), Unbounded: 2, Tools: 3, BuiltinTools: 1, Choices: 1}}},
 	{"anthropic ignores max_completion_tokens", endpointMessages, `{"model":"c","max_completion_tokens":5,"messages":[{"role":"user","content":"x"}]}`,
 		wasmhost.RequestFacts{Model: []byte("c"), MaxTokens: -1, Messages: 1, PromptChars: 1, PromptTokens: 4, Bound: bound(`{"model":"c","max_completion_tokens":5,"messages":[{"role":"user","content":"x"}]}`, 0, 0)}},
 }
@@ -54,9 +61,13 @@ func gatewayFacts(body []byte, ep openai.Endpoint) (wasmhost.RequestFacts, bool)
 	var r openai.Request
 	var p providerState
 	var err error
-	if ep == endpointMessages {
+	switch ep {
+	case endpointMessages:
 		err = p.native.Parse(body, &r)
-	} else {
+	case endpointResponses:
+		var rp responses.RequestParser
+		err = rp.Parse(body, &r)
+	default:
 		var op openai.RequestParser
 		err = op.Parse(body, ep, &r)
 	}
@@ -99,9 +110,12 @@ func FuzzPluginFacts(f *testing.F) {
 		f.Add([]byte(tt.body), uint8(tt.ep))
 	}
 	f.Fuzz(func(t *testing.T, body []byte, epn uint8) {
-		ep := openai.Endpoint(epn%4) + openai.ChatCompletions
-		if ep == openai.Embeddings+1 {
+		ep := openai.Endpoint(epn%5) + openai.ChatCompletions
+		switch ep {
+		case openai.Embeddings + 1:
 			ep = endpointMessages
+		case openai.Embeddings + 2:
+			ep = endpointResponses
 		}
 		got, _ := wasmhost.ReadRequestFacts(body, string(endpointNames[ep]))
 		gw, ok := gatewayFacts(body, ep)
