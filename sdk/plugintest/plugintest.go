@@ -133,7 +133,7 @@ func (p *Plugin) Metric(name string) int64 {
 // body that says otherwise. body_bytes is always len(Body).
 type Request struct {
 	Model    string            // the body's "model" when "", or "test-model" if it has none
-	Endpoint string            // default "chat/completions"; also "completions", "embeddings", "messages"
+	Endpoint string            // default "chat/completions"; also "completions", "embeddings", "messages", "responses"
 	Body     string            // the raw request JSON
 	Headers  map[string]string // client headers; CR and LF in a value become spaces, as the gateway's server hands them over
 	Stream   bool
