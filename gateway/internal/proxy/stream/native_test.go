@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/tollgate/tollgate/gateway/internal/anthropic"
+	"github.com/tollgate/tollgate/gateway/internal/gemini"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
 	"github.com/tollgate/tollgate/gateway/internal/sse"
 	"github.com/tollgate/tollgate/sdk/wasmhost"
@@ -271,7 +272,7 @@ func (x *inputExchange) InputKnown(n int64)                { x.inputs = append(x
 
 // message_start's input count (cache reads and writes included) reaches
 // the exchange once, before any text, on a native stream and on one
-// translated into chat chunks.
+// translated into chat chunks; so does Gemini's promptTokenCount.
 func TestInputKnownAtMessageStart(t *testing.T) {
 	rec := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-x\",\"content\":[],\"usage\":{\"input_tokens\":120,\"cache_read_input_tokens\":30,\"cache_creation_input_tokens\":5,\"output_tokens\":1}}}\n\n" +
 		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
@@ -296,6 +297,24 @@ func TestInputKnownAtMessageStart(t *testing.T) {
 			if st.up.Text > 0 && len(x.inputs) == 0 {
 				t.Fatal("text came before the input count")
 			}
+		}
+		if len(x.inputs) != 1 || x.inputs[0] != 155 {
+			t.Fatalf("inputs %v, want [155]", x.inputs)
+		}
+	})
+	t.Run("gemini", func(t *testing.T) {
+		x := &inputExchange{}
+		tr := gemini.NewStreamReader(0)
+		tr.Reset(strings.NewReader("data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"hi\"}],\"role\":\"model\"}}],\"usageMetadata\":{\"promptTokenCount\":155,\"cachedContentTokenCount\":100,\"candidatesTokenCount\":1}}\r\n\r\n"+
+			"data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\" there\"}],\"role\":\"model\"},\"finishReason\":\"STOP\"}],\"usageMetadata\":{\"promptTokenCount\":155,\"candidatesTokenCount\":2}}\r\n\r\n"),
+			"gemini-x", "", 0, true)
+		st := &Stream{x: x, tr: tr}
+		rd := sse.NewReader(tr, 0)
+		for {
+			if _, err := rd.Next(); err != nil {
+				break
+			}
+			st.reportInput()
 		}
 		if len(x.inputs) != 1 || x.inputs[0] != 155 {
 			t.Fatalf("inputs %v, want [155]", x.inputs)

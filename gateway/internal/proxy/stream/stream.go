@@ -99,7 +99,8 @@ type Exchange interface {
 }
 
 // inputReporter is implemented by translated streams that learn the
-// prompt's token count before the reply (anthropic.StreamReader).
+// prompt's token count before the reply (anthropic.StreamReader,
+// gemini.StreamReader).
 type inputReporter interface {
 	InputTokens() (int64, bool)
 }
