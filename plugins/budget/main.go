@@ -20,8 +20,9 @@
 //   - chunk: a growing stream counts every streamed byte of text and of
 //     tool-call arguments as a token (a token is at least one byte), plus
 //     one per event; before that count comes within slack of what is held
-//     it extends the hold by extend_tokens, and when the budget cannot
-//     cover that, it ends the reply with a final event that says why.
+//     it extends the hold by extend_tokens (or what is missing), and when
+//     the budget cannot cover that and the next event might not fit, it
+//     ends the reply with a final event that says why.
 //   - end: the host settles the usage (the upstream's, else the gateway's
 //     count) on success, error and client disconnect alike, and releases
 //     the hold; a request whose gateway dies is released with its lease.
@@ -249,6 +250,20 @@ func satMul(a, b int64) int64 {
 	return a * b
 }
 
+// extend asks budget.extend for more completion tokens and returns its
+// status word ("" when the service failed).
+func extend(more int64) string {
+	scratch = strconv.AppendInt(scratch[:0], more, 10)
+	scratch = append(scratch, ' ')
+	scratch = strconv.AppendInt(scratch, cfg.leaseMs, 10)
+	res, err := sdk.Call("budget.extend", scratch)
+	if err != nil {
+		return ""
+	}
+	status, _, _ := strings.Cut(string(res), " ")
+	return status
+}
+
 // word returns a service answer's status word, as a constant for the
 // known ones: reading an answer allocates nothing.
 func word(b []byte) string {
@@ -309,25 +324,30 @@ func onChunk(c *sdk.Chunk) sdk.Verdict {
 	// Extend before the reply reaches what is held, so a cut leaves the
 	// settled cost within the hold.
 	for h.used+h.slack() > h.reserved {
-		more := max(cfg.ExtendTokens, h.used+h.slack()-h.reserved)
-		scratch = strconv.AppendInt(scratch[:0], more, 10)
-		scratch = append(scratch, ' ')
-		scratch = strconv.AppendInt(scratch, cfg.leaseMs, 10)
-		res, err := sdk.Call("budget.extend", scratch)
-		status, _, _ := strings.Cut(string(res), " ")
-		if err == nil && status == "ok" {
+		deficit := h.used + h.slack() - h.reserved
+		more := max(cfg.ExtendTokens, deficit)
+		status := extend(more)
+		if status == "insufficient" && more > deficit {
+			more = deficit // a smaller step may still fit the budget
+			status = extend(more)
+		}
+		switch {
+		case status == "ok":
 			h.reserved += more
 			continue
-		}
-		if err == nil && (status == "unlimited" || status == "noprice" ||
-			(status == "unavailable" && cfg.OnRedisError == "fail_open")) {
+		case status == "unlimited" || status == "noprice" || status == "unavailable" && cfg.OnRedisError == "fail_open":
 			c.SkipPhases(sdk.PhaseChunk) // serve on; the end settles the cost
 			return sdk.Continue
+		case status == "insufficient" && h.used+2*h.largest <= h.reserved:
+			// No slack left, but the next event fits even if twice the
+			// largest so far: go on, and ask again after it.
+		default:
+			sdk.MetricAdd("streams_cut", 1)
+			c.SetFact("guard_action", "budget:cut")
+			c.SkipPhases(sdk.PhaseChunk)
+			return c.Stop(cfg.CutMessage, "length")
 		}
-		sdk.MetricAdd("streams_cut", 1)
-		c.SetFact("guard_action", "budget:cut")
-		c.SkipPhases(sdk.PhaseChunk)
-		return c.Stop(cfg.CutMessage, "length")
+		break
 	}
 	c.SetState(h.encode(scratch))
 	return sdk.Continue
