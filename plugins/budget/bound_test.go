@@ -61,6 +61,8 @@ func TestReserveBound(t *testing.T) {
 			textBound(image, 1) - int64(len("data:image/png;base64,")+2000) + wasmhost.DefaultImageTokens, 10, false, ""},
 		{"prompt capped by the context window", `{}`, plugintest.Request{Body: chat(`"max_tokens":1,`, chinese)},
 			wasmhost.ModelFacts{Known: true, ContextWindow: 100}, 100, 1, false, ""},
+		{"embeddings have no output", `{"unbounded_output":"reject"}`, plugintest.Request{Endpoint: "embeddings", Body: `{"model":"m-1","input":"数据"}`}, wasmhost.ModelFacts{},
+			textBound(`{"model":"m-1","input":"数据"}`, 1), 0, false, ""},
 		{"a file: the context window", `{}`, plugintest.Request{Body: file, MaxTokens: 10}, known, 128_000, 10, false, ""},
 		{"a file, no context window", `{"unbounded_prompt_tokens":4321}`, plugintest.Request{Body: file, MaxTokens: 10}, wasmhost.ModelFacts{},
 			4321, 10, false, ""},

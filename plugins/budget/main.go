@@ -222,6 +222,9 @@ func onRequest(r *sdk.Request) sdk.Verdict {
 // with the reply (a stream counted as it flows); false when the request
 // must be refused (unbounded_output "reject").
 func outputBound(r *sdk.Request) (completion int64, grows, ok bool) {
+	if r.Endpoint() == "embeddings" {
+		return 0, false, true // no output tokens
+	}
 	choices := r.Choices()
 	if n, has := r.MaxTokens(); has {
 		return satMul(n, choices), false, true
