@@ -347,22 +347,23 @@ func (w *drillWorld) rowsOf(t *testing.T, ids []string) map[string][3]int64 {
 	return m
 }
 
-// budgetCounter returns the tenant's Redis budget counter, summed over
-// months: what it has spent and what it holds for requests in flight.
+// budgetCounter returns the tenant's own Redis budget counter (its
+// tenant scope), summed over periods: what it has spent and what it holds
+// for requests in flight.
 func (w *drillWorld) budgetCounter(t *testing.T, tenantID string) (spent, held int64) {
 	t.Helper()
-	keys, err := w.redis.Do("KEYS", "*{"+tenantID+":*")
+	keys, err := w.redis.Do("KEYS", "*{"+tenantID+"}:tenant:*")
 	if err != nil {
 		t.Fatalf("redis KEYS: %v", err)
 	}
 	for _, k := range strings.Split(keys, "\n") {
 		var v string
 		switch {
-		case strings.HasSuffix(k, "}:spent"):
+		case strings.HasSuffix(k, ":spent"):
 			v, _ = w.redis.Do("GET", k)
 			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 			spent += n
-		case strings.HasSuffix(k, "}:holds"):
+		case strings.HasSuffix(k, ":holds"):
 			v, _ = w.redis.Do("HGET", k, "")
 			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 			held += n

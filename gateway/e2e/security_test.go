@@ -96,7 +96,7 @@ plugins:
 // plain tenant id): spent ("" when never charged) and held.
 func counterOf(t *testing.T, rds *redistest.Server, tenantID string) (spent, held string) {
 	t.Helper()
-	k := "tollgate:budget:{" + tenantID + ":" + time.Now().UTC().Format("2006-01") + "}"
+	k := "tollgate:budget:{" + tenantID + "}:tenant::" + time.Now().UTC().Format("2006-01")
 	spent, _ = rds.Do("GET", k+":spent")
 	held, _ = rds.Do("HGET", k+":holds", "")
 	return spent, held

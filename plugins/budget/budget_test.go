@@ -28,7 +28,11 @@ func TestReserve(t *testing.T) {
 		code, message        string
 	}{
 		{"held", `{}`, "ok 1234 4998766", nil, 0, "", ""},
-		{"insufficient", `{}`, "insufficient 1234 567", nil, 429, "insufficient_quota", "(0.000567 USD left)"},
+		{"insufficient", `{}`, "insufficient 1234 567", nil, 429, "insufficient_quota", "the monthly budget (0.000567 USD left)"},
+		{"insufficient, the key's day", `{}`, "insufficient 1234 -5 key:day", nil, 429, "insufficient_quota", "left of the API key's daily budget (0.000000 USD left)."},
+		{"insufficient, the end user's day", `{}`, "insufficient 1234 1000000 user:day", nil, 429, "insufficient_quota", "the end user's daily budget (1.000000 USD left)"},
+		{"insufficient, the tenant's month", `{}`, "insufficient 1234 0 tenant:month", nil, 429, "insufficient_quota", "the tenant's monthly budget"},
+		{"insufficient, the tenant's day", `{}`, "insufficient 1234 0 tenant:day", nil, 429, "insufficient_quota", "the tenant's daily budget"},
 		{"unlimited", `{}`, "unlimited", nil, 0, "", ""},
 		{"no tenant at the service", `{}`, "notenant", nil, 0, "", ""},
 		{"no price, allowed", `{}`, "noprice", nil, 0, "", ""},
@@ -87,5 +91,30 @@ func TestNoTenantNoReservation(t *testing.T) {
 	p.Request(plugintest.Request{Model: "m-1", Tenant: acme})
 	if calls := p.Services.Calls(); len(calls) != 1 || calls[0].Request != "8 64 60000" {
 		t.Fatalf("calls %+v", calls)
+	}
+}
+
+// A stream cut when budget.extend is refused ends with a text naming the
+// budget that ran out, or with cut_message when it is set. (The harness
+// runs the chunk phase without the request phase, so the text is checked
+// here and the cut itself end to end, in gateway/e2e.)
+func TestCutMessage(t *testing.T) {
+	tests := []struct {
+		name, configured, extend, want string
+	}{
+		{"the key's day", "", "insufficient 10 0 key:day", "\n\n[The reply was cut: the API key's daily budget is exhausted.]"},
+		{"the end user's month", "", "insufficient 10 -3 user:month", "\n\n[The reply was cut: the end user's monthly budget is exhausted.]"},
+		{"the tenant's month", "", "insufficient 10 0 tenant:month", "\n\n[The reply was cut: the tenant's monthly budget is exhausted.]"},
+		{"a host that names none", "", "insufficient 10 0", "\n\n[The reply was cut: the monthly budget is exhausted.]"},
+		{"configured", "[stop]", "insufficient 10 0 user:day", "[stop]"},
+	}
+	defer func(c config) { cfg = c }(cfg)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg.CutMessage = tt.configured
+			if got := cutMessage(tt.extend); got != tt.want {
+				t.Errorf("cutMessage(%q) = %q, want %q", tt.extend, got, tt.want)
+			}
+		})
 	}
 }

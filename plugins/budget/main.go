@@ -38,6 +38,7 @@
 //	  "lease": "15m",                     // a hold not settled by then is released (a crashed replica)
 //	  "unpriced": "allow",                // or "reject": a model without a price is refused
 //	  "cut_message": "…"                  // the text of the final event of a cut stream
+//	                                      // (default: one naming the budget that ran out)
 //	}
 package main
 
@@ -77,8 +78,7 @@ var cfg config
 
 func configure(b []byte) error {
 	c := config{OnRedisError: "fail_closed", DefaultMaxTokens: 1024, UnboundedOutput: "default", UnboundedPromptTokens: 200_000,
-		ExtendTokens: 1024, Lease: "15m", Unpriced: "allow",
-		CutMessage: "\n\n[The reply was cut: the monthly budget is exhausted.]"}
+		ExtendTokens: 1024, Lease: "15m", Unpriced: "allow"}
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
@@ -192,7 +192,7 @@ func onRequest(r *sdk.Request) sdk.Verdict {
 	case "insufficient":
 		sdk.MetricAdd("rejected", 1)
 		return r.Reject(429, "insufficient_quota", "insufficient_quota",
-			"You exceeded your current quota: this request could cost more than what is left of the monthly budget"+remaining(string(rest))+".")
+			"You exceeded your current quota: this request could cost more than what is left of "+budgetName(string(rest))+remaining(string(rest))+".")
 	case "unlimited", "notenant":
 		return sdk.Continue
 	case "noprice":
@@ -254,17 +254,17 @@ func satMul(a, b int64) int64 {
 }
 
 // extend asks budget.extend for more completion tokens and returns its
-// status word ("" when the service failed).
-func extend(more int64) string {
+// status word ("" when the service failed) and its whole answer.
+func extend(more int64) (status, answer string) {
 	scratch = strconv.AppendInt(scratch[:0], more, 10)
 	scratch = append(scratch, ' ')
 	scratch = strconv.AppendInt(scratch, cfg.leaseMs, 10)
 	res, err := sdk.Call("budget.extend", scratch)
 	if err != nil {
-		return ""
+		return "", ""
 	}
-	status, _, _ := strings.Cut(string(res), " ")
-	return status
+	status, _, _ = strings.Cut(string(res), " ")
+	return status, string(res)
 }
 
 // word returns a service answer's status word, as a constant for the
@@ -278,13 +278,44 @@ func word(b []byte) string {
 	return string(b)
 }
 
-// remaining renders " (1.234567 USD left)" from "AMOUNT REMAINING".
+// cutMessage is the final text of a stream cut after budget.extend
+// answered res: cut_message, or by default one naming the budget that
+// ran out ("the API key's daily budget is exhausted").
+func cutMessage(res string) string {
+	if cfg.CutMessage != "" {
+		return cfg.CutMessage
+	}
+	_, rest, _ := strings.Cut(res, " ")
+	return "\n\n[The reply was cut: " + budgetName(rest) + " is exhausted.]"
+}
+
+// budgetName names the budget that refused, from the SCOPE of "AMOUNT
+// REMAINING SCOPE" ("key:day" is "the key's daily budget"); a host that
+// names none refused for the tenant's month.
+func budgetName(rest string) string {
+	f := strings.Fields(rest)
+	if len(f) < 3 {
+		return "the monthly budget"
+	}
+	kind, window, _ := strings.Cut(f[2], ":")
+	who := map[string]string{"tenant": "the tenant's", "key": "the API key's", "user": "the end user's"}[kind]
+	if who == "" {
+		who = "a"
+	}
+	per := "monthly"
+	if window == "day" {
+		per = "daily"
+	}
+	return who + " " + per + " budget"
+}
+
+// remaining renders " (1.234567 USD left)" from "AMOUNT REMAINING [SCOPE]".
 func remaining(rest string) string {
-	_, r, ok := strings.Cut(rest, " ")
-	if !ok {
+	f := strings.Fields(rest)
+	if len(f) < 2 {
 		return ""
 	}
-	left, err := strconv.ParseInt(r, 10, 64)
+	left, err := strconv.ParseInt(f[1], 10, 64)
 	if err != nil {
 		return ""
 	}
@@ -329,10 +360,10 @@ func onChunk(c *sdk.Chunk) sdk.Verdict {
 	for h.used+h.slack() > h.reserved {
 		deficit := h.used + h.slack() - h.reserved
 		more := max(cfg.ExtendTokens, deficit)
-		status := extend(more)
+		status, res := extend(more)
 		if status == "insufficient" && more > deficit {
 			more = deficit // a smaller step may still fit the budget
-			status = extend(more)
+			status, res = extend(more)
 		}
 		switch {
 		case status == "ok":
@@ -348,7 +379,7 @@ func onChunk(c *sdk.Chunk) sdk.Verdict {
 			sdk.MetricAdd("streams_cut", 1)
 			c.SetFact("guard_action", "budget:cut")
 			c.SkipPhases(sdk.PhaseChunk)
-			return c.Stop(cfg.CutMessage, "length")
+			return c.Stop(cutMessage(res), "length")
 		}
 		break
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/budget"
 	"github.com/tollgate/tollgate/gateway/internal/calllog"
 	"github.com/tollgate/tollgate/gateway/internal/config"
+	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
 	"github.com/tollgate/tollgate/gateway/internal/redisx"
 )
@@ -30,9 +31,12 @@ type Accounting struct {
 	Redis   *redisx.Client // nil without redis
 	Limiter limiter.Limiter
 	Budget  budget.Counter
-	pool    *pgxpool.Pool   // the ledger's; nil without the Postgres store
-	Ledger  *calllog.Writer // nil without the Postgres store
-	recon   *calllog.Reconciler
+	// Alerts receives the budget services' threshold crossings and
+	// refusals; nil: none.
+	Alerts hostsvc.AlertSink
+	pool   *pgxpool.Pool   // the ledger's; nil without the Postgres store
+	Ledger *calllog.Writer // nil without the Postgres store
+	recon  *calllog.Reconciler
 
 	redisCfg config.Redis
 	logCfg   config.CallLog
@@ -92,14 +96,7 @@ func New(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer) (_ *Accou
 		if err != nil {
 			return nil, fmt.Errorf("call log: %w", err)
 		}
-		pool := a.pool
-		seed = func(ctx context.Context, tenant, month string) (int64, error) {
-			m, err := time.Parse("2006-01", month)
-			if err != nil {
-				return 0, err
-			}
-			return calllog.MonthSpend(ctx, pool, tenant, m)
-		}
+		seed = seeder(a.pool)
 	}
 	// Settle markers guard against a double settle, which the host never
 	// retries late; five minutes keeps them to ~50 MB (of Redis, or of the
@@ -118,7 +115,8 @@ func New(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer) (_ *Accou
 			func(tenant string, month time.Time, spent int64) {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
-				if err := counter.Correct(ctx, tenant, month.Format("2006-01"), spent); err != nil {
+				s := budget.Scope{Kind: budget.ScopeTenant, Window: budget.Month, Period: budget.Month.Period(month)}
+				if err := counter.Correct(ctx, tenant, s, spent); err != nil {
 					log.Warn("reconcile: correcting the budget counter", "tenant", tenant, "month", month.Format("2006-01"), "err", err)
 				}
 			}, log, func(res calllog.ReconcileResult) {
@@ -129,6 +127,14 @@ func New(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer) (_ *Accou
 				for _, d := range res.Drifts {
 					a.reconcileDrift.Add(abs(d.Actual - d.Counter))
 				}
+				// The lock holder also checks the other budgets.
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				_, drift, err := reconcileScopes(ctx, a.pool, counter, time.Now(), log)
+				if err != nil {
+					log.Error("reconcile: listing the budgets of keys and end users", "err", err)
+				}
+				a.reconcileDrift.Add(drift)
 			})
 	}
 	return a, nil

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/gateway/internal/budget"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
 	"github.com/tollgate/tollgate/gateway/internal/store/pg"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
@@ -44,9 +45,9 @@ type Store interface {
 }
 
 // BudgetCounter is the fast budget counter (Redis or in-process): what is
-// spent and held right now. Months are "2006-01", UTC.
+// spent and held right now in a budget scope.
 type BudgetCounter interface {
-	Status(ctx context.Context, tenant, month string) (spent, reserved int64, err error)
+	Status(ctx context.Context, tenant string, s budget.Scope) (spent, reserved int64, err error)
 }
 
 // Option tunes the handler.
@@ -114,6 +115,7 @@ func NewHandler(store Store, evict Evictor, token string, log *slog.Logger, opts
 	m.HandleFunc("POST /v1/admin/tenants/{id}/keys", h.createKey)
 	m.HandleFunc("GET /v1/admin/tenants/{id}/keys", h.listKeys)
 	m.HandleFunc("GET /v1/admin/tenants/{id}/usage", h.usage)
+	m.HandleFunc("GET /v1/admin/tenants/{id}/budgets", h.budgets)
 	m.HandleFunc("POST /v1/admin/keys/{id}/revoke", h.revokeKey)
 	m.HandleFunc("PUT /v1/admin/prices", h.setPrice)
 	m.HandleFunc("POST /v1/admin/requests/{id}/cancel", h.cancelRequest)
@@ -167,16 +169,20 @@ type planJSON struct {
 	TPM              int64    `json:"tpm"`
 	MaxTokens        int64    `json:"max_tokens"`
 	AllowedModels    []string `json:"allowed_models"`
+	// Budgets per scope and window; a tenant/month one replaces
+	// monthly_budget_usd (set one of them).
+	Budgets []budgetJSON `json:"budgets,omitempty"`
 }
 
 // planUpdate is the body of PUT /v1/admin/plans/{id}: a plan without its id,
 // which is the path's. Every field is replaced.
 type planUpdate struct {
-	MonthlyBudgetUSD usd      `json:"monthly_budget_usd"`
-	RPM              int64    `json:"rpm"`
-	TPM              int64    `json:"tpm"`
-	MaxTokens        int64    `json:"max_tokens"`
-	AllowedModels    []string `json:"allowed_models"`
+	MonthlyBudgetUSD usd          `json:"monthly_budget_usd"`
+	RPM              int64        `json:"rpm"`
+	TPM              int64        `json:"tpm"`
+	MaxTokens        int64        `json:"max_tokens"`
+	AllowedModels    []string     `json:"allowed_models"`
+	Budgets          []budgetJSON `json:"budgets,omitempty"`
 }
 
 type tenantJSON struct {
@@ -194,6 +200,10 @@ type keyRequest struct {
 	RPM       int64      `json:"rpm"`
 	TPM       int64      `json:"tpm"`
 	MaxTokens int64      `json:"max_tokens"`
+	// The key's own budget per budget_window (month by default),
+	// replacing the plan's key budgets; 0: the plan's.
+	BudgetUSD    usd    `json:"budget_usd"`
+	BudgetWindow string `json:"budget_window"`
 }
 
 // keyJSON is a key's record as shown: never its hash. Key is set only in
@@ -208,6 +218,9 @@ type keyJSON struct {
 	RPM       int64      `json:"rpm"`
 	TPM       int64      `json:"tpm"`
 	MaxTokens int64      `json:"max_tokens"`
+	// BudgetUSD 0: the plan's key budgets apply.
+	BudgetUSD    usd    `json:"budget_usd,omitempty"`
+	BudgetWindow string `json:"budget_window,omitempty"`
 }
 
 // revokeRequest is the optional body of POST /v1/admin/keys/{id}/revoke.
@@ -249,12 +262,14 @@ func (h *handler) createPlan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := tenant.Plan{ID: in.ID, MonthlyBudgetMicros: int64(in.MonthlyBudgetUSD),
-		Limits: tenant.Limits{RPM: in.RPM, TPM: in.TPM, MaxTokens: in.MaxTokens}, AllowedModels: in.AllowedModels}
+		Limits: tenant.Limits{RPM: in.RPM, TPM: in.TPM, MaxTokens: in.MaxTokens}, AllowedModels: in.AllowedModels,
+		Budgets: budgetRules(in.Budgets)}
 	if err := h.store.CreatePlan(r.Context(), p); err != nil {
 		h.storeError(w, r, err)
 		return
 	}
 	h.evict.EvictPlan(p.ID) // a plan deleted and re-created under the same id
+	in.Budgets = budgetsOut(p.Budgets)
 	h.reply(w, http.StatusCreated, in)
 }
 
@@ -264,14 +279,15 @@ func (h *handler) updatePlan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := tenant.Plan{ID: r.PathValue("id"), MonthlyBudgetMicros: int64(in.MonthlyBudgetUSD),
-		Limits: tenant.Limits{RPM: in.RPM, TPM: in.TPM, MaxTokens: in.MaxTokens}, AllowedModels: in.AllowedModels}
+		Limits: tenant.Limits{RPM: in.RPM, TPM: in.TPM, MaxTokens: in.MaxTokens}, AllowedModels: in.AllowedModels,
+		Budgets: budgetRules(in.Budgets)}
 	if err := h.store.UpdatePlan(r.Context(), p); err != nil {
 		h.storeError(w, r, err)
 		return
 	}
 	h.evict.EvictPlan(p.ID)
 	h.reply(w, http.StatusOK, planJSON{ID: p.ID, MonthlyBudgetUSD: in.MonthlyBudgetUSD,
-		RPM: in.RPM, TPM: in.TPM, MaxTokens: in.MaxTokens, AllowedModels: in.AllowedModels})
+		RPM: in.RPM, TPM: in.TPM, MaxTokens: in.MaxTokens, AllowedModels: in.AllowedModels, Budgets: budgetsOut(p.Budgets)})
 }
 
 func (h *handler) createTenant(w http.ResponseWriter, r *http.Request) {
@@ -309,7 +325,8 @@ func (h *handler) createKey(w http.ResponseWriter, r *http.Request) {
 	if !h.decode(w, r, &in, true) {
 		return
 	}
-	opts := pg.KeyOptions{Limits: tenant.Limits{RPM: in.RPM, TPM: in.TPM, MaxTokens: in.MaxTokens}}
+	opts := pg.KeyOptions{Limits: tenant.Limits{RPM: in.RPM, TPM: in.TPM, MaxTokens: in.MaxTokens},
+		Budget: keyBudget(in.BudgetUSD, in.BudgetWindow)}
 	if in.ExpiresAt != nil {
 		opts.ExpiresAt = in.ExpiresAt.UTC()
 	}
@@ -411,16 +428,17 @@ func (h *handler) usage(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err)
 		return
 	}
-	budget, err := h.store.TenantBudget(r.Context(), id)
+	limit, err := h.store.TenantBudget(r.Context(), id)
 	if err != nil {
 		h.storeError(w, r, err)
 		return
 	}
 	out := usageJSON{TenantID: id, Month: now.Format("2006-01"), SpendUSD: usd(micros), SpendMicros: micros,
-		BudgetUSD: usd(budget), BudgetMicros: budget}
+		BudgetUSD: usd(limit), BudgetMicros: limit}
 	spent, reserved := micros, int64(0)
 	if h.budget != nil {
-		cs, res, err := h.budget.Status(r.Context(), id, out.Month)
+		scope := budget.Scope{Kind: budget.ScopeTenant, Window: budget.Month, Period: out.Month}
+		cs, res, err := h.budget.Status(r.Context(), id, scope)
 		if err != nil {
 			h.log.Warn("usage: budget counter unavailable", "tenant", id, "err", err)
 		} else {
@@ -430,8 +448,8 @@ func (h *handler) usage(w http.ResponseWriter, r *http.Request) {
 			spent, reserved = max(spent, cs), res
 		}
 	}
-	if budget > 0 {
-		left := budget - spent - reserved
+	if limit > 0 {
+		left := limit - spent - reserved
 		lu := usd(left)
 		out.RemainingMicros, out.RemainingUSD = &left, &lu
 	}
@@ -461,7 +479,8 @@ func (h *handler) cancelRequest(w http.ResponseWriter, r *http.Request) {
 
 func keyOut(k tenant.Key) keyJSON {
 	out := keyJSON{ID: k.ID, TenantID: k.TenantID, Prefix: k.Prefix, Status: k.Status,
-		RPM: k.Limits.RPM, TPM: k.Limits.TPM, MaxTokens: k.Limits.MaxTokens}
+		RPM: k.Limits.RPM, TPM: k.Limits.TPM, MaxTokens: k.Limits.MaxTokens,
+		BudgetUSD: usd(k.Budget.LimitMicros), BudgetWindow: k.Budget.Window}
 	if !k.ExpiresAt.IsZero() {
 		t := k.ExpiresAt.UTC()
 		out.ExpiresAt = &t

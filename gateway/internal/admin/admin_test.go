@@ -268,6 +268,13 @@ func TestPlansTenantsPrices(t *testing.T) {
 		{"trailing data", "POST", "/v1/admin/plans", `{"id":"x"} {}`, 400, "invalid_body", "", nil},
 		{"update plan", "PUT", "/v1/admin/plans/pro", `{"monthly_budget_usd":"100","rpm":60}`, 200,
 			`{"id":"pro","monthly_budget_usd":"100","rpm":60,"tpm":0,"max_tokens":0,"allowed_models":null}`, "", []string{"plan:pro"}},
+		{"create plan with budgets", "POST", "/v1/admin/plans",
+			`{"id":"team","budgets":[{"scope":"tenant","window":"month","usd":"100","alerts":[80,100]},{"scope":"key","window":"day","usd":5},{"scope":"user","usd":"0.5"}]}`, 201,
+			`{"id":"team","monthly_budget_usd":"0","rpm":0,"tpm":0,"max_tokens":0,"allowed_models":null,"budgets":[{"scope":"tenant","window":"month","usd":"100","alerts":[80,100]},{"scope":"key","window":"day","usd":"5"},{"scope":"user","window":"month","usd":"0.5"}]}`,
+			"", []string{"plan:team"}},
+		{"budget of unknown scope", "POST", "/v1/admin/plans", `{"id":"x","budgets":[{"scope":"team","usd":1}]}`, 400, "invalid_value", "", nil},
+		{"budget twice", "POST", "/v1/admin/plans", `{"id":"x","budgets":[{"scope":"key","usd":1},{"scope":"key","window":"month","usd":2}]}`, 400, "invalid_value", "", nil},
+		{"monthly budget twice", "POST", "/v1/admin/plans", `{"id":"x","monthly_budget_usd":3,"budgets":[{"scope":"tenant","usd":1}]}`, 400, "invalid_value", "", nil},
 		{"update unknown plan", "PUT", "/v1/admin/plans/nope", `{}`, 404, "not_found", "", nil},
 		{"update names the id", "PUT", "/v1/admin/plans/pro", `{"id":"pro"}`, 400, "invalid_body", "id", nil},
 
@@ -482,6 +489,15 @@ func TestKeys(t *testing.T) {
 	if k2.Key == "" || k2.Key == k.Key || k2.ExpiresAt != nil || k2.RPM != 0 {
 		t.Errorf("second key %+v", k2)
 	}
+	// A third with its own daily budget.
+	status, body = e.do(t, "POST", "/v1/admin/tenants/acme/keys", `{"budget_usd":"2.5","budget_window":"day"}`)
+	if status != 201 {
+		t.Fatalf("create with a budget: status %d: %s", status, body)
+	}
+	var k3 createdKey
+	if err := json.Unmarshal([]byte(body), &k3); err != nil {
+		t.Fatal(err)
+	}
 	e.evict.take()
 
 	// Listing shows records and prefixes, never keys or hashes.
@@ -491,7 +507,8 @@ func TestKeys(t *testing.T) {
 	}
 	want := `{"object":"list","data":[
 		{"id":"` + k.ID + `","tenant_id":"acme","prefix":"` + k.Prefix + `","status":"active","expires_at":"2030-12-31T00:00:00Z","rpm":60,"tpm":1000,"max_tokens":256},
-		{"id":"` + k2.ID + `","tenant_id":"acme","prefix":"` + k2.Prefix + `","status":"active","expires_at":null,"rpm":0,"tpm":0,"max_tokens":0}]}`
+		{"id":"` + k2.ID + `","tenant_id":"acme","prefix":"` + k2.Prefix + `","status":"active","expires_at":null,"rpm":0,"tpm":0,"max_tokens":0},
+		{"id":"` + k3.ID + `","tenant_id":"acme","prefix":"` + k3.Prefix + `","status":"active","expires_at":null,"rpm":0,"tpm":0,"max_tokens":0,"budget_usd":"2.5","budget_window":"day"}]}`
 	if !jsonEqual(t, body, want) {
 		t.Errorf("list\n %s\nwant\n %s", body, want)
 	}
@@ -503,6 +520,8 @@ func TestKeys(t *testing.T) {
 	runSteps(t, e, []step{
 		{"key of unknown tenant", "POST", "/v1/admin/tenants/nope/keys", `{}`, 404, "not_found", "", nil},
 		{"key with negative limit", "POST", "/v1/admin/tenants/acme/keys", `{"tpm":-5}`, 400, "invalid_value", "", nil},
+		{"key with a budget per year", "POST", "/v1/admin/tenants/acme/keys", `{"budget_usd":1,"budget_window":"year"}`, 400, "invalid_value", "", nil},
+		{"key with a window and no budget", "POST", "/v1/admin/tenants/acme/keys", `{"budget_window":"day"}`, 400, "invalid_value", "", nil},
 		{"key with bad expiry", "POST", "/v1/admin/tenants/acme/keys", `{"expires_at":"tomorrow"}`, 400, "invalid_body", "", nil},
 		{"key, unknown field", "POST", "/v1/admin/tenants/acme/keys", `{"hash":"00"}`, 400, "invalid_body", "hash", nil},
 		{"list of unknown tenant", "GET", "/v1/admin/tenants/nope/keys", "", 404, "not_found", "", nil},

@@ -3,6 +3,7 @@ package budget_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,37 +11,100 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
 )
 
+// benchScopes are the scope lists benchmarked: the tenant's month alone,
+// and the tenant's month with its key's and its end user's day.
+var benchScopes = []struct {
+	name   string
+	scopes []budget.Scope
+}{
+	{"1scope", []budget.Scope{{Kind: budget.ScopeTenant, Window: budget.Month, Period: month, Limit: 1 << 50}}},
+	{"3scopes", []budget.Scope{
+		{Kind: budget.ScopeTenant, Window: budget.Month, Period: month, Limit: 1 << 50, Alerts: []int{80, 100}},
+		{Kind: budget.ScopeKey, ID: "k_0123456789", Window: budget.Day, Period: "2026-11-03", Limit: 1 << 50},
+		{Kind: budget.ScopeUser, ID: "user-42@example.com", Window: budget.Day, Period: "2026-11-03", Limit: 1 << 50},
+	}},
+}
+
 // benchReserveSettle is one request's budget traffic: Reserve, then
 // Settle. Request ids are formatted in the loop (one allocation of the
 // benchmark's own) because a settled id cannot be reserved again.
-func benchReserveSettle(b *testing.B, c budget.Counter) {
+func benchReserveSettle(b *testing.B, c budget.Counter, scopes []budget.Scope, srv *redistest.Server) {
 	ctx := context.Background()
-	if _, err := c.Settle(ctx, "acme", month, "warm", 1); err != nil { // seed
+	if _, err := c.Settle(ctx, "acme", "warm", scopes, 1); err != nil { // seed
 		b.Fatal(err)
 	}
-	if _, err := c.Reserve(ctx, "acme", month, "warm2", 1, 1<<50, time.Minute); err != nil { // load scripts
+	if _, err := c.Reserve(ctx, "acme", "warm2", scopes, 1, time.Minute); err != nil { // load scripts
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
+	if srv != nil {
+		if _, err := srv.Do("CONFIG", "RESETSTAT"); err != nil {
+			b.Fatal(err)
+		}
+	}
 	i := 0
 	for b.Loop() {
 		id := strconv.Itoa(i)
 		i++
-		res, err := c.Reserve(ctx, "acme", month, id, 1_000_000, 1<<50, time.Minute)
+		res, err := c.Reserve(ctx, "acme", id, scopes, 1_000_000, time.Minute)
 		if err != nil || !res.Admitted {
 			b.Fatalf("Reserve = %+v, %v", res, err)
 		}
-		if _, err := c.Settle(ctx, "acme", month, id, 700_000); err != nil {
+		if _, err := c.Settle(ctx, "acme", id, scopes, 700_000); err != nil {
 			b.Fatal(err)
 		}
 	}
+	if srv != nil {
+		// Redis's own time in the scripts, which the machine's other load
+		// disturbs less than the round trips.
+		b.ReportMetric(float64(serverMicros(b, srv, "evalsha"))*1000/float64(b.N), "server-ns/op")
+	}
+}
+
+// serverMicros is the total time Redis spent in a command since the last
+// CONFIG RESETSTAT (INFO commandstats usec).
+func serverMicros(b *testing.B, srv *redistest.Server, cmd string) int64 {
+	out, err := srv.Do("INFO", "commandstats")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(f, "usec="); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return n
+			}
+		}
+	}
+	b.Fatalf("no %s in %q", cmd, out)
+	return 0
 }
 
 func BenchmarkMemoryReserveSettle(b *testing.B) {
-	benchReserveSettle(b, budget.NewMemory(nil, nil))
+	for _, bs := range benchScopes {
+		b.Run(bs.name, func(b *testing.B) {
+			benchReserveSettle(b, budget.NewMemory(nil, nil), bs.scopes, nil)
+		})
+	}
 }
 
 func BenchmarkRedisReserveSettle(b *testing.B) {
 	srv := redistest.Start(b)
-	benchReserveSettle(b, budget.NewRedis(newClient(b, srv), nil, budget.RedisOptions{}))
+	for _, bs := range benchScopes {
+		b.Run(bs.name, func(b *testing.B) {
+			// A fresh server state per list: the settled markers and holds
+			// of the other run do not weigh on this one.
+			if _, err := srv.Do("FLUSHALL"); err != nil {
+				b.Fatal(err)
+			}
+			benchReserveSettle(b, budget.NewRedis(newClient(b, srv), nil, budget.RedisOptions{}), bs.scopes, srv)
+		})
+	}
 }

@@ -220,7 +220,7 @@ func TestArithmetic(t *testing.T) {
 					l.set(tenant, 1000)
 					c := be.new(t, l.seed)
 					for i, s := range sc.steps {
-						runStep(t, c, tenant, i, s)
+						runStep(t, monthly{c}, tenant, i, s)
 					}
 					if n := l.calls.Load(); n != 1 {
 						t.Errorf("Seeder called %d times, want 1", n)
@@ -231,7 +231,7 @@ func TestArithmetic(t *testing.T) {
 	}
 }
 
-func runStep(t *testing.T, c budget.Counter, tenant string, i int, s step) {
+func runStep(t *testing.T, c monthly, tenant string, i int, s step) {
 	t.Helper()
 	ctx := context.Background()
 	where := fmt.Sprintf("step %d %s(%q, %d)", i, s.op, s.id, s.amount)
@@ -278,19 +278,20 @@ func runStep(t *testing.T, c budget.Counter, tenant string, i int, s step) {
 }
 
 // TestMonthsAndTenantsAreSeparate: counters do not leak between tenants or
-// months, including tenant ids that need escaping in Redis keys.
+// months, including tenant ids that need escaping in Redis keys. (Request
+// ids differ: a tenant settles a request id once, whatever its scopes.)
 func TestMonthsAndTenantsAreSeparate(t *testing.T) {
 	ctx := context.Background()
 	for _, be := range backends(t) {
 		t.Run(be.name, func(t *testing.T) {
 			l := newLedger(nil)
-			c := be.new(t, l.seed)
+			c := monthly{be.new(t, l.seed)}
 			keys := []struct{ tenant, month string }{
 				{"acme", "2026-11"}, {"acme", "2026-12"}, {"acme:2026", "11"},
 				{"a{b}", month}, {"a%7Bb%7D", month}, {"}", month}, {"", month},
 			}
 			for i, k := range keys {
-				if _, err := c.Settle(ctx, k.tenant, k.month, "r", int64(i+1)); err != nil {
+				if _, err := c.Settle(ctx, k.tenant, k.month, fmt.Sprint("r", i), int64(i+1)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -322,10 +323,10 @@ func TestConcurrentReplicas(t *testing.T) {
 	for _, be := range backends(t) {
 		t.Run(be.name, func(t *testing.T) {
 			l := newLedger(nil)
-			a := be.new(t, l.seed)
+			a := monthly{be.new(t, l.seed)}
 			b := a
 			if be.name == "redis" {
-				b = be.new(t, l.seed)
+				b = monthly{be.new(t, l.seed)}
 			}
 			var (
 				wg             sync.WaitGroup
@@ -400,7 +401,7 @@ func TestSeederError(t *testing.T) {
 		t.Run(be.name, func(t *testing.T) {
 			l := newLedger(map[string]int64{"acme": 5000})
 			l.fail(boom)
-			c := be.new(t, l.seed)
+			c := monthly{be.new(t, l.seed)}
 			res, err := c.Reserve(ctx, "acme", month, "r1", 100, 10_000, time.Minute)
 			if !errors.Is(err, boom) || !errors.Is(err, budget.ErrUnavailable) || res.Admitted {
 				t.Fatalf("Reserve = %+v, %v; want an error wrapping the Seeder's and ErrUnavailable", res, err)
@@ -432,7 +433,7 @@ func TestSeederError(t *testing.T) {
 func TestNilSeeder(t *testing.T) {
 	for _, be := range backends(t) {
 		t.Run(be.name, func(t *testing.T) {
-			c := be.new(t, nil)
+			c := monthly{be.new(t, nil)}
 			res, err := c.Reserve(context.Background(), "acme", month, "r", 10, 10, time.Minute)
 			if err != nil || res != admitted(0, 10, 0) {
 				t.Fatalf("Reserve = %+v, %v", res, err)

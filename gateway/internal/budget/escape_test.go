@@ -1,6 +1,12 @@
 package budget
 
-import "testing"
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/gateway/internal/redisx"
+)
 
 func TestEscape(t *testing.T) {
 	tests := []struct{ in, want string }{
@@ -20,38 +26,65 @@ func TestEscape(t *testing.T) {
 	}
 }
 
-// TestKeysAreDistinct: tenant-months that a naive tenant+":"+month would
-// confuse get different keys.
+// TestKeysAreDistinct: scope-periods that a naive join with ':' would
+// confuse get different keys, and every key of a tenant carries its hash
+// tag.
 func TestKeysAreDistinct(t *testing.T) {
 	r := &Redis{prefix: DefaultPrefix}
-	pairs := [][2]string{
-		{"a:b", "c"}, {"a", "b:c"},
-		{"{", "2026-11"}, {"%7B", "2026-11"},
-		{"a}", "2026-11"}, {"a", "}2026-11"},
+	type sp struct {
+		tenant string
+		s      Scope
 	}
-	seen := map[string][2]string{}
-	for _, p := range pairs {
-		b := r.base(p[0], p[1])
-		if q, ok := seen[b]; ok {
-			t.Errorf("%q and %q share the key base %q", p, q, b)
+	key := func(id, period string) Scope { return Scope{Kind: ScopeKey, ID: id, Period: period} }
+	all := []sp{
+		{"a:b", Scope{Kind: ScopeTenant, Period: "c"}}, {"a", Scope{Kind: ScopeTenant, Period: "b:c"}},
+		{"a", key("b:c", "d")}, {"a", key("b", "c:d")}, {"a:key:b", key("", "d")},
+		{"{", Scope{Kind: ScopeTenant, Period: "2026-11"}}, {"%7B", Scope{Kind: ScopeTenant, Period: "2026-11"}},
+		{"a}", Scope{Kind: ScopeTenant, Period: "2026-11"}}, {"a", Scope{Kind: ScopeTenant, Period: "}2026-11"}},
+		{"", Scope{Kind: ScopeTenant, Period: "x"}}, {"#", Scope{Kind: ScopeTenant, Period: "x"}},
+		{"#e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", Scope{Kind: ScopeTenant, Period: "x"}},
+		{"a", Scope{Kind: ScopeUser, ID: "settled", Period: "x"}}, {"a", Scope{Kind: ScopeKey, ID: "settled", Period: "x"}},
+	}
+	seen := map[string]sp{}
+	for _, p := range all {
+		for _, k := range r.keys(p.tenant, "", []Scope{p.s}, holdSuffixes[:]) {
+			if q, ok := seen[k]; ok {
+				t.Errorf("%+v and %+v share the key %q", p, q, k)
+			}
+			seen[k] = p
+			if tag := "{" + redisx.TenantTag(p.tenant) + "}"; !strings.HasPrefix(k, DefaultPrefix+tag+":") {
+				t.Errorf("key %q does not start with the hash tag %q", k, tag)
+			}
 		}
-		seen[b] = p
+	}
+	// A settled marker never equals a scope's key: request ids follow
+	// "settled:", and no scope kind is "settled".
+	marker := r.keys("a", "key:b:c:spent", nil, nil)
+	if _, ok := seen[marker[0]]; ok || len(marker) != 1 {
+		t.Errorf("marker %q is also a scope's key", marker)
 	}
 }
 
 func TestKeys(t *testing.T) {
 	r := &Redis{prefix: "p:"}
-	want := []string{"p:{a%7Bb:2026-11}:spent", "p:{a%7Bb:2026-11}:holds", "p:{a%7Bb:2026-11}:leases", "p:{a%7Bb:2026-11}:settled:req-1"}
-	got := r.keys("a{b", "2026-11", "req-1")
-	if len(got) != len(want) {
-		t.Fatalf("keys = %q, want %q", got, want)
+	scopes := []Scope{
+		{Kind: ScopeTenant, Window: Month, Period: "2026-11"},
+		{Kind: ScopeUser, ID: "u:1{x}", Window: Day, Period: "2026-11-03"},
 	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("key %d = %q, want %q", i, got[i], want[i])
-		}
+	want := []string{
+		"p:{a:b}:settled:req-1",
+		"p:{a:b}:tenant::2026-11:spent", "p:{a:b}:tenant::2026-11:holds", "p:{a:b}:tenant::2026-11:leases",
+		"p:{a:b}:user:u%3A1%7Bx%7D:2026-11-03:spent", "p:{a:b}:user:u%3A1%7Bx%7D:2026-11-03:holds", "p:{a:b}:user:u%3A1%7Bx%7D:2026-11-03:leases",
 	}
-	if got := r.keys("a{b", "2026-11", ""); len(got) != 3 || got[2] != want[2] {
-		t.Errorf("keys without a request id = %q, want %q", got, want[:3])
+	if got := r.keys("a:b", "req-1", scopes, holdSuffixes[:]); !slices.Equal(got, want) {
+		t.Errorf("keys =\n%q\nwant\n%q", got, want)
+	}
+	if got := r.keys("a:b", "", scopes, shrinkSuffixes[:]); !slices.Equal(got, []string{want[2], want[3], want[5], want[6]}) {
+		t.Errorf("shrink keys = %q", got)
+	}
+	// A tenant id with a brace is hashed into the tag, as the rate
+	// limiter's keys do, so both counters of a tenant share its slot.
+	if got := r.keys("a{b", "", scopes[:1], holdSuffixes[:1])[0]; got != "p:{"+redisx.TenantTag("a{b")+"}:tenant::2026-11:spent" || !strings.HasPrefix(got, "p:{#") {
+		t.Errorf("key of a tenant with a brace = %q", got)
 	}
 }

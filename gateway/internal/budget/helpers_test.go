@@ -2,6 +2,7 @@ package budget_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,15 +33,22 @@ func newLedger(spent map[string]int64) *ledger {
 	return &ledger{spent: spent}
 }
 
-func (l *ledger) seed(_ context.Context, tenant, _ string) (int64, error) {
+// seed answers the spend of a tenant's month under the tenant's id, and of
+// any other scope under ledgerKey.
+func (l *ledger) seed(_ context.Context, tenant string, s budget.Scope) (int64, error) {
 	l.calls.Add(1)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
 		return 0, l.err
 	}
-	return l.spent[tenant], nil
+	if s.Kind == budget.ScopeTenant && s.Window == budget.Month {
+		return l.spent[tenant], nil
+	}
+	return l.spent[ledgerKey(tenant, s)], nil
 }
+
+func ledgerKey(tenant string, s budget.Scope) string { return tenant + " " + s.String() }
 
 func (l *ledger) set(tenant string, spent int64) {
 	l.mu.Lock()
@@ -104,6 +112,60 @@ func newClientWith(t testing.TB, opts redisx.Options) *redisx.Client {
 type backend struct {
 	name string
 	new  func(t *testing.T, seed budget.Seeder) budget.Counter
+}
+
+// tenantMonth is a tenant's monthly budget: the one scope of every request
+// before budgets had scopes.
+func tenantMonth(month string, limit int64) budget.Scope {
+	return budget.Scope{Kind: budget.ScopeTenant, Window: budget.Month, Period: month, Limit: limit}
+}
+
+// monthly drives a Counter through the tenant's monthly scope alone, the
+// way the counter was used before scopes, so that the single-scope tests
+// keep their arithmetic. Settle answers spent afterwards (read with one
+// Status), and a refusal must name the one scope.
+type monthly struct{ c budget.Counter }
+
+func (m monthly) Reserve(ctx context.Context, tenant, month, id string, amount, limit int64, lease time.Duration) (budget.Reservation, error) {
+	return oneScope(m.c.Reserve(ctx, tenant, id, []budget.Scope{tenantMonth(month, limit)}, amount, lease))
+}
+
+func (m monthly) Extend(ctx context.Context, tenant, month, id string, more, limit int64, lease time.Duration) (budget.Reservation, error) {
+	return oneScope(m.c.Extend(ctx, tenant, id, []budget.Scope{tenantMonth(month, limit)}, more, lease))
+}
+
+func (m monthly) Shrink(ctx context.Context, tenant, month, id string, to int64) error {
+	return m.c.Shrink(ctx, tenant, id, []budget.Scope{tenantMonth(month, 0)}, to)
+}
+
+func (m monthly) Settle(ctx context.Context, tenant, month, id string, actual int64) (int64, error) {
+	if _, err := m.c.Settle(ctx, tenant, id, []budget.Scope{tenantMonth(month, 0)}, actual); err != nil {
+		return 0, err
+	}
+	spent, _, err := m.Status(ctx, tenant, month)
+	return spent, err
+}
+
+func (m monthly) Status(ctx context.Context, tenant, month string) (spent, reserved int64, err error) {
+	return m.c.Status(ctx, tenant, tenantMonth(month, 0))
+}
+
+func (m monthly) Correct(ctx context.Context, tenant, month string, spent int64) error {
+	return m.c.Correct(ctx, tenant, tenantMonth(month, 0), spent)
+}
+
+func oneScope(res budget.Reservation, err error) (budget.Reservation, error) {
+	if err != nil || res.Admitted {
+		if res.Refused != nil {
+			return res, fmt.Errorf("admitted, yet refused by %s", res.Refused)
+		}
+		return res, err
+	}
+	if res.Refused == nil || res.Refused.Kind != budget.ScopeTenant {
+		return res, fmt.Errorf("refused by %v, want the tenant's scope", res.Refused)
+	}
+	res.Refused = nil
+	return res, nil
 }
 
 // backends returns Memory and a Redis counter on a server started for the

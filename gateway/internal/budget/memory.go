@@ -2,6 +2,7 @@ package budget
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -9,16 +10,16 @@ import (
 	"golang.org/x/sync/singleflight"
 )
 
-// sweepEvery is how often Memory looks for tenant-months unused for
-// DefaultKeyTTL, to forget them (the counterpart of Redis key expiry).
+// sweepEvery is how often Memory looks for scopes unused for their key TTL,
+// to forget them (the counterpart of Redis key expiry).
 const sweepEvery = time.Hour
 
 // Memory is a Counter for a single process (the embedded default). Its
-// methods are safe for concurrent use: one mutex guards every tenant-month,
-// and the Seeder runs outside it, once per tenant-month. Settle markers live
-// DefaultSettledTTL unless WithSettledTTL says otherwise; a tenant-month
-// unused for DefaultKeyTTL is forgotten (and seeded again if it is used
-// after all).
+// methods are safe for concurrent use: one mutex guards every scope, and
+// the Seeder runs outside it, once per scope-period. Settle markers live
+// DefaultSettledTTL unless WithSettledTTL says otherwise; a monthly scope
+// unused for DefaultKeyTTL (a daily one for DefaultDayKeyTTL) is forgotten
+// (and seeded again if it is used after all).
 type Memory struct {
 	seed       Seeder
 	now        func() time.Time
@@ -26,23 +27,32 @@ type Memory struct {
 	flight     singleflight.Group
 
 	mu        sync.Mutex
-	months    map[monthKey]*monthState
+	scopes    map[scopeKey]*scopeState
+	tenants   map[string]*tenantState
 	nextSweep time.Time
 }
 
-type monthKey struct{ tenant, month string }
+type scopeKey struct{ tenant, kind, id, period string }
 
-type monthState struct {
+func keyOf(tenant string, s Scope) scopeKey { return scopeKey{tenant, s.Kind, s.ID, s.Period} }
+
+// scopeState is the counter of one scope-period.
+type scopeState struct {
 	spent, reserved int64
 	holds           map[string]memHold
 	// earliest is at or before the earliest lease end in holds, so purge
 	// has nothing to do before it (it may be early after a Settle).
 	earliest time.Time
 
+	used time.Time
+	ttl  time.Duration // forgotten when unused for this long
+}
+
+// tenantState holds a tenant's settle markers: one per request, whatever
+// its scopes.
+type tenantState struct {
 	settled  map[string]time.Time // request id → end of its window
 	settledQ markQueue            // in the order they were settled
-
-	used time.Time
 }
 
 type memHold struct {
@@ -50,18 +60,16 @@ type memHold struct {
 	expires time.Time
 }
 
-type settledMark struct {
-	id  string
-	end time.Time
-}
-
-// NewMemory returns an empty Memory. seed may be nil (tenant-months start at
-// 0); now may be nil (time.Now).
+// NewMemory returns an empty Memory. seed may be nil (scopes start at 0);
+// now may be nil (time.Now).
 func NewMemory(seed Seeder, now func() time.Time) *Memory {
 	if now == nil {
 		now = time.Now
 	}
-	return &Memory{seed: seed, now: now, settledTTL: DefaultSettledTTL, months: make(map[monthKey]*monthState)}
+	return &Memory{
+		seed: seed, now: now, settledTTL: DefaultSettledTTL,
+		scopes: make(map[scopeKey]*scopeState), tenants: make(map[string]*tenantState),
+	}
 }
 
 // WithSettledTTL sets the idempotency window of Settle (see the package
@@ -77,160 +85,239 @@ func (m *Memory) WithSettledTTL(d time.Duration) *Memory {
 }
 
 // Reserve implements Counter.
-func (m *Memory) Reserve(ctx context.Context, tenant, month, requestID string, amount, limit int64, lease time.Duration) (Reservation, error) {
+func (m *Memory) Reserve(ctx context.Context, tenant, requestID string, scopes []Scope, amount int64, lease time.Duration) (Reservation, error) {
 	if err := checkHold(requestID, amount, lease); err != nil {
 		return Reservation{}, err
 	}
-	s, now, err := m.lock(ctx, tenant, month)
+	st, now, err := m.lock(ctx, tenant, scopes)
 	if err != nil {
 		return Reservation{}, err
 	}
 	defer m.mu.Unlock()
-	s.purge(now)
-	if s.isSettled(requestID, now) {
+	for _, s := range st {
+		s.purge(now)
+	}
+	if m.isSettled(tenant, requestID, now) {
 		return Reservation{}, settledError(requestID)
 	}
-	if _, ok := s.holds[requestID]; ok {
-		r := s.result(true, limit)
-		r.Duplicate = true
-		return r, nil
+	refused, missing := -1, false
+	var room int64
+	for j, s := range st {
+		if _, ok := s.holds[requestID]; ok {
+			continue
+		}
+		missing = true
+		left := remaining(scopes[j].Limit, s.spent, s.reserved)
+		if amount > left && (refused < 0 || left < room) {
+			refused, room = j, left
+		}
 	}
-	if amount > remaining(limit, s.spent, s.reserved) {
-		return s.result(false, limit), nil
+	switch {
+	case !missing:
+		res := memResult(scopes, st, true, -1)
+		res.Duplicate = true
+		return res, nil
+	case refused >= 0:
+		return memResult(scopes, st, false, refused), nil
 	}
-	s.hold(requestID, amount, now.Add(lease))
-	return s.result(true, limit), nil
+	for _, s := range st {
+		if _, ok := s.holds[requestID]; !ok {
+			s.hold(requestID, amount, now.Add(lease))
+		}
+	}
+	return memResult(scopes, st, true, -1), nil
 }
 
 // Extend implements Counter.
-func (m *Memory) Extend(ctx context.Context, tenant, month, requestID string, more, limit int64, lease time.Duration) (Reservation, error) {
+func (m *Memory) Extend(ctx context.Context, tenant, requestID string, scopes []Scope, more int64, lease time.Duration) (Reservation, error) {
 	if err := checkHold(requestID, more, lease); err != nil {
 		return Reservation{}, err
 	}
-	s, now, err := m.lock(ctx, tenant, month)
+	st, now, err := m.lock(ctx, tenant, scopes)
 	if err != nil {
 		return Reservation{}, err
 	}
 	defer m.mu.Unlock()
-	s.purge(now)
-	if s.isSettled(requestID, now) {
+	for _, s := range st {
+		s.purge(now)
+	}
+	if m.isSettled(tenant, requestID, now) {
 		return Reservation{}, settledError(requestID)
 	}
-	if more > remaining(limit, s.spent, s.reserved) {
-		return s.result(false, limit), nil
+	refused := -1
+	var room int64
+	for j, s := range st {
+		left := remaining(scopes[j].Limit, s.spent, s.reserved)
+		if more > left && (refused < 0 || left < room) {
+			refused, room = j, left
+		}
 	}
-	_, existed := s.holds[requestID]
-	s.hold(requestID, more, now.Add(lease))
-	r := s.result(true, limit)
-	r.Recreated = !existed
-	return r, nil
+	if refused >= 0 {
+		return memResult(scopes, st, false, refused), nil
+	}
+	recreated := false
+	for _, s := range st {
+		if _, ok := s.holds[requestID]; !ok {
+			recreated = true
+		}
+		s.hold(requestID, more, now.Add(lease))
+	}
+	res := memResult(scopes, st, true, -1)
+	res.Recreated = recreated
+	return res, nil
 }
 
-// Shrink implements Counter.
-func (m *Memory) Shrink(_ context.Context, tenant, month, requestID string, to int64) error {
+// Shrink implements Counter. It seeds nothing: a scope without a counter
+// holds nothing to lower.
+func (m *Memory) Shrink(_ context.Context, tenant, requestID string, scopes []Scope, to int64) error {
 	if err := checkShrink(requestID, to); err != nil {
+		return err
+	}
+	if err := checkScopes(scopes); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s := m.months[monthKey{tenant, month}]
-	if s == nil {
-		return nil
-	}
 	now := m.now()
-	s.used = now
-	s.purge(now)
-	if h, ok := s.holds[requestID]; ok && h.amount > to {
-		s.reserved -= h.amount - to
-		h.amount = to
-		s.holds[requestID] = h
+	for _, sc := range scopes {
+		s := m.scopes[keyOf(tenant, sc)]
+		if s == nil {
+			continue
+		}
+		s.used = now
+		s.purge(now)
+		if h, ok := s.holds[requestID]; ok && h.amount > to {
+			s.reserved -= h.amount - to
+			h.amount = to
+			s.holds[requestID] = h
+		}
 	}
 	return nil
 }
 
 // Settle implements Counter.
-func (m *Memory) Settle(ctx context.Context, tenant, month, requestID string, actual int64) (int64, error) {
+func (m *Memory) Settle(ctx context.Context, tenant, requestID string, scopes []Scope, actual int64) ([]Crossing, error) {
 	if err := checkSettle(requestID, actual); err != nil {
-		return 0, err
+		return nil, err
 	}
-	s, now, err := m.lock(ctx, tenant, month)
+	st, now, err := m.lock(ctx, tenant, scopes)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer m.mu.Unlock()
-	if h, ok := s.holds[requestID]; ok {
-		delete(s.holds, requestID)
-		s.reserved -= h.amount
+	for _, s := range st {
+		if h, ok := s.holds[requestID]; ok {
+			delete(s.holds, requestID)
+			s.reserved -= h.amount
+		}
 	}
-	if s.isSettled(requestID, now) {
-		return s.spent, nil
+	if m.isSettled(tenant, requestID, now) {
+		return nil, nil
 	}
-	s.spent += actual
+	t := m.tenants[tenant]
+	if t == nil {
+		t = &tenantState{settled: make(map[string]time.Time)}
+		m.tenants[tenant] = t
+	}
 	end := now.Add(m.settledTTL)
-	s.settled[requestID] = end
-	s.settledQ.push(settledMark{requestID, end})
-	return s.spent, nil
+	t.settled[requestID] = end
+	t.settledQ.push(settledMark{requestID, end})
+	var out []Crossing
+	for j, s := range st {
+		before := s.spent
+		s.spent += actual
+		out = appendCrossings(out, tenant, scopes[j], before, s.spent, now)
+	}
+	return out, nil
 }
 
 // Status implements Counter.
-func (m *Memory) Status(ctx context.Context, tenant, month string) (spent, reserved int64, err error) {
-	s, now, err := m.lock(ctx, tenant, month)
+func (m *Memory) Status(ctx context.Context, tenant string, s Scope) (spent, reserved int64, err error) {
+	st, now, err := m.lock(ctx, tenant, []Scope{s})
 	if err != nil {
 		return 0, 0, err
 	}
 	defer m.mu.Unlock()
-	s.purge(now)
-	return s.spent, s.reserved, nil
+	st[0].purge(now)
+	return st[0].spent, st[0].reserved, nil
 }
 
 // Correct implements Counter. It does not call the Seeder: the corrected
 // value replaces whatever the counter had.
-func (m *Memory) Correct(_ context.Context, tenant, month string, spent int64) error {
+func (m *Memory) Correct(_ context.Context, tenant string, s Scope, spent int64) error {
 	if err := checkSpent(spent); err != nil {
+		return err
+	}
+	if err := checkScope(s); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
-	k := monthKey{tenant, month}
-	s := m.months[k]
-	if s == nil {
-		s = newMonthState()
-		m.months[k] = s
+	k := keyOf(tenant, s)
+	st := m.scopes[k]
+	if st == nil {
+		st = newScopeState(s.Window)
+		m.scopes[k] = st
 	}
-	s.spent = spent
-	s.used = now
+	st.spent = spent
+	st.used = now
 	return nil
 }
 
-// lock returns the state of a tenant-month with m.mu held, seeding it first
-// if there is none. On error m.mu is not held.
-func (m *Memory) lock(ctx context.Context, tenant, month string) (*monthState, time.Time, error) {
-	k := monthKey{tenant, month}
+// lock returns the states of scopes with m.mu held, seeding those that
+// have none first. On error m.mu is not held.
+func (m *Memory) lock(ctx context.Context, tenant string, scopes []Scope) ([]*scopeState, time.Time, error) {
+	if err := checkScopes(scopes); err != nil {
+		return nil, time.Time{}, err
+	}
+	st := make([]*scopeState, len(scopes))
 	for {
 		m.mu.Lock()
 		now := m.now()
-		if s := m.months[k]; s != nil {
-			s.used = now
-			return s, now, nil
+		var missing []Scope
+		for j, sc := range scopes {
+			if st[j] = m.scopes[keyOf(tenant, sc)]; st[j] == nil {
+				missing = append(missing, sc)
+			} else {
+				st[j].used = now
+			}
+		}
+		if missing == nil {
+			return st, now, nil
 		}
 		m.mu.Unlock()
-		if err := m.seedMonth(ctx, k); err != nil {
+		if err := m.seedScopes(ctx, tenant, missing); err != nil {
 			return nil, time.Time{}, err
 		}
-		// The state exists now, unless a sweep dropped it already (a clock
-		// that jumped by DefaultKeyTTL): look again.
+		// The states exist now, unless a sweep dropped one already (a
+		// clock that jumped by a key TTL): look again.
 	}
 }
 
-// seedMonth calls the Seeder without holding m.mu and inserts the state
-// unless there is one by then. Concurrent callers for one tenant-month share
-// a call, and a caller that comes after the state was inserted calls
-// nothing, so the Seeder runs once per tenant-month.
-func (m *Memory) seedMonth(ctx context.Context, k monthKey) error {
-	_, err, _ := m.flight.Do(k.tenant+"\x00"+k.month, func() (any, error) {
+// seedScopes seeds several scopes at once, as Redis does.
+func (m *Memory) seedScopes(ctx context.Context, tenant string, scopes []Scope) error {
+	if len(scopes) == 1 {
+		return m.seedScope(ctx, tenant, scopes[0])
+	}
+	errs := make([]error, len(scopes))
+	var wg sync.WaitGroup
+	for j, sc := range scopes {
+		wg.Go(func() { errs[j] = m.seedScope(ctx, tenant, sc) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// seedScope calls the Seeder without holding m.mu and inserts the state
+// unless there is one by then. Concurrent callers for one scope-period
+// share a call, and a caller that comes after the state was inserted calls
+// nothing, so the Seeder runs once per scope-period.
+func (m *Memory) seedScope(ctx context.Context, tenant string, sc Scope) error {
+	k := keyOf(tenant, sc)
+	_, err, _ := m.flight.Do(flightKey(k), func() (any, error) {
 		m.mu.Lock()
-		_, ok := m.months[k]
+		_, ok := m.scopes[k]
 		m.mu.Unlock()
 		if ok {
 			return nil, nil
@@ -238,58 +325,71 @@ func (m *Memory) seedMonth(ctx context.Context, k monthKey) error {
 		var spent int64
 		if m.seed != nil {
 			var err error
-			if spent, err = m.seed(ctx, k.tenant, k.month); err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrUnavailable, seedError(k.tenant, k.month, err))
+			if spent, err = m.seed(ctx, tenant, sc); err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrUnavailable, seedError(tenant, sc, err))
 			}
 			if spent < 0 {
-				return nil, seedError(k.tenant, k.month, fmt.Errorf("%w: negative spend %d", ErrInvalid, spent))
+				return nil, seedError(tenant, sc, fmt.Errorf("%w: negative spend %d", ErrInvalid, spent))
 			}
 		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		if m.months[k] == nil { // Correct may have set it meanwhile
+		if m.scopes[k] == nil { // Correct may have set it meanwhile
 			now := m.now()
 			m.sweep(now)
-			s := newMonthState()
+			s := newScopeState(sc.Window)
 			s.spent = spent
 			s.used = now
-			m.months[k] = s
+			m.scopes[k] = s
 		}
 		return nil, nil
 	})
 	return err
 }
 
-// sweep forgets tenant-months unused for DefaultKeyTTL, at most once per
-// sweepEvery. m.mu must be held.
+// flightKey joins a scope key's fields with NUL, which ids do not contain
+// in practice; a collision would only share a Seeder call's wait.
+func flightKey(k scopeKey) string {
+	return k.tenant + "\x00" + k.kind + "\x00" + k.id + "\x00" + k.period
+}
+
+// sweep forgets scopes unused for their key TTL, and tenants' settle
+// markers whose window ended, at most once per sweepEvery. m.mu must be
+// held.
 func (m *Memory) sweep(now time.Time) {
 	if now.Before(m.nextSweep) {
 		return
 	}
 	m.nextSweep = now.Add(sweepEvery)
-	for k, s := range m.months {
-		if now.Sub(s.used) >= DefaultKeyTTL {
-			delete(m.months, k)
+	for k, s := range m.scopes {
+		if now.Sub(s.used) >= s.ttl {
+			delete(m.scopes, k)
+		}
+	}
+	for id, t := range m.tenants {
+		t.expire(now)
+		if len(t.settled) == 0 {
+			delete(m.tenants, id)
 		}
 	}
 }
 
-func newMonthState() *monthState {
-	return &monthState{holds: make(map[string]memHold), settled: make(map[string]time.Time)}
+func newScopeState(w Window) *scopeState {
+	ttl := DefaultKeyTTL
+	if w == Day {
+		ttl = DefaultDayKeyTTL
+	}
+	return &scopeState{holds: make(map[string]memHold), ttl: ttl}
 }
 
-func (s *monthState) result(admitted bool, limit int64) Reservation {
-	return Reservation{
-		Admitted:  admitted,
-		Spent:     s.spent,
-		Reserved:  s.reserved,
-		Remaining: remaining(limit, s.spent, s.reserved),
-	}
+// memResult is result over Memory's states.
+func memResult(scopes []Scope, st []*scopeState, admitted bool, refused int) Reservation {
+	return result(scopes, admitted, refused, func(j int) (int64, int64) { return st[j].spent, st[j].reserved })
 }
 
 // hold adds amount to the hold of id (making it if needed) and sets its
 // lease end.
-func (s *monthState) hold(id string, amount int64, expires time.Time) {
+func (s *scopeState) hold(id string, amount int64, expires time.Time) {
 	if len(s.holds) == 0 || expires.Before(s.earliest) {
 		s.earliest = expires
 	}
@@ -301,7 +401,7 @@ func (s *monthState) hold(id string, amount int64, expires time.Time) {
 }
 
 // purge drops the holds whose lease ended at or before now.
-func (s *monthState) purge(now time.Time) {
+func (s *scopeState) purge(now time.Time) {
 	if len(s.holds) == 0 || now.Before(s.earliest) {
 		return
 	}
@@ -319,73 +419,29 @@ func (s *monthState) purge(now time.Time) {
 	s.earliest = next
 }
 
-// isSettled reports whether id was settled within the window, after
-// forgetting the markers whose window ended.
-func (s *monthState) isSettled(id string, now time.Time) bool {
-	for {
-		mk, ok := s.settledQ.peek()
-		if !ok || mk.end.After(now) {
-			break
-		}
-		if end, ok := s.settled[mk.id]; ok && end.Equal(mk.end) {
-			delete(s.settled, mk.id)
-		}
-		s.settledQ.pop()
+// isSettled reports whether the tenant's request id was settled within
+// the window. m.mu must be held.
+func (m *Memory) isSettled(tenant, id string, now time.Time) bool {
+	t := m.tenants[tenant]
+	if t == nil {
+		return false
 	}
-	end, ok := s.settled[id]
+	t.expire(now)
+	end, ok := t.settled[id]
 	return ok && end.After(now)
 }
 
-// markQueue is a FIFO of settle markers in blocks of markBlock: pushing and
-// popping never copies more than one marker, so no operation under the
-// counter's mutex moves the queue (a compacting slice copied half of it, 6
-// MB at 1,000 settles a second over the five-minute window).
-type markQueue struct {
-	blocks [][]settledMark // the first from head, the others full but the last
-	head   int
-	spare  []settledMark // one emptied block, reused
-}
-
-const markBlock = 1024
-
-func (q *markQueue) push(m settledMark) {
-	n := len(q.blocks)
-	if n == 0 || len(q.blocks[n-1]) == markBlock {
-		b := q.spare
-		q.spare = nil
-		if b == nil {
-			b = make([]settledMark, 0, markBlock)
+// expire forgets the markers whose window ended.
+func (t *tenantState) expire(now time.Time) {
+	for {
+		mk, ok := t.settledQ.peek()
+		if !ok || mk.end.After(now) {
+			return
 		}
-		q.blocks = append(q.blocks, b)
-		n++
-	}
-	q.blocks[n-1] = append(q.blocks[n-1], m)
-}
-
-func (q *markQueue) peek() (settledMark, bool) {
-	if len(q.blocks) == 0 {
-		return settledMark{}, false
-	}
-	return q.blocks[0][q.head], true
-}
-
-// pop drops the first marker; the queue must not be empty.
-func (q *markQueue) pop() {
-	b := q.blocks[0]
-	b[q.head] = settledMark{} // the id's string is no longer kept alive
-	q.head++
-	if q.head < len(b) {
-		return
-	}
-	// The first block is used up.
-	q.head = 0
-	q.blocks[0] = nil
-	q.blocks = q.blocks[1:]
-	if len(b) == markBlock {
-		q.spare = b[:0]
-	}
-	if len(q.blocks) == 0 {
-		q.blocks = nil // let the array of block headers go
+		if end, ok := t.settled[mk.id]; ok && end.Equal(mk.end) {
+			delete(t.settled, mk.id)
+		}
+		t.settledQ.pop()
 	}
 }
 

@@ -3,6 +3,7 @@ package budget_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ import (
 func TestMemoryLeaseExpiry(t *testing.T) {
 	ctx := context.Background()
 	clock := newFakeClock()
-	m := budget.NewMemory(nil, clock.Now)
+	m := monthly{budget.NewMemory(nil, clock.Now)}
 	if res, err := m.Reserve(ctx, "acme", month, "crashed", 15_000_000, 20_000_000, 200*time.Millisecond); err != nil || res != admitted(0, 15_000_000, 5_000_000) {
 		t.Fatalf("Reserve = %+v, %v", res, err)
 	}
@@ -83,7 +84,7 @@ func TestMemoryLeaseExpiry(t *testing.T) {
 func TestMemorySettledWindow(t *testing.T) {
 	ctx := context.Background()
 	clock := newFakeClock()
-	m := budget.NewMemory(nil, clock.Now)
+	m := monthly{budget.NewMemory(nil, clock.Now)}
 	for i, want := range []int64{10, 10, 10, 20} {
 		if i == 2 {
 			clock.Advance(budget.DefaultSettledTTL - time.Millisecond)
@@ -114,7 +115,7 @@ func TestMemorySettledWindow(t *testing.T) {
 func TestMemorySettledTTL(t *testing.T) {
 	ctx := context.Background()
 	clock := newFakeClock()
-	m := budget.NewMemory(nil, clock.Now).WithSettledTTL(5 * time.Minute)
+	m := monthly{budget.NewMemory(nil, clock.Now).WithSettledTTL(5 * time.Minute)}
 	for i, want := range []int64{10, 10, 20} {
 		if i == 1 {
 			clock.Advance(5*time.Minute - time.Millisecond)
@@ -134,7 +135,7 @@ func TestMemoryForgetsIdleMonths(t *testing.T) {
 	ctx := context.Background()
 	clock := newFakeClock()
 	l := newLedger(map[string]int64{"acme": 100, "beta": 1})
-	m := budget.NewMemory(l.seed, clock.Now)
+	m := monthly{budget.NewMemory(l.seed, clock.Now)}
 	if _, err := m.Settle(ctx, "acme", month, "r", 5); err != nil {
 		t.Fatal(err)
 	}
@@ -155,8 +156,8 @@ func TestMemorySeedsOnceOutsideTheLock(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	l := newLedger(map[string]int64{"acme": 1000})
-	var m *budget.Memory
-	seed := func(ctx context.Context, tenant, month string) (int64, error) {
+	var m monthly
+	seed := func(ctx context.Context, tenant string, s budget.Scope) (int64, error) {
 		if tenant != "acme" {
 			return 0, nil
 		}
@@ -164,9 +165,9 @@ func TestMemorySeedsOnceOutsideTheLock(t *testing.T) {
 			return 0, err
 		}
 		time.Sleep(20 * time.Millisecond) // a slow Postgres
-		return l.seed(ctx, tenant, month)
+		return l.seed(ctx, tenant, s)
 	}
-	m = budget.NewMemory(seed, nil)
+	m = monthly{budget.NewMemory(seed, nil)}
 	var wg sync.WaitGroup
 	for i := range 64 {
 		wg.Go(func() {
@@ -189,11 +190,83 @@ func TestMemorySeedsOnceOutsideTheLock(t *testing.T) {
 func TestMemoryCorrectWithoutSeed(t *testing.T) {
 	ctx := context.Background()
 	l := newLedger(map[string]int64{"acme": 1000})
-	m := budget.NewMemory(l.seed, nil)
+	m := monthly{budget.NewMemory(l.seed, nil)}
 	if err := m.Correct(ctx, "acme", month, 42); err != nil {
 		t.Fatal(err)
 	}
 	if spent, _, err := m.Status(ctx, "acme", month); err != nil || spent != 42 || l.calls.Load() != 0 {
 		t.Fatalf("Status = %d, %v after %d Seeder calls; want 42 after 0", spent, err, l.calls.Load())
+	}
+}
+
+// TestMemoryScopesLeaseExpiry: a hold held in three scopes ends in all of
+// them when its lease does; Extend remakes it where asked, and Settle still
+// charges every scope once.
+func TestMemoryScopesLeaseExpiry(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	m := budget.NewMemory(nil, clock.Now)
+	if res, err := m.Reserve(ctx, "acme", "r", in("TKU"), 500, 200*time.Millisecond); err != nil || !res.Admitted {
+		t.Fatalf("Reserve = %+v, %v", res, err)
+	}
+	clock.Advance(199 * time.Millisecond)
+	if res, err := m.Reserve(ctx, "acme", "other", in("KU"), 101, time.Minute); err != nil || res.Admitted || res.Refused.Kind != budget.ScopeUser {
+		t.Fatalf("Reserve within the lease = %+v, %v; want refused by the user's", res, err)
+	}
+	clock.Advance(time.Millisecond)
+	for _, l := range "TKU" {
+		if _, reserved, err := m.Status(ctx, "acme", named[string(l)]); err != nil || reserved != 0 {
+			t.Errorf("Status(%c) after the lease = %d, %v; want 0", l, reserved, err)
+		}
+	}
+	res, err := m.Extend(ctx, "acme", "r", in("TK"), 50, time.Minute)
+	if err != nil || !res.Recreated || res.Reserved != 50 {
+		t.Fatalf("Extend after the lease = %+v, %v; want Recreated with 50", res, err)
+	}
+	if _, err := m.Settle(ctx, "acme", "r", in("TKU"), 400); err != nil {
+		t.Fatal(err)
+	}
+	for l, want := range map[string]int64{"T": 400, "K": 400, "U": 400} {
+		if spent, reserved, err := m.Status(ctx, "acme", named[l]); err != nil || spent != want || reserved != 0 {
+			t.Errorf("Status(%s) = %d, %d, %v; want %d, 0", l, spent, reserved, err, want)
+		}
+	}
+}
+
+// TestMemoryForgetsIdleScopes: a daily scope is forgotten after
+// DefaultDayKeyTTL unused, a monthly one after DefaultKeyTTL, and a
+// tenant's settle markers once their window ended.
+func TestMemoryForgetsIdleScopes(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	l := &scopeLedger{spent: map[string]int64{scopeT.String(): 100, scopeK.String(): 10}}
+	m := budget.NewMemory(l.seed, clock.Now)
+	if _, err := m.Settle(ctx, "acme", "r", in("TK"), 5); err != nil {
+		t.Fatal(err)
+	}
+	l.takeAsked()
+	l.spent[scopeT.String()], l.spent[scopeK.String()] = 200, 20
+	clock.Advance(budget.DefaultDayKeyTTL)
+	if _, _, err := m.Status(ctx, "beta", scopeT); err != nil { // sweeps
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		s     budget.Scope
+		spent int64
+	}{{scopeT, 105}, {scopeK, 20}} {
+		if spent, _, err := m.Status(ctx, "acme", tt.s); err != nil || spent != tt.spent {
+			t.Errorf("Status(%s) = %d, %v; want %d", tt.s, spent, err, tt.spent)
+		}
+	}
+	want := []string{"acme " + scopeK.String(), "beta " + scopeT.String()}
+	if got := l.takeAsked(); !slices.Equal(got, want) {
+		t.Errorf("Seeder asked for %q, want %q", got, want)
+	}
+	// The marker of "r" ended long ago: the id settles again.
+	if _, err := m.Settle(ctx, "acme", "r", in("T"), 5); err != nil {
+		t.Fatal(err)
+	}
+	if spent, _, err := m.Status(ctx, "acme", scopeT); err != nil || spent != 110 {
+		t.Errorf("Status after a settle past the window = %d, %v; want 110", spent, err)
 	}
 }

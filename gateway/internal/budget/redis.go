@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -22,11 +23,14 @@ type RedisOptions struct {
 	// SettledTTL is how long a Settle marker lives, the idempotency window
 	// of Settle (default DefaultSettledTTL, 1h). Rounded down to ms.
 	SettledTTL time.Duration
-	// KeyTTL is how long a tenant-month's keys live: spent from when it is
-	// seeded or corrected, holds and leases from the last Reserve or Extend
-	// (default DefaultKeyTTL, 40 days, longer than any month). Rounded
-	// down to ms.
+	// KeyTTL is how long a monthly scope's keys live: spent from when it
+	// is seeded or corrected, holds and leases from the last Reserve or
+	// Extend (default DefaultKeyTTL, 40 days, longer than any month).
+	// Rounded down to ms.
 	KeyTTL time.Duration
+	// DayKeyTTL is the same for a daily scope (default DefaultDayKeyTTL,
+	// 3 days: the day, and late settles after it).
+	DayKeyTTL time.Duration
 }
 
 // Redis is a Counter shared by every replica that uses the same Redis.
@@ -37,17 +41,18 @@ type Redis struct {
 	c      *redisx.Client
 	seed   Seeder
 	prefix string
-	keyTTL time.Duration
+	now    func() time.Time // Crossing.At
 
-	settledTTLArg string // SettledTTL in ms, formatted once
-	keyTTLArg     string // KeyTTL in ms, formatted once
+	keyTTL        [2]time.Duration // by Window
+	keyTTLArg     [2]string        // the same in ms, formatted once
+	settledTTLArg string           // SettledTTL in ms, formatted once
 
 	flight singleflight.Group // one Seeder call per spent key at a time
 }
 
 // NewRedis returns a Redis counter on c. seed may be nil (counters start at
 // 0). It panics if opts.Prefix contains '{' or '}', a programming error
-// that would split a tenant-month across Redis Cluster slots.
+// that would split a tenant across Redis Cluster slots.
 func NewRedis(c *redisx.Client, seed Seeder, opts RedisOptions) *Redis {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
@@ -61,102 +66,142 @@ func NewRedis(c *redisx.Client, seed Seeder, opts RedisOptions) *Redis {
 	if opts.KeyTTL < time.Millisecond {
 		opts.KeyTTL = DefaultKeyTTL
 	}
-	return &Redis{
+	if opts.DayKeyTTL < time.Millisecond {
+		opts.DayKeyTTL = DefaultDayKeyTTL
+	}
+	r := &Redis{
 		c:             c,
 		seed:          seed,
 		prefix:        opts.Prefix,
-		keyTTL:        opts.KeyTTL,
+		now:           time.Now,
 		settledTTLArg: strconv.FormatInt(opts.SettledTTL.Milliseconds(), 10),
-		keyTTLArg:     strconv.FormatInt(opts.KeyTTL.Milliseconds(), 10),
 	}
+	r.keyTTL[Month], r.keyTTL[Day] = opts.KeyTTL, opts.DayKeyTTL
+	for w, d := range r.keyTTL {
+		r.keyTTLArg[w] = strconv.FormatInt(d.Milliseconds(), 10)
+	}
+	return r
 }
 
 // Reserve implements Counter with one script call when warm.
-func (r *Redis) Reserve(ctx context.Context, tenant, month, requestID string, amount, limit int64, lease time.Duration) (Reservation, error) {
+func (r *Redis) Reserve(ctx context.Context, tenant, requestID string, scopes []Scope, amount int64, lease time.Duration) (Reservation, error) {
 	if err := checkHold(requestID, amount, lease); err != nil {
 		return Reservation{}, err
 	}
-	return r.hold(ctx, "reserve", reserveScript, tenant, month, requestID, amount, limit, lease)
+	return r.hold(ctx, "reserve", reserveScript, tenant, requestID, scopes, amount, lease)
 }
 
 // Extend implements Counter with one script call when warm.
-func (r *Redis) Extend(ctx context.Context, tenant, month, requestID string, more, limit int64, lease time.Duration) (Reservation, error) {
+func (r *Redis) Extend(ctx context.Context, tenant, requestID string, scopes []Scope, more int64, lease time.Duration) (Reservation, error) {
 	if err := checkHold(requestID, more, lease); err != nil {
 		return Reservation{}, err
 	}
-	return r.hold(ctx, "extend", extendScript, tenant, month, requestID, more, limit, lease)
+	return r.hold(ctx, "extend", extendScript, tenant, requestID, scopes, more, lease)
 }
 
-func (r *Redis) hold(ctx context.Context, op string, s *rueidis.Lua, tenant, month, requestID string, amount, limit int64, lease time.Duration) (Reservation, error) {
-	keys := r.keys(tenant, month, requestID)
-	args := []string{
-		requestID,
-		strconv.FormatInt(amount, 10),
-		strconv.FormatInt(min(limit, maxExact), 10),
-		strconv.FormatInt(max(lease.Microseconds(), 1), 10),
-		r.keyTTLArg,
+func (r *Redis) hold(ctx context.Context, op string, s *rueidis.Lua, tenant, requestID string, scopes []Scope, amount int64, lease time.Duration) (Reservation, error) {
+	if err := checkScopes(scopes); err != nil {
+		return Reservation{}, err
 	}
-	v, err := r.run(ctx, op, s, tenant, month, keys, args)
+	keys := r.keys(tenant, requestID, scopes, holdSuffixes[:])
+	args := make([]string, 3, 3+2*len(scopes))
+	args[0] = requestID
+	args[1] = strconv.FormatInt(amount, 10)
+	args[2] = strconv.FormatInt(max(lease.Microseconds(), 1), 10)
+	for _, sc := range scopes {
+		args = append(args, strconv.FormatInt(min(sc.Limit, maxExact), 10), r.keyTTLArg[sc.Window])
+	}
+	v, err := r.run(ctx, op, s, tenant, scopes, keys, args, 1)
 	if err != nil {
 		return Reservation{}, err
 	}
-	if len(v) != 3 {
+	if len(v) != 2+2*len(scopes) || v[1] < 0 || v[1] > int64(len(scopes)) {
 		return Reservation{}, fmt.Errorf("budget %s: unexpected reply %v", op, v)
 	}
-	res := Reservation{Spent: v[1], Reserved: v[2], Remaining: remaining(limit, v[1], v[2])}
+	counts := func(j int) (int64, int64) { return v[2+2*j], v[3+2*j] }
 	switch v[0] {
 	case codeRefused:
+		if v[1] == 0 {
+			return Reservation{}, fmt.Errorf("budget %s: unexpected reply %v", op, v)
+		}
+		return result(scopes, false, int(v[1])-1, counts), nil
 	case codeAdmitted:
-		res.Admitted = true
+		return result(scopes, true, -1, counts), nil
 	case codeDuplicate:
-		res.Admitted, res.Duplicate = true, true
+		res := result(scopes, true, -1, counts)
+		res.Duplicate = true
+		return res, nil
 	case codeRecreated:
-		res.Admitted, res.Recreated = true, true
+		res := result(scopes, true, -1, counts)
+		res.Recreated = true
+		return res, nil
 	case codeSettled:
 		return Reservation{}, settledError(requestID)
-	default:
-		return Reservation{}, fmt.Errorf("budget %s: unexpected reply %v", op, v)
 	}
-	return res, nil
+	return Reservation{}, fmt.Errorf("budget %s: unexpected reply %v", op, v)
 }
 
 // Shrink implements Counter with one script call.
-func (r *Redis) Shrink(ctx context.Context, tenant, month, requestID string, to int64) error {
+func (r *Redis) Shrink(ctx context.Context, tenant, requestID string, scopes []Scope, to int64) error {
 	if err := checkShrink(requestID, to); err != nil {
 		return err
 	}
-	keys := r.keys(tenant, month, "")
-	v, err := r.exec(ctx, "shrink", shrinkScript, keys[1:], []string{requestID, strconv.FormatInt(to, 10)})
+	if err := checkScopes(scopes); err != nil {
+		return err
+	}
+	keys := r.keys(tenant, "", scopes, shrinkSuffixes[:])
+	v, err := r.exec(ctx, "shrink", shrinkScript, keys, []string{requestID, strconv.FormatInt(to, 10)})
 	if err != nil {
 		return err
 	}
-	if len(v) != 2 || (v[0] != codeAdmitted && v[0] != codeRefused) {
+	if len(v) != 2 || v[0] != codeAdmitted {
 		return fmt.Errorf("budget shrink: unexpected reply %v", v)
 	}
 	return nil
 }
 
 // Settle implements Counter with one script call when warm.
-func (r *Redis) Settle(ctx context.Context, tenant, month, requestID string, actual int64) (int64, error) {
+func (r *Redis) Settle(ctx context.Context, tenant, requestID string, scopes []Scope, actual int64) ([]Crossing, error) {
 	if err := checkSettle(requestID, actual); err != nil {
-		return 0, err
+		return nil, err
 	}
-	keys := r.keys(tenant, month, requestID)
+	if err := checkScopes(scopes); err != nil {
+		return nil, err
+	}
+	keys := r.keys(tenant, requestID, scopes, holdSuffixes[:])
 	args := []string{requestID, strconv.FormatInt(actual, 10), r.settledTTLArg}
-	v, err := r.run(ctx, "settle", settleScript, tenant, month, keys, args)
+	v, err := r.run(ctx, "settle", settleScript, tenant, scopes, keys, args, 1)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	if len(v) != 2 || (v[0] != codeAdmitted && v[0] != codeRefused) {
-		return 0, fmt.Errorf("budget settle: unexpected reply %v", v)
+	if len(v) != 1+2*len(scopes) || (v[0] != codeAdmitted && v[0] != codeRefused) {
+		return nil, fmt.Errorf("budget settle: unexpected reply %v", v)
 	}
-	return v[1], nil
+	if v[0] == codeRefused {
+		return nil, nil
+	}
+	var out []Crossing
+	var at time.Time
+	for j, sc := range scopes {
+		if len(sc.Alerts) == 0 {
+			continue
+		}
+		if at.IsZero() {
+			at = r.now()
+		}
+		out = appendCrossings(out, tenant, sc, v[1+2*j], v[2+2*j], at)
+	}
+	return out, nil
 }
 
 // Status implements Counter with one script call when warm.
-func (r *Redis) Status(ctx context.Context, tenant, month string) (spent, reserved int64, err error) {
-	keys := r.keys(tenant, month, "")
-	v, err := r.run(ctx, "status", statusScript, tenant, month, keys, nil)
+func (r *Redis) Status(ctx context.Context, tenant string, s Scope) (spent, reserved int64, err error) {
+	if err := checkScope(s); err != nil {
+		return 0, 0, err
+	}
+	scopes := []Scope{s}
+	keys := r.keys(tenant, "", scopes, holdSuffixes[:])
+	v, err := r.run(ctx, "status", statusScript, tenant, scopes, keys, nil, 0)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -166,15 +211,19 @@ func (r *Redis) Status(ctx context.Context, tenant, month string) (spent, reserv
 	return v[1], v[2], nil
 }
 
-// Correct implements Counter with one SET, which also restarts KeyTTL. It
-// does not call the Seeder.
-func (r *Redis) Correct(ctx context.Context, tenant, month string, spent int64) error {
+// Correct implements Counter with one SET, which also restarts the key's
+// TTL. It does not call the Seeder.
+func (r *Redis) Correct(ctx context.Context, tenant string, s Scope, spent int64) error {
 	if err := checkSpent(spent); err != nil {
 		return err
 	}
-	key := r.base(tenant, month) + "spent"
+	if err := checkScope(s); err != nil {
+		return err
+	}
+	key := r.keys(tenant, "", []Scope{s}, holdSuffixes[:1])[0]
+	ttl := r.keyTTL[s.Window].Milliseconds()
 	err := r.c.Do(ctx, func(b rueidis.Builder) rueidis.Completed {
-		return b.Set().Key(key).Value(strconv.FormatInt(spent, 10)).PxMilliseconds(r.keyTTL.Milliseconds()).Build()
+		return b.Set().Key(key).Value(strconv.FormatInt(spent, 10)).PxMilliseconds(ttl).Build()
 	}).Error()
 	if err != nil {
 		return redisError("correct", err)
@@ -182,21 +231,45 @@ func (r *Redis) Correct(ctx context.Context, tenant, month string, spent int64) 
 	return nil
 }
 
-// run calls a script, and if the tenant-month has no spent key, seeds it
-// and calls the script once more.
-func (r *Redis) run(ctx context.Context, op string, s *rueidis.Lua, tenant, month string, keys, args []string) ([]int64, error) {
+// run calls a script, and if it answers that some scopes have no spent
+// key, seeds them and calls the script once more. The spent key of scope j
+// is keys[first+3j].
+func (r *Redis) run(ctx context.Context, op string, s *rueidis.Lua, tenant string, scopes []Scope, keys, args []string, first int) ([]int64, error) {
 	v, err := r.exec(ctx, op, s, keys, args)
 	if err != nil || v[0] != codeSeed {
 		return v, err
 	}
-	if err := r.seedSpent(ctx, tenant, month, keys[0]); err != nil {
+	if err := r.seedScopes(ctx, tenant, scopes, keys, first, v[1:]); err != nil {
 		return nil, err
 	}
 	v, err = r.exec(ctx, op, s, keys, args)
 	if err == nil && v[0] == codeSeed {
-		return nil, fmt.Errorf("budget %s: %s vanished right after it was seeded", op, keys[0])
+		return nil, fmt.Errorf("budget %s: %v vanished right after they were seeded", op, v[1:])
 	}
 	return v, err
+}
+
+// seedScopes seeds the scopes a script named (1-based), at once when there
+// are several: a cold request of three scopes waits for one Seeder call,
+// not three in a row.
+func (r *Redis) seedScopes(ctx context.Context, tenant string, scopes []Scope, keys []string, first int, missing []int64) error {
+	for _, i := range missing {
+		if i < 1 || i > int64(len(scopes)) {
+			return fmt.Errorf("budget: seed reply names scope %d of %d", i, len(scopes))
+		}
+	}
+	if len(missing) == 1 {
+		j := int(missing[0]) - 1
+		return r.seedSpent(ctx, tenant, scopes[j], keys[first+3*j])
+	}
+	errs := make([]error, len(missing))
+	var wg sync.WaitGroup
+	for n, i := range missing {
+		j := int(i) - 1
+		wg.Go(func() { errs[n] = r.seedSpent(ctx, tenant, scopes[j], keys[first+3*j]) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func (r *Redis) exec(ctx context.Context, op string, s *rueidis.Lua, keys, args []string) ([]int64, error) {
@@ -211,27 +284,28 @@ func (r *Redis) exec(ctx context.Context, op string, s *rueidis.Lua, keys, args 
 	return v, nil
 }
 
-// seedSpent sets the spent key from the Seeder unless it exists. Concurrent
-// callers for one key in this process share one Seeder call (made with the
-// first caller's ctx, whose end fails them all); across replicas SET NX
-// keeps the first value.
-func (r *Redis) seedSpent(ctx context.Context, tenant, month, key string) error {
+// seedSpent sets a scope's spent key from the Seeder unless it exists.
+// Concurrent callers for one key in this process share one Seeder call
+// (made with the first caller's ctx, whose end fails them all); across
+// replicas SET NX keeps the first value.
+func (r *Redis) seedSpent(ctx context.Context, tenant string, s Scope, key string) error {
 	_, err, _ := r.flight.Do(key, func() (any, error) {
 		var spent int64
 		if r.seed != nil {
 			var err error
-			if spent, err = r.seed(ctx, tenant, month); err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrUnavailable, seedError(tenant, month, err))
+			if spent, err = r.seed(ctx, tenant, s); err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrUnavailable, seedError(tenant, s, err))
 			}
 			if spent < 0 {
-				return nil, seedError(tenant, month, fmt.Errorf("%w: negative spend %d", ErrInvalid, spent))
+				return nil, seedError(tenant, s, fmt.Errorf("%w: negative spend %d", ErrInvalid, spent))
 			}
 		}
 		// SET NX may be repeated safely, so rueidis may retry it on a
 		// broken connection (after a Redis restart the client's idle
 		// connections fail once each) instead of costing a Seeder call.
+		ttl := r.keyTTL[s.Window].Milliseconds()
 		err := r.c.Do(ctx, func(b rueidis.Builder) rueidis.Completed {
-			return b.Set().Key(key).Value(strconv.FormatInt(spent, 10)).Nx().PxMilliseconds(r.keyTTL.Milliseconds()).Build().ToRetryable()
+			return b.Set().Key(key).Value(strconv.FormatInt(spent, 10)).Nx().PxMilliseconds(ttl).Build().ToRetryable()
 		}).Error()
 		if err != nil && !rueidis.IsRedisNil(err) { // nil: someone else seeded first
 			return nil, redisError("seed", err)
@@ -248,44 +322,57 @@ func redisError(op string, err error) error {
 	return fmt.Errorf("budget %s: %w", op, err)
 }
 
-// base is the key prefix of a tenant-month: <prefix>{<tenant>:<month>}:.
-func (r *Redis) base(tenant, month string) string {
-	return r.prefix + "{" + escape(tenant) + ":" + escape(month) + "}:"
-}
+// Suffixes of a scope's keys, in the order the scripts take them.
+var (
+	holdSuffixes   = [3]string{"spent", "holds", "leases"}
+	shrinkSuffixes = [2]string{"holds", "leases"}
+)
 
-// keySuffixes follow base; the settled marker's is followed by the request
-// id.
-var keySuffixes = [4]string{"spent", "holds", "leases", "settled:"}
-
-// keys returns spent, holds, leases and (if requestID is not empty) the
-// settled marker of requestID. The keys are substrings of one string: one
-// allocation instead of five.
-func (r *Redis) keys(tenant, month, requestID string) []string {
-	et, em := escape(tenant), escape(month)
-	n := len(keySuffixes)
-	if requestID == "" {
-		n--
+// keys returns, if requestID is not empty, the request's settled marker,
+// then for each scope its keys named by suffixes. The keys are substrings
+// of one string: one allocation for the text instead of one per key.
+func (r *Redis) keys(tenant, requestID string, scopes []Scope, suffixes []string) []string {
+	et := redisx.TenantTag(tenant)
+	n := len(scopes) * len(suffixes)
+	size := 0
+	if requestID != "" {
+		n++
+		size += len(r.prefix) + len(et) + len("{}:settled:") + len(requestID)
 	}
-	baseLen := len(r.prefix) + len(et) + len(em) + 4 // "{", ":", "}:"
-	size := n*baseLen + len(requestID)
-	for _, s := range keySuffixes[:n] {
-		size += len(s)
+	for _, s := range scopes {
+		base := len(r.prefix) + len(et) + len("{}:") + len(s.Kind) + len(s.ID) + len(s.Period) + 8 // ':' ×3, escapes
+		for _, suf := range suffixes {
+			size += base + len(suf)
+		}
 	}
 	var b strings.Builder
 	b.Grow(size)
-	var ends [len(keySuffixes)]int
-	for i, s := range keySuffixes[:n] {
+	var inline [16]int
+	ends := inline[:0]
+	tag := func() {
 		b.WriteString(r.prefix)
 		b.WriteByte('{')
 		b.WriteString(et)
-		b.WriteByte(':')
-		b.WriteString(em)
 		b.WriteString("}:")
-		b.WriteString(s)
-		if i == 3 {
-			b.WriteString(requestID)
+	}
+	if requestID != "" {
+		tag()
+		b.WriteString("settled:")
+		b.WriteString(requestID)
+		ends = append(ends, b.Len())
+	}
+	for _, s := range scopes {
+		for _, suf := range suffixes {
+			tag()
+			writeEscaped(&b, s.Kind)
+			b.WriteByte(':')
+			writeEscaped(&b, s.ID)
+			b.WriteByte(':')
+			writeEscaped(&b, s.Period)
+			b.WriteByte(':')
+			b.WriteString(suf)
+			ends = append(ends, b.Len())
 		}
-		ends[i] = b.Len()
 	}
 	all := b.String()
 	keys := make([]string, n)
@@ -298,14 +385,24 @@ func (r *Redis) keys(tenant, month, requestID string) []string {
 }
 
 // escape percent-encodes the bytes that delimit the hash tag and the
-// tenant:month separator (and '%' itself), so the mapping is one-to-one and
-// the tag never ends early. It returns s itself when nothing needs escaping.
+// key's fields (and '%' itself), so the mapping is one-to-one and the tag
+// never ends early. It returns s itself when nothing needs escaping.
 func escape(s string) string {
 	if !strings.ContainsAny(s, "%{}:") {
 		return s
 	}
 	var b strings.Builder
 	b.Grow(len(s) + 8)
+	writeEscaped(&b, s)
+	return b.String()
+}
+
+// writeEscaped writes escape(s) to b.
+func writeEscaped(b *strings.Builder, s string) {
+	if !strings.ContainsAny(s, "%{}:") {
+		b.WriteString(s)
+		return
+	}
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; c {
 		case '%':
@@ -320,5 +417,4 @@ func escape(s string) string {
 			b.WriteByte(c)
 		}
 	}
-	return b.String()
 }

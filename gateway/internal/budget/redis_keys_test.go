@@ -18,17 +18,18 @@ import (
 func TestRedisKeyLayout(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	c := budget.NewRedis(newClient(t, srv), nil, budget.RedisOptions{Prefix: "tg:b:", SettledTTL: time.Minute, KeyTTL: time.Hour})
-	if _, err := c.Reserve(ctx, "a{b}", month, "r1", 300, 1000, time.Minute); err != nil {
+	c := monthly{budget.NewRedis(newClient(t, srv), nil, budget.RedisOptions{Prefix: "tg:b:", SettledTTL: time.Minute, KeyTTL: time.Hour})}
+	if _, err := c.Reserve(ctx, "a:b", month, "r1", 300, 1000, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Reserve(ctx, "a{b}", month, "r2", 200, 1000, time.Minute); err != nil {
+	if _, err := c.Reserve(ctx, "a:b", month, "r2", 200, 1000, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Settle(ctx, "a{b}", month, "r2", 150); err != nil {
+	if _, err := c.Settle(ctx, "a:b", month, "r2", 150); err != nil {
 		t.Fatal(err)
 	}
-	base := "tg:b:{a%7Bb%7D:2026-11}:"
+	tag := "tg:b:{a:b}:"
+	base := tag + "tenant::2026-11:"
 	now := float64(time.Now().UnixMicro())
 	checks := []struct {
 		cmd    []string
@@ -44,8 +45,8 @@ func TestRedisKeyLayout(t *testing.T) {
 		{[]string{"PTTL", base + "spent"}, within(3590e3, 3600e3), "about 1h"},
 		{[]string{"PTTL", base + "holds"}, within(3590e3, 3600e3), "about 1h"},
 		{[]string{"PTTL", base + "leases"}, within(3590e3, 3600e3), "about 1h"},
-		{[]string{"PTTL", base + "settled:r2"}, within(50e3, 60e3), "about 1 min"},
-		{[]string{"EXISTS", base + "settled:r1"}, eq("0"), "0"},
+		{[]string{"PTTL", tag + "settled:r2"}, within(50e3, 60e3), "about 1 min"},
+		{[]string{"EXISTS", tag + "settled:r1"}, eq("0"), "0"},
 	}
 	for _, ch := range checks {
 		got, err := srv.Do(ch.cmd...)
@@ -84,7 +85,7 @@ func TestRedisCluster(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	ctx := context.Background()
-	c := budget.NewRedis(newClient(t, srv), nil, budget.RedisOptions{})
+	c := monthly{budget.NewRedis(newClient(t, srv), nil, budget.RedisOptions{})}
 	for i, tenant := range []string{"acme", "}x", "a}b{c", "{", "%7D", ""} {
 		t.Run(fmt.Sprintf("%d %q", i, tenant), func(t *testing.T) {
 			if res, err := c.Reserve(ctx, tenant, month, "r", 10, 100, time.Minute); err != nil || res != admitted(0, 10, 90) {
@@ -101,6 +102,30 @@ func TestRedisCluster(t *testing.T) {
 			}
 			if spent, reserved, err := c.Status(ctx, tenant, month); err != nil || spent != 16 || reserved != 0 {
 				t.Fatalf("Status = %d, %d, %v", spent, reserved, err)
+			}
+			// Every scope of the tenant, whatever its id, is in the
+			// tenant's slot: one script may hold them all.
+			scopes := []budget.Scope{
+				tenantMonth(month, 100),
+				{Kind: budget.ScopeKey, ID: "}k{", Window: budget.Day, Period: "2026-11-03", Limit: 50},
+				{Kind: budget.ScopeUser, ID: "{" + tenant + "}", Window: budget.Month, Period: month, Limit: 40},
+			}
+			if res, err := c.c.Reserve(ctx, tenant, "r3", scopes, 30, time.Minute); err != nil || !res.Admitted || res.Remaining != 10 {
+				t.Fatalf("Reserve in three scopes = %+v, %v", res, err)
+			}
+			if res, err := c.c.Extend(ctx, tenant, "r3", scopes, 11, time.Minute); err != nil || res.Admitted || res.Refused.Kind != budget.ScopeUser {
+				t.Fatalf("Extend in three scopes = %+v, %v; want refused by the user's", res, err)
+			}
+			if err := c.c.Shrink(ctx, tenant, "r3", scopes, 20); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.c.Settle(ctx, tenant, "r3", scopes, 20); err != nil {
+				t.Fatal(err)
+			}
+			for j, want := range []int64{36, 20, 20} {
+				if spent, reserved, err := c.c.Status(ctx, tenant, scopes[j]); err != nil || spent != want || reserved != 0 {
+					t.Errorf("Status(%s) = %d, %d, %v; want %d, 0", scopes[j], spent, reserved, err, want)
+				}
 			}
 		})
 	}

@@ -19,8 +19,8 @@ func TestRedisLeaseExpiry(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	ca := newClient(t, srv)
-	a := budget.NewRedis(ca, nil, budget.RedisOptions{})
-	b := budget.NewRedis(newClient(t, srv), nil, budget.RedisOptions{})
+	a := monthly{budget.NewRedis(ca, nil, budget.RedisOptions{})}
+	b := monthly{budget.NewRedis(newClient(t, srv), nil, budget.RedisOptions{})}
 
 	// The lease ends 200ms after the script ran, between before and after.
 	before := time.Now()
@@ -90,7 +90,7 @@ func TestRedisLeaseExpiry(t *testing.T) {
 func TestRedisExtendRenewsLease(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	c := budget.NewRedis(newClient(t, srv), nil, budget.RedisOptions{})
+	c := monthly{budget.NewRedis(newClient(t, srv), nil, budget.RedisOptions{})}
 	// Each lease ends a second after its script ran, which was between the
 	// times taken around the call.
 	if _, err := c.Reserve(ctx, "acme", month, "r", 100, 1000, time.Second); err != nil {
@@ -129,7 +129,7 @@ func TestRedisSeeding(t *testing.T) {
 	ctx := context.Background()
 	rc := newClient(t, srv)
 	l := newLedger(map[string]int64{"acme": 7_000_000, "beta": 1})
-	c := budget.NewRedis(rc, l.seed, budget.RedisOptions{})
+	c := monthly{budget.NewRedis(rc, l.seed, budget.RedisOptions{})}
 
 	// Cold, on a server without the script: EVALSHA (NOSCRIPT), EVAL
 	// ("seed"), SET NX, EVALSHA.
@@ -149,7 +149,7 @@ func TestRedisSeeding(t *testing.T) {
 	if n, d := l.calls.Load(), rc.Commands()-before; n != 2 || d != 3 {
 		t.Fatalf("cold Status with the script loaded: %d Seeder calls, %d commands; want 2, 3", n, d)
 	}
-	ttl, err := srv.Do("PTTL", "tollgate:budget:{acme:2026-11}:spent")
+	ttl, err := srv.Do("PTTL", "tollgate:budget:{acme}:tenant::2026-11:spent")
 	if ms, _ := strconv.ParseInt(ttl, 10, 64); err != nil || ms <= (40*24*time.Hour-time.Minute).Milliseconds() || ms > (40*24*time.Hour).Milliseconds() {
 		t.Fatalf("PTTL of spent = %q, %v; want about 40 days", ttl, err)
 	}
@@ -191,13 +191,13 @@ func TestRedisSeedRace(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	entered, release := make(chan struct{}), make(chan struct{})
-	slow := func(ctx context.Context, tenant, month string) (int64, error) {
+	slow := func(ctx context.Context, tenant string, s budget.Scope) (int64, error) {
 		close(entered)
 		<-release
 		return 100, nil
 	}
-	a := budget.NewRedis(newClient(t, srv), slow, budget.RedisOptions{})
-	b := budget.NewRedis(newClient(t, srv), func(context.Context, string, string) (int64, error) { return 200, nil }, budget.RedisOptions{})
+	a := monthly{budget.NewRedis(newClient(t, srv), slow, budget.RedisOptions{})}
+	b := monthly{budget.NewRedis(newClient(t, srv), func(context.Context, string, budget.Scope) (int64, error) { return 200, nil }, budget.RedisOptions{})}
 	done := make(chan error, 1)
 	go func() {
 		_, err := a.Settle(ctx, "acme", month, "ra", 1)
@@ -217,7 +217,7 @@ func TestRedisSeedRace(t *testing.T) {
 }
 
 // waitStatus polls Status until Redis answers again.
-func waitStatus(t *testing.T, c budget.Counter, tenant string) (spent, reserved int64) {
+func waitStatus(t *testing.T, c monthly, tenant string) (spent, reserved int64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -241,7 +241,7 @@ func TestRedisUnavailable(t *testing.T) {
 	ctx := context.Background()
 	l := newLedger(map[string]int64{"acme": 1000})
 	// The default command timeout (100ms), as in production.
-	c := budget.NewRedis(newClientWith(t, redisx.Options{Addrs: []string{srv.Addr()}}), l.seed, budget.RedisOptions{})
+	c := monthly{budget.NewRedis(newClientWith(t, redisx.Options{Addrs: []string{srv.Addr()}}), l.seed, budget.RedisOptions{})}
 	for attempt := 0; ; attempt++ { // a cold call may pass 100ms on a busy machine
 		_, err := c.Reserve(ctx, "acme", month, "r0", 1, 10_000, time.Minute)
 		if err == nil {
@@ -303,7 +303,8 @@ func TestRedisCommandsPerOperation(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	rc := newClient(t, srv)
-	c := budget.NewRedis(rc, newLedger(nil).seed, budget.RedisOptions{})
+	c := monthly{budget.NewRedis(rc, newLedger(nil).seed, budget.RedisOptions{})}
+	scopes := []budget.Scope{tenantMonth(month, 1<<40)}
 	// Warm up: seed the counter, load all scripts.
 	if _, err := c.Reserve(ctx, "acme", month, "warm", 1, 1<<40, time.Minute); err != nil {
 		t.Fatal(err)
@@ -334,8 +335,8 @@ func TestRedisCommandsPerOperation(t *testing.T) {
 		{"Extend", func() error { _, err := c.Extend(ctx, "acme", month, "r", 1000, 1<<40, time.Minute); return err }, 0},
 		{"Shrink", func() error { return c.Shrink(ctx, "acme", month, "r", 1500) }, 0},
 		{"Status", func() error { _, _, err := c.Status(ctx, "acme", month); return err }, 0},
-		{"Settle", func() error { _, err := c.Settle(ctx, "acme", month, "r", 1500); return err }, 1},
-		{"Settle again", func() error { _, err := c.Settle(ctx, "acme", month, "r", 1500); return err }, 1},
+		{"Settle", func() error { _, err := c.c.Settle(ctx, "acme", "r", scopes, 1500); return err }, 1},
+		{"Settle again", func() error { _, err := c.c.Settle(ctx, "acme", "r", scopes, 1500); return err }, 1},
 		{"Correct", func() error { return c.Correct(ctx, "acme", month, 2000) }, 1},
 	}
 	for _, tt := range tests {
@@ -366,7 +367,7 @@ func TestRedisCommandsPerOperation(t *testing.T) {
 func TestRedisSettledWindow(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	c := budget.NewRedis(newClient(t, srv), nil, budget.RedisOptions{SettledTTL: 200 * time.Millisecond})
+	c := monthly{budget.NewRedis(newClient(t, srv), nil, budget.RedisOptions{SettledTTL: 200 * time.Millisecond})}
 	// The marker ends 200ms after the script ran, between before and after.
 	var after time.Time
 	before := time.Now()
@@ -392,7 +393,7 @@ func TestRedisSettledWindow(t *testing.T) {
 func TestRedisPurgesManyExpiredHolds(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	c := budget.NewRedis(newClient(t, srv), nil, budget.RedisOptions{})
+	c := monthly{budget.NewRedis(newClient(t, srv), nil, budget.RedisOptions{})}
 	const n = 600
 	start := time.Now()
 	for i := range n {
@@ -412,9 +413,9 @@ func TestRedisPurgesManyExpiredHolds(t *testing.T) {
 		t.Fatalf("Status after the leases = %d, %v; want 7", reserved, err)
 	}
 	for cmd, want := range map[string]string{"HLEN": "2", "ZCARD": "1"} {
-		key := "tollgate:budget:{acme:2026-11}:holds"
+		key := "tollgate:budget:{acme}:tenant::2026-11:holds"
 		if cmd == "ZCARD" {
-			key = "tollgate:budget:{acme:2026-11}:leases"
+			key = "tollgate:budget:{acme}:tenant::2026-11:leases"
 		}
 		if got, err := srv.Do(cmd, key); err != nil || got != want {
 			t.Errorf("%s = %q, %v; want %s", cmd, got, err, want)

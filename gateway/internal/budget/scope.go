@@ -1,6 +1,11 @@
 package budget
 
-import "time"
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"time"
+)
 
 // Kinds of budget scope: every request of a tenant is held against the
 // tenant's budgets and, where set, its key's and its end user's.
@@ -62,4 +67,93 @@ type Crossing struct {
 	Before    int64 // spend before the settle, USD micros
 	After     int64 // spend after it
 	At        time.Time
+}
+
+// String names a scope for errors and logs: "tenant 2026-12",
+// "key k_1 2026-12-01".
+func (s Scope) String() string {
+	if s.ID == "" {
+		return s.Kind + " " + s.Period
+	}
+	return s.Kind + " " + s.ID + " " + s.Period
+}
+
+// same reports whether a and b are one scope-period (the counter they
+// share), whatever their limits and alerts.
+func (s Scope) same(o Scope) bool {
+	return s.Kind == o.Kind && s.ID == o.ID && s.Period == o.Period
+}
+
+// checkScope rejects a scope the counter cannot key: an unknown kind (the
+// kind is part of the key, so it must not be free text), an empty period,
+// or a negative limit.
+func checkScope(s Scope) error {
+	switch s.Kind {
+	case ScopeTenant, ScopeKey, ScopeUser:
+	default:
+		return fmt.Errorf("%w: scope kind %q", ErrInvalid, s.Kind)
+	}
+	if s.Window > Day {
+		return fmt.Errorf("%w: scope %s with window %d", ErrInvalid, s, s.Window)
+	}
+	if s.Period == "" {
+		return fmt.Errorf("%w: scope %s without a period", ErrInvalid, s)
+	}
+	if s.Limit < 0 {
+		return fmt.Errorf("%w: scope %s with limit %d", ErrInvalid, s, s.Limit)
+	}
+	for _, a := range s.Alerts {
+		if a <= 0 {
+			return fmt.Errorf("%w: scope %s with alert threshold %d%%", ErrInvalid, s, a)
+		}
+	}
+	return nil
+}
+
+// checkScopes rejects an empty list, an invalid scope, and a scope listed
+// twice (its hold would be counted twice).
+func checkScopes(scopes []Scope) error {
+	if len(scopes) == 0 {
+		return fmt.Errorf("%w: no scopes", ErrInvalid)
+	}
+	for i, s := range scopes {
+		if err := checkScope(s); err != nil {
+			return err
+		}
+		for _, o := range scopes[:i] {
+			if s.same(o) {
+				return fmt.Errorf("%w: scope %s listed twice", ErrInvalid, s)
+			}
+		}
+	}
+	return nil
+}
+
+// thresholdMicros is the spend at which pct percent of limit is reached,
+// rounded up to the micro and saturating at math.MaxInt64 (no overflow for
+// the "no limit" limits).
+func thresholdMicros(limit int64, pct int) int64 {
+	hi, lo := bits.Mul64(uint64(limit), uint64(pct))
+	if hi >= 100 { // the quotient would not fit in 64 bits
+		return math.MaxInt64
+	}
+	q, r := bits.Div64(hi, lo, 100)
+	if r != 0 {
+		q++
+	}
+	if q > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(q)
+}
+
+// appendCrossings appends the thresholds of s that a spend going from
+// before to after crossed: before < threshold ≤ after.
+func appendCrossings(dst []Crossing, tenant string, s Scope, before, after int64, at time.Time) []Crossing {
+	for _, pct := range s.Alerts {
+		if t := thresholdMicros(s.Limit, pct); before < t && t <= after {
+			dst = append(dst, Crossing{Tenant: tenant, Scope: s, Threshold: pct, Before: before, After: after, At: at})
+		}
+	}
+	return dst
 }

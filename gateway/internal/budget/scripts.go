@@ -26,9 +26,8 @@ local function clock()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
--- purge drops the holds whose lease ended at or before now and returns the
--- sum of the remaining holds (field '' of the holds hash).
-local function purge(holds, leases, now)
+-- expire drops the holds whose lease ended at or before now.
+local function expire(holds, leases, now)
   local batch = 256
   repeat
     local ids = redis.call('ZRANGEBYSCORE', leases, '-inf', int(now), 'LIMIT', 0, batch)
@@ -43,92 +42,196 @@ local function purge(holds, leases, now)
       if sum ~= 0 then redis.call('HINCRBY', holds, '', int(-sum)) end
     end
   until #ids < batch
+end
+
+-- purge expires holds and returns the sum of the remaining ones (field ''
+-- of the holds hash).
+local function purge(holds, leases, now)
+  expire(holds, leases, now)
   return tonumber(redis.call('HGET', holds, '') or 0)
 end
 `
 
-// reserveScript: KEYS spent, holds, leases, settled marker; ARGV request
-// id, amount, limit, lease (µs), key TTL (ms). Replies {code, spent,
-// reserved} or {codeSeed}.
-var reserveScript = rueidis.NewLuaScript(prelude + `
-local spent = redis.call('GET', KEYS[1])
-if not spent then return {-1} end
-spent = tonumber(spent)
+// scopesPrelude reads the scopes of a multi-scope call. KEYS[1] is the
+// request's settled marker and scope i has KEYS[3i-1] spent, KEYS[3i] holds
+// and KEYS[3i+1] leases. loadSpent returns the spent of every scope, or
+// the reply {codeSeed, i...} naming the scopes whose spent key is missing
+// (nothing has been changed then).
+const scopesPrelude = prelude + `
+local n = (#KEYS - 1) / 3
+
+local function loadSpent()
+  local spent, missing = {}, {-1}
+  for i = 1, n do
+    local s = redis.call('GET', KEYS[3*i-1])
+    if s then spent[i] = tonumber(s) else missing[#missing+1] = i end
+  end
+  if #missing > 1 then return nil, missing end
+  return spent
+end
+
+-- loadHolds expires the holds of every scope and returns each scope's sum
+-- of holds and the request's own hold (nil: none), read with one HMGET.
+local function loadHolds(now)
+  local reserved, held = {}, {}
+  for i = 1, n do
+    expire(KEYS[3*i], KEYS[3*i+1], now)
+    local v = redis.call('HMGET', KEYS[3*i], '', ARGV[1])
+    reserved[i] = tonumber(v[1] or 0)
+    held[i] = v[2] and tonumber(v[2])
+  end
+  return reserved, held
+end
+
+-- reply is {code, refused scope (0: none), spent1, reserved1, ...}.
+local function reply(code, refused, spent, reserved)
+  local r = {code, refused}
+  for i = 1, n do
+    r[#r+1] = spent[i]
+    r[#r+1] = reserved[i]
+  end
+  return r
+end
+
+-- tightest returns the scope, of those listed in need, where amount does
+-- not fit (spent + reserved + amount > limit, ARGV[2+2i]) with the least
+-- room, or 0 when it fits in all of them.
+local function tightest(need, amount, spent, reserved)
+  local worst, room = 0, 0
+  for i = 1, n do
+    if need[i] then
+      local left = tonumber(ARGV[2+2*i]) - spent[i] - reserved[i]
+      if amount > left and (worst == 0 or left < room) then worst, room = i, left end
+    end
+  end
+  return worst
+end
+
+-- hold adds ARGV[2] to the hold of ARGV[1] in scope i (held before,
+-- reserved the sum before), sets its lease end and restarts the key TTL
+-- (ARGV[3+2i]); it returns the scope's reserved. The hold and the sum are
+-- written with one HSET.
+local function hold(i, held, reserved, leaseEnd)
+  local amount = tonumber(ARGV[2])
+  reserved = reserved + amount
+  redis.call('HSET', KEYS[3*i], ARGV[1], int((held or 0) + amount), '', int(reserved))
+  redis.call('ZADD', KEYS[3*i+1], leaseEnd, ARGV[1])
+  redis.call('PEXPIRE', KEYS[3*i], ARGV[3+2*i])
+  redis.call('PEXPIRE', KEYS[3*i+1], ARGV[3+2*i])
+  return reserved
+end
+`
+
+// reserveScript: KEYS as scopesPrelude; ARGV request id, amount, lease
+// (µs), then per scope its limit and key TTL (ms). Replies as reply in
+// scopesPrelude, or {codeSeed, i...}. A scope that already has a live hold
+// of the request keeps it as it is; the others get one if amount fits in
+// every one of them.
+var reserveScript = rueidis.NewLuaScript(scopesPrelude + `
+local spent, seed = loadSpent()
+if not spent then return seed end
 local now = clock()
-local reserved = purge(KEYS[2], KEYS[3], now)
-if redis.call('EXISTS', KEYS[4]) == 1 then return {-2, spent, reserved} end
-if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return {2, spent, reserved} end
-if spent + reserved + tonumber(ARGV[2]) > tonumber(ARGV[3]) then return {0, spent, reserved} end
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-reserved = redis.call('HINCRBY', KEYS[2], '', ARGV[2])
-redis.call('ZADD', KEYS[3], int(now + tonumber(ARGV[4])), ARGV[1])
-redis.call('PEXPIRE', KEYS[2], ARGV[5])
-redis.call('PEXPIRE', KEYS[3], ARGV[5])
-return {1, spent, reserved}
+local reserved, held = loadHolds(now)
+if redis.call('EXISTS', KEYS[1]) == 1 then return reply(-2, 0, spent, reserved) end
+local need, missing = {}, false
+for i = 1, n do
+  if not held[i] then need[i], missing = true, true end
+end
+if not missing then return reply(2, 0, spent, reserved) end
+local amount = tonumber(ARGV[2])
+local refused = tightest(need, amount, spent, reserved)
+if refused > 0 then return reply(0, refused, spent, reserved) end
+local leaseEnd = int(now + tonumber(ARGV[3]))
+for i = 1, n do
+  if need[i] then reserved[i] = hold(i, nil, reserved[i], leaseEnd) end
+end
+return reply(1, 0, spent, reserved)
 `)
 
 // extendScript: as reserveScript, with more for amount. A refusal changes
-// nothing; an admission grows (or makes) the hold and renews its lease.
-var extendScript = rueidis.NewLuaScript(prelude + `
-local spent = redis.call('GET', KEYS[1])
-if not spent then return {-1} end
-spent = tonumber(spent)
+// nothing; an admission grows (or makes) the hold in every scope and
+// renews its lease.
+var extendScript = rueidis.NewLuaScript(scopesPrelude + `
+local spent, seed = loadSpent()
+if not spent then return seed end
 local now = clock()
-local reserved = purge(KEYS[2], KEYS[3], now)
-if redis.call('EXISTS', KEYS[4]) == 1 then return {-2, spent, reserved} end
-if spent + reserved + tonumber(ARGV[2]) > tonumber(ARGV[3]) then return {0, spent, reserved} end
+local reserved, held = loadHolds(now)
+local all = {}
+for i = 1, n do all[i] = true end
+if redis.call('EXISTS', KEYS[1]) == 1 then return reply(-2, 0, spent, reserved) end
+local more = tonumber(ARGV[2])
+local refused = tightest(all, more, spent, reserved)
+if refused > 0 then return reply(0, refused, spent, reserved) end
 local code = 1
-if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then code = 3 end
-redis.call('HINCRBY', KEYS[2], ARGV[1], ARGV[2])
-reserved = redis.call('HINCRBY', KEYS[2], '', ARGV[2])
-redis.call('ZADD', KEYS[3], int(now + tonumber(ARGV[4])), ARGV[1])
-redis.call('PEXPIRE', KEYS[2], ARGV[5])
-redis.call('PEXPIRE', KEYS[3], ARGV[5])
-return {code, spent, reserved}
+local leaseEnd = int(now + tonumber(ARGV[3]))
+for i = 1, n do
+  if not held[i] then code = 3 end
+  reserved[i] = hold(i, held[i], reserved[i], leaseEnd)
+end
+return reply(code, 0, spent, reserved)
 `)
 
-// shrinkScript: KEYS holds, leases; ARGV request id, to. Lowers a live hold
-// to to when it is larger; replies {codeAdmitted, held after} or
-// {codeRefused, 0} when there is no live hold. It reads no spent key, so it
-// never asks for a seed.
+// shrinkScript: KEYS holds and leases of each scope; ARGV request id, to.
+// Lowers the live hold of every scope to to where it is larger; replies
+// {codeAdmitted, scopes that held the request}. It reads no spent key, so
+// it never asks for a seed.
 var shrinkScript = rueidis.NewLuaScript(prelude + `
-purge(KEYS[1], KEYS[2], clock())
-local held = redis.call('HGET', KEYS[1], ARGV[1])
-if not held then return {0, 0} end
-held = tonumber(held)
+local now = clock()
 local to = tonumber(ARGV[2])
-if held > to then
-  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-  redis.call('HINCRBY', KEYS[1], '', int(to - held))
-  held = to
+local live = 0
+for i = 1, #KEYS, 2 do
+  expire(KEYS[i], KEYS[i+1], now)
+  local held = redis.call('HGET', KEYS[i], ARGV[1])
+  if held then
+    live = live + 1
+    held = tonumber(held)
+    if held > to then
+      redis.call('HSET', KEYS[i], ARGV[1], ARGV[2])
+      redis.call('HINCRBY', KEYS[i], '', int(to - held))
+    end
+  end
 end
-return {1, held}
+return {1, live}
 `)
 
-// settleScript: KEYS spent, holds, leases, settled marker; ARGV request id,
-// actual, settled TTL (ms). Replies {codeAdmitted, spent} when actual was
-// added, {codeRefused, spent} for a repeat, or {codeSeed}. The hold is
-// removed either way.
-var settleScript = rueidis.NewLuaScript(prelude + `
-if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
-local held = redis.call('HGET', KEYS[2], ARGV[1])
-if held then
-  redis.call('HDEL', KEYS[2], ARGV[1])
-  redis.call('ZREM', KEYS[3], ARGV[1])
-  held = tonumber(held)
-  if held ~= 0 then redis.call('HINCRBY', KEYS[2], '', int(-held)) end
+// settleScript: KEYS as scopesPrelude; ARGV request id, actual, settled
+// TTL (ms). The holds are removed either way; then, unless the marker
+// exists, actual is added to every scope's spent. Replies {codeAdmitted,
+// before1, after1, ...} (spent before and after, per scope), {codeRefused,
+// spent1, spent1, ...} for a repeat, or {codeSeed, i...}.
+var settleScript = rueidis.NewLuaScript(scopesPrelude + `
+local spent, seed = loadSpent()
+if not spent then return seed end
+for i = 1, n do
+  local held = redis.call('HGET', KEYS[3*i], ARGV[1])
+  if held then
+    redis.call('HDEL', KEYS[3*i], ARGV[1])
+    redis.call('ZREM', KEYS[3*i+1], ARGV[1])
+    held = tonumber(held)
+    if held ~= 0 then redis.call('HINCRBY', KEYS[3*i], '', int(-held)) end
+  end
 end
-if not redis.call('SET', KEYS[4], '1', 'NX', 'PX', ARGV[3]) then
-  return {0, tonumber(redis.call('GET', KEYS[1]))}
+local r = {0}
+if redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[3]) then
+  r[1] = 1
+  for i = 1, n do
+    r[#r+1] = spent[i]
+    r[#r+1] = redis.call('INCRBY', KEYS[3*i-1], ARGV[2])
+  end
+else
+  for i = 1, n do
+    r[#r+1] = spent[i]
+    r[#r+1] = spent[i]
+  end
 end
-return {1, redis.call('INCRBY', KEYS[1], ARGV[2])}
+return r
 `)
 
-// statusScript: KEYS spent, holds, leases. Replies {codeAdmitted, spent,
-// reserved} or {codeSeed}.
+// statusScript: KEYS spent, holds, leases of one scope. Replies
+// {codeAdmitted, spent, reserved} or {codeSeed}.
 var statusScript = rueidis.NewLuaScript(prelude + `
 local spent = redis.call('GET', KEYS[1])
-if not spent then return {-1} end
+if not spent then return {-1, 1} end
 local reserved = purge(KEYS[2], KEYS[3], clock())
 return {1, tonumber(spent), reserved}
 `)

@@ -1,8 +1,11 @@
 // Package calllog is the durable ledger: one call_log row per proxied
 // request, and the per-tenant monthly spend counter (spend_month), written
 // in the same transaction by a group-commit Writer. It also holds Reconcile,
-// which recomputes the counters from the log, and MonthSpend, which seeds a
-// fast counter (Redis, memory) on a miss.
+// which recomputes the counters from the log, MonthSpend, which seeds a
+// fast counter (Redis, memory) of a tenant's month on a miss, and
+// ScopeSpend and ActiveScopes, which sum the rows of a tenant's day, a
+// key's or an end user's period (row.EndUser) to seed and reconcile the
+// counters of those budgets.
 //
 // # Writing
 //

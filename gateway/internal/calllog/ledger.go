@@ -87,10 +87,10 @@ const insertSQL = `
 WITH ins AS (
     INSERT INTO call_log (request_id, tenant_id, key_id, model, upstream, status, started_at,
                           first_byte_ms, total_ms, prompt_tokens, completion_tokens,
-                          cost_micros, guard_action, attempts, reply_bytes)
+                          cost_micros, guard_action, attempts, reply_bytes, end_user)
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[],
                          $7::timestamptz[], $8::int8[], $9::int8[], $10::int8[], $11::int8[],
-                         $12::int8[], $13::text[], $14::int4[], $15::int8[])
+                         $12::int8[], $13::text[], $14::int4[], $15::int8[], $16::text[])
     ON CONFLICT (request_id, started_at) DO NOTHING
     RETURNING tenant_id, started_at, cost_micros
 ), spent AS (

@@ -38,6 +38,10 @@ type Row struct {
 	// guards); < 0: unknown → NULL.
 	ReplyBytes int64
 	Attempts   int // 0 is stored as 1
+	// EndUser is the end user the client named for the request (see
+	// config.Server.EndUserHeader); "" is stored as NULL. Key and
+	// end-user budgets are seeded from these rows.
+	EndUser string
 }
 
 // ErrInvalidRow is returned by Write for a row that could never be stored;
@@ -64,6 +68,7 @@ func (r *Row) validate() error {
 		{"Model", r.Model, true},
 		{"Upstream", r.Upstream, false},
 		{"GuardAction", r.GuardAction, false},
+		{"EndUser", r.EndUser, false},
 	}
 	for _, f := range fields {
 		switch {
@@ -106,6 +111,7 @@ type columns struct {
 	promptTokens, completionTokens, costMicros  []pgtype.Int8
 	guardAction                                 []pgtype.Text
 	replyBytes                                  []pgtype.Int8
+	endUser                                     []pgtype.Text
 }
 
 func newColumns(rows []Row) *columns {
@@ -118,7 +124,7 @@ func newColumns(rows []Row) *columns {
 		firstByteMS: make([]pgtype.Int8, n), totalMS: make([]pgtype.Int8, n),
 		promptTokens: make([]pgtype.Int8, n), completionTokens: make([]pgtype.Int8, n),
 		costMicros: make([]pgtype.Int8, n), guardAction: make([]pgtype.Text, n),
-		replyBytes: make([]pgtype.Int8, n),
+		replyBytes: make([]pgtype.Int8, n), endUser: make([]pgtype.Text, n),
 	}
 	for i := range rows {
 		r := &rows[i]
@@ -137,6 +143,7 @@ func newColumns(rows []Row) *columns {
 		c.costMicros[i] = pgtype.Int8{Int64: r.CostMicros, Valid: true}
 		c.guardAction[i] = optText(r.GuardAction)
 		c.replyBytes[i] = optCount(r.ReplyBytes)
+		c.endUser[i] = optText(r.EndUser)
 	}
 	return c
 }
@@ -144,7 +151,7 @@ func newColumns(rows []Row) *columns {
 func (c *columns) args() []any {
 	return []any{c.requestID, c.tenantID, c.keyID, c.model, c.upstream, c.status,
 		c.startedAt, c.firstByteMS, c.totalMS, c.promptTokens, c.completionTokens,
-		c.costMicros, c.guardAction, c.attempts, c.replyBytes}
+		c.costMicros, c.guardAction, c.attempts, c.replyBytes, c.endUser}
 }
 
 func optText(s string) pgtype.Text { return pgtype.Text{String: s, Valid: s != ""} }

@@ -60,6 +60,7 @@ type spoolRecord struct {
 	GuardAction      string    `json:"ga,omitempty"`
 	ReplyBytes       *int64    `json:"rb,omitempty"`
 	Attempts         int       `json:"att"`
+	EndUser          string    `json:"eu,omitempty"`
 }
 
 // appendRecord appends r's record to dst.
@@ -71,6 +72,7 @@ func appendRecord(dst []byte, r *Row) []byte {
 		TotalNanos: int64(r.Total), PromptTokens: r.PromptTokens,
 		CompletionTokens: r.CompletionTokens, CostMicros: r.CostMicros,
 		GuardAction: r.GuardAction, Attempts: r.Attempts, ReplyBytes: optInt(r.ReplyBytes),
+		EndUser: r.EndUser,
 	})
 	if err != nil {
 		// Only strings, integers and a valid time: cannot fail.
@@ -121,6 +123,7 @@ func readRecord(br *bufio.Reader, buf []byte) (Row, int64, []byte, error) {
 		Total: time.Duration(rec.TotalNanos), PromptTokens: rec.PromptTokens,
 		CompletionTokens: rec.CompletionTokens, CostMicros: rec.CostMicros,
 		GuardAction: rec.GuardAction, Attempts: rec.Attempts, ReplyBytes: fromOptInt(rec.ReplyBytes),
+		EndUser: rec.EndUser,
 	}
 	return r, recordHeaderSize + int64(size), buf, nil
 }

@@ -19,6 +19,9 @@ func spoolRows(prefix string, n int) []Row {
 	rows := make([]Row, n)
 	for i := range rows {
 		rows[i] = row(fmt.Sprintf("%s-%d", prefix, i), "acme", int64(100+i))
+		if i%2 == 1 {
+			rows[i].EndUser = fmt.Sprintf("user-%d", i)
+		}
 	}
 	return rows
 }

@@ -20,6 +20,7 @@ func TestWriteStoresRowAndSpend(t *testing.T) {
 	full := row("full", "acme", 1234)
 	full.GuardAction = "holdback"
 	full.Attempts = 2
+	full.EndUser = "user-7"
 	unknown := Row{RequestID: "unknown", TenantID: "acme", Model: "m", Status: 502,
 		StartedAt: thisMonth.Add(time.Second), FirstByte: -1, Total: -1,
 		PromptTokens: -1, CompletionTokens: -1, CostMicros: 0}
@@ -33,6 +34,7 @@ func TestWriteStoresRowAndSpend(t *testing.T) {
 		started                              time.Time
 		firstByte, total, prompt, completion *int64
 		cost                                 *int64
+		user                                 *string
 	}
 	str := func(s string) *string { return &s }
 	num := func(n int64) *int64 { return &n }
@@ -41,19 +43,19 @@ func TestWriteStoresRowAndSpend(t *testing.T) {
 		want stored
 	}{
 		{"full", stored{"acme", "gpt-4o", str("key-acme"), str("openai"), str("holdback"), 200, 2,
-			thisMonth, num(120), num(900), num(11), num(22), num(1234)}},
+			thisMonth, num(120), num(900), num(11), num(22), num(1234), str("user-7")}},
 		{"unknown", stored{"acme", "m", nil, nil, nil, 502, 1,
-			thisMonth.Add(time.Second), nil, nil, nil, nil, num(0)}},
+			thisMonth.Add(time.Second), nil, nil, nil, nil, num(0), nil}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.id, func(t *testing.T) {
 			var got stored
 			err := pool.QueryRow(t.Context(), `
 SELECT tenant_id, model, key_id, upstream, guard_action, status, attempts, started_at,
-       first_byte_ms, total_ms, prompt_tokens, completion_tokens, cost_micros
+       first_byte_ms, total_ms, prompt_tokens, completion_tokens, cost_micros, end_user
   FROM call_log WHERE request_id = $1`, tt.id).Scan(&got.tenant, &got.model, &got.key, &got.upstream,
 				&got.guard, &got.status, &got.attempts, &got.started, &got.firstByte, &got.total,
-				&got.prompt, &got.completion, &got.cost)
+				&got.prompt, &got.completion, &got.cost, &got.user)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,10 +73,10 @@ SELECT tenant_id, model, key_id, upstream, guard_action, status, attempts, start
 					}
 					return "NULL"
 				}
-				return fmt.Sprintf("%s %s key=%s up=%s guard=%s status=%d attempts=%d at=%s fb=%s total=%s pt=%s ct=%s cost=%s",
+				return fmt.Sprintf("%s %s key=%s up=%s guard=%s status=%d attempts=%d at=%s fb=%s total=%s pt=%s ct=%s cost=%s user=%s",
 					s.tenant, s.model, deref(s.key), deref(s.upstream), deref(s.guard), s.status, s.attempts,
 					s.started.UTC().Format(time.RFC3339Nano), deref(s.firstByte), deref(s.total),
-					deref(s.prompt), deref(s.completion), deref(s.cost))
+					deref(s.prompt), deref(s.completion), deref(s.cost), deref(s.user))
 			}
 			if show(got) != show(tt.want) {
 				t.Errorf("stored\n %s\nwant\n %s", show(got), show(tt.want))

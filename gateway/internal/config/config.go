@@ -212,7 +212,16 @@ type Server struct {
 	// action; never prompt or reply text) to the gateway's log, after the
 	// reply is out (default false).
 	AccessLog bool `yaml:"access_log"`
+	// EndUserHeader names the request header that says which end user of
+	// the tenant a request is for (default X-Tollgate-End-User); without
+	// it the body's "user", else its "safety_identifier", names them. The
+	// end user is recorded in the call log and held against the plan's
+	// user budgets; a request naming none has no user budget.
+	EndUserHeader string `yaml:"end_user_header"`
 }
+
+// DefaultEndUserHeader is Server.EndUserHeader's default.
+const DefaultEndUserHeader = "X-Tollgate-End-User"
 
 // Upstream is one model server the gateway forwards to.
 type Upstream struct {
@@ -324,6 +333,7 @@ func (p *Policy) applyDefaults() {
 	s := &p.Server
 	setDefault(&s.Listen, DefaultListen)
 	setDefault(&s.MaxBodyBytes, DefaultMaxBodyBytes)
+	setDefault(&s.EndUserHeader, DefaultEndUserHeader)
 	setDefault(&s.DrainTimeout, DefaultDrainTimeout)
 	setDefault(&s.ReadTimeout, DefaultReadTimeout)
 	setDefault(&s.IdleTimeout, DefaultIdleTimeout)
@@ -346,6 +356,21 @@ func (p *Policy) applyDefaults() {
 	setDefault(&p.Store.Postgres.DSNEnv, "TOLLGATE_DATABASE_URL")
 	p.applySharedDefaults()
 	p.applyRoutingDefaults()
+}
+
+// httpToken reports whether s is a non-empty RFC 9110 token, the syntax of
+// a header name.
+func httpToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }
 
 func setDefault[T comparable](v *T, def T) {
@@ -398,6 +423,9 @@ func (p *Policy) validate(lookupEnv func(string) (string, bool)) Problems {
 	}
 	if p.Server.MaxBodyBytes < 0 {
 		ps.add("server.max_body_bytes", "must not be negative")
+	}
+	if h := p.Server.EndUserHeader; !httpToken(h) {
+		ps.add("server.end_user_header", "must be a header name (letters, digits and !#$%%&'*+-.^_`|~), got %q", h)
 	}
 	for _, d := range []struct {
 		path string

@@ -69,8 +69,10 @@ func TestHoldBoundAndShrink(t *testing.T) {
 			if tt.input >= 0 {
 				c.InputKnown(r, tt.input)
 			}
-			month := budgetMonth(set.budget.now())
-			if _, reserved, err := counter.Status(context.Background(), "acme", month); err != nil || reserved != tt.want {
+			if len(c.meter.scopes) != 1 {
+				t.Fatalf("scopes %+v, want the tenant's month", c.meter.scopes)
+			}
+			if _, reserved, err := counter.Status(context.Background(), "acme", c.meter.scopes[0]); err != nil || reserved != tt.want {
 				t.Fatalf("reserved %d, %v; want %d", reserved, err, tt.want)
 			}
 		})

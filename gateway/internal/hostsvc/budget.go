@@ -27,6 +27,9 @@ type Budget struct {
 	counts  *Counts
 	now     func() time.Time
 	newID   func(dst []byte) []byte // nil: the request's id
+	alerts  AlertSink               // nil: none
+	// userHeader names the header that names the end user.
+	userHeader []byte
 }
 
 // holdID is the id the budget counter knows the request by: an id the
@@ -97,21 +100,33 @@ func tokensCost(tokens, microsPerMTok int64) int64 {
 	return (tokens*microsPerMTok + 999_999) / 1_000_000
 }
 
-// budgetMonth is the UTC month a reservation is charged to.
-func budgetMonth(now time.Time) string { return now.UTC().Format("2006-01") }
+// scopes returns the request's budget scopes: those fixed by its first
+// hold (periods included, so a request is settled in the period it was
+// admitted in), else built now from its tenant's snapshot.
+func (b *Budget) scopes(c *Session, r *wasmhost.Request) []budget.Scope {
+	m := &c.meter
+	if m.held {
+		return m.scopes
+	}
+	m.scopes = appendScopes(m.scopes[:0], m.snap, r, c.endUser(r, b.userHeader), b.now())
+	return m.scopes
+}
 
 // Reserve is budget.reserve: "PROMPT_TOKENS COMPLETION_TOKENS
 // LEASE_MS". The host prices the tokens for the request's model, each at
-// the highest rate of its side (tenant.Price.BoundCost), and holds
-// the amount against the tenant's monthly budget; when the request ends it
-// settles the real cost (and releases the hold) by itself. Results:
+// the highest rate of its side (tenant.Price.BoundCost), and holds the
+// amount against every budget of the request — its tenant's, its key's,
+// its end user's, per month or day as the plan says — all or none; when
+// the request ends it settles the real cost (and releases the holds) by
+// itself. Results:
 //
-//	ok AMOUNT REMAINING             held
-//	insufficient AMOUNT REMAINING   refused
-//	unlimited                       the tenant has no budget: nothing held
-//	noprice                         the model has no price: nothing held
-//	notenant                        no tenant is resolved
-//	unavailable                     the counter (Redis) is down
+//	ok AMOUNT REMAINING                   held (REMAINING: the least left of any budget)
+//	insufficient AMOUNT REMAINING SCOPE   refused by the budget SCOPE ("key:day",
+//	                                      "tenant:month", "user:day"...), the tightest
+//	unlimited                             the request has no budget: nothing held
+//	noprice                               the model has no price: nothing held
+//	notenant                              no tenant is resolved
+//	unavailable                           the counter (Redis) is down
 func (b *Budget) Reserve(c *Session, r *wasmhost.Request, req []byte) ([]byte, error) {
 	var buf [4][]byte
 	f := fields(buf[:], req)
@@ -127,28 +142,29 @@ func (b *Budget) Reserve(c *Session, r *wasmhost.Request, req []byte) ([]byte, e
 	if r.Tenant == nil {
 		return []byte("notenant"), nil
 	}
-	if r.Tenant.BudgetMicros <= 0 {
+	scopes := b.scopes(c, r)
+	if len(scopes) == 0 {
 		return []byte("unlimited"), nil
 	}
 	amount, ok := b.boundCost(r, prompt, completion)
 	if !ok {
 		return []byte("noprice"), nil
 	}
-	month := budgetMonth(b.now())
-	res, err := b.counter.Reserve(context.Background(), r.Tenant.ID, month, b.holdID(c, r), amount, r.Tenant.BudgetMicros,
+	res, err := b.counter.Reserve(context.Background(), r.Tenant.ID, b.holdID(c, r), scopes, amount,
 		time.Duration(leaseMs)*time.Millisecond)
 	if err == nil && res.Admitted {
-		c.meter.month = month
+		c.meter.held = true
 		if !res.Duplicate {
 			c.meter.heldCompletion, c.meter.heldMicros = completion, amount
 		}
 	}
-	return budgetResult(res, err, amount, &b.counts.Budget[BudgetReserveOp])
+	return b.result(r, res, err, amount, &b.counts.Budget[BudgetReserveOp])
 }
 
 // Extend is budget.extend: "MORE_COMPLETION_TOKENS LEASE_MS", to grow
 // the hold of a stream that may run past what was reserved, and renew its
-// lease. The result is as for budget.reserve.
+// lease, in every budget the request was held against. The result is as
+// for budget.reserve.
 func (b *Budget) Extend(c *Session, r *wasmhost.Request, req []byte) ([]byte, error) {
 	var buf [3][]byte
 	f := fields(buf[:], req)
@@ -163,33 +179,31 @@ func (b *Budget) Extend(c *Session, r *wasmhost.Request, req []byte) ([]byte, er
 	if r.Tenant == nil {
 		return []byte("notenant"), nil
 	}
-	if r.Tenant.BudgetMicros <= 0 {
+	scopes := b.scopes(c, r)
+	if len(scopes) == 0 {
 		return []byte("unlimited"), nil
 	}
 	amount, ok := b.boundCost(r, 0, more)
 	if !ok {
 		return []byte("noprice"), nil
 	}
-	month := budgetMonth(b.now())
-	m := &c.meter
-	if m.month != "" {
-		month = m.month
-	}
-	res, err := b.counter.Extend(context.Background(), r.Tenant.ID, month, b.holdID(c, r), amount, r.Tenant.BudgetMicros,
+	res, err := b.counter.Extend(context.Background(), r.Tenant.ID, b.holdID(c, r), scopes, amount,
 		time.Duration(leaseMs)*time.Millisecond)
 	if err == nil && res.Admitted {
-		m.month = month
+		m := &c.meter
+		m.held = true
 		if res.Recreated {
 			m.heldCompletion, m.heldMicros = 0, 0 // the earlier hold is gone
 		}
 		m.heldCompletion += more
 		m.heldMicros += amount
 	}
-	return budgetResult(res, err, amount, &b.counts.Budget[BudgetExtendOp])
+	return b.result(r, res, err, amount, &b.counts.Budget[BudgetExtendOp])
 }
 
-// budgetResult renders a hold's result and counts it in counts.
-func budgetResult(res budget.Reservation, err error, amount int64, counts *[BudgetResults]atomic.Int64) ([]byte, error) {
+// result renders a hold's result, counts it in counts and reports a
+// refusal to the alert sink.
+func (b *Budget) result(r *wasmhost.Request, res budget.Reservation, err error, amount int64, counts *[BudgetResults]atomic.Int64) ([]byte, error) {
 	if err != nil {
 		if errors.Is(err, budget.ErrUnavailable) {
 			counts[BudgetUnavailable].Add(1)
@@ -197,7 +211,7 @@ func budgetResult(res budget.Reservation, err error, amount int64, counts *[Budg
 		}
 		return nil, err
 	}
-	out := make([]byte, 0, 48)
+	out := make([]byte, 0, 56)
 	if res.Admitted {
 		counts[BudgetHeld].Add(1)
 		out = append(out, "ok "...)
@@ -207,18 +221,41 @@ func budgetResult(res budget.Reservation, err error, amount int64, counts *[Budg
 	}
 	out = strconv.AppendInt(out, amount, 10)
 	out = append(out, ' ')
-	return strconv.AppendInt(out, res.Remaining, 10), nil
+	out = strconv.AppendInt(out, res.Remaining, 10)
+	if s := res.Refused; s != nil {
+		out = appendScopeName(append(out, ' '), s)
+		if b.alerts != nil {
+			b.alerts.Exhausted(context.Background(), r.Tenant.ID, *s, res.Spent)
+		}
+	}
+	return out, nil
 }
 
-// settle releases the request's hold and charges its real cost, and
-// records the cost for the call log.
+// Shrink lowers the request's hold to the cost of prompt and completion
+// tokens in every budget it was held against (never raises it): for a
+// request that learned, mid-way, a lower bound of its cost than it
+// reserved. Nothing happens without an open hold.
+func (b *Budget) Shrink(c *Session, r *wasmhost.Request, prompt, completion int64) error {
+	m := &c.meter
+	if !m.held || r.Tenant == nil {
+		return nil
+	}
+	to, ok := b.Cost(r, prompt, completion)
+	if !ok {
+		return nil
+	}
+	return b.counter.Shrink(context.Background(), r.Tenant.ID, b.holdID(c, r), m.scopes, to)
+}
+
+// settle releases the request's holds and charges its real cost in each of
+// its budgets, records the cost for the call log, and passes the alert
+// thresholds the charge crossed to the alert sink.
 func (b *Budget) settle(c *Session, r *wasmhost.Request, prompt, completion int64) {
 	m := &c.meter
-	if m.month == "" || r.Tenant == nil {
+	if !m.held || r.Tenant == nil {
 		return
 	}
-	month := m.month
-	m.month = ""
+	m.held = false
 	cost, _ := b.Cost(r, prompt, completion)
 	r.CostMicros, r.CostSettled = cost, true
 	if over := cost - m.heldMicros; over > 0 {
@@ -230,10 +267,15 @@ func (b *Budget) settle(c *Session, r *wasmhost.Request, prompt, completion int6
 		b.log.Warn("budget: settled cost above the hold", "tenant", r.Tenant.ID, "model", string(r.Model),
 			"cost_micros", cost, "held_micros", m.heldMicros)
 	}
-	if _, err := b.counter.Settle(context.Background(), r.Tenant.ID, month, b.holdID(c, r), cost); err != nil {
+	crossed, err := b.counter.Settle(context.Background(), r.Tenant.ID, b.holdID(c, r), m.scopes, cost)
+	if err != nil {
 		// The call log still records the cost; reconcile corrects the
-		// counter, and the hold expires with its lease.
+		// counters, and the holds expire with their lease.
 		b.log.Warn("budget: settle failed", "tenant", r.Tenant.ID, "err", err)
+		return
+	}
+	if len(crossed) > 0 && b.alerts != nil {
+		b.alerts.Crossed(context.Background(), crossed)
 	}
 }
 
@@ -245,7 +287,7 @@ func (b *Budget) settle(c *Session, r *wasmhost.Request, prompt, completion int6
 // bound keeps its hold: server-side tools may add input as the reply goes.
 func (b *Budget) shrinkToInput(c *Session, r *wasmhost.Request, input int64) {
 	m := &c.meter
-	if m.month == "" || r.Tenant == nil || input < 0 || r.Bound.Unbounded > 0 {
+	if !m.held || r.Tenant == nil || input < 0 || r.Bound.Unbounded > 0 {
 		return
 	}
 	to, ok := b.boundCost(r, input, m.heldCompletion)
@@ -256,7 +298,7 @@ func (b *Budget) shrinkToInput(c *Session, r *wasmhost.Request, input int64) {
 		return
 	}
 	m.heldMicros = to
-	if err := b.counter.Shrink(context.Background(), r.Tenant.ID, m.month, b.holdID(c, r), to); err != nil {
+	if err := b.counter.Shrink(context.Background(), r.Tenant.ID, b.holdID(c, r), m.scopes, to); err != nil {
 		// The hold stays as it was: only budget is kept back, not lost.
 		b.log.Warn("budget: shrink failed", "tenant", r.Tenant.ID, "err", err)
 	}

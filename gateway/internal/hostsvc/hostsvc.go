@@ -55,6 +55,11 @@ type Config struct {
 	// NewID appends a fresh id to dst: the id a budget hold is known by.
 	// Nil means the request's own id (plugin tests).
 	NewID func(dst []byte) []byte
+	// Alerts receives budget threshold crossings and refusals; nil: none.
+	Alerts AlertSink
+	// EndUserHeader names the request header that names the end user
+	// (user budgets, the call log); "" means DefaultEndUserHeader.
+	EndUserHeader string
 }
 
 // Set is the host services of one policy state, registered by their ABI
@@ -86,7 +91,11 @@ func NewSet(cfg Config) *Set {
 	}
 	s.rate = &RateLimits{log: cfg.Log, limiter: cfg.Limiter, counts: cfg.Counts}
 	s.Register("ratelimit.admit", s.rate)
-	s.budget = &Budget{log: cfg.Log, prices: cfg.Prices, counter: cfg.Budget, counts: cfg.Counts, now: cfg.Now, newID: cfg.NewID}
+	if cfg.EndUserHeader == "" {
+		cfg.EndUserHeader = DefaultEndUserHeader
+	}
+	s.budget = &Budget{log: cfg.Log, prices: cfg.Prices, counter: cfg.Budget, counts: cfg.Counts, now: cfg.Now, newID: cfg.NewID,
+		alerts: cfg.Alerts, userHeader: []byte(cfg.EndUserHeader)}
 	s.Register("budget.reserve", ServiceFunc(s.budget.Reserve))
 	s.Register("budget.extend", ServiceFunc(s.budget.Extend))
 	return s
@@ -130,6 +139,34 @@ func (c *Session) Call(r *wasmhost.Request, name string, req []byte) ([]byte, er
 		return nil, wasmhost.ErrNoService
 	}
 	return svc.Serve(c, r, req)
+}
+
+// endUser returns the request's end user ("" for none), read once per
+// request (see endUserOf).
+func (c *Session) endUser(r *wasmhost.Request, header []byte) string {
+	m := &c.meter
+	if !m.userDone {
+		m.user, m.userDone = endUserOf(r, header), true
+	}
+	return m.user
+}
+
+// EndUser returns the end user r names ("" for none): the end-user header,
+// else the body's user or safety_identifier. The call log records it.
+func (c *Session) EndUser(r *wasmhost.Request) string {
+	if c.set == nil || r == nil {
+		return ""
+	}
+	return c.endUser(r, c.set.budget.userHeader)
+}
+
+// Shrink lowers the request's budget hold to the cost of prompt and
+// completion tokens, if that is lower (see Budget.Shrink).
+func (c *Session) Shrink(r *wasmhost.Request, prompt, completion int64) error {
+	if c.set == nil {
+		return nil
+	}
+	return c.set.budget.Shrink(c, r, prompt, completion)
 }
 
 // NeedsUsage reports whether Settle needs the request's usage: tokens were

@@ -62,19 +62,19 @@ type holdCounter struct {
 	ids []string
 }
 
-func (h *holdCounter) Reserve(ctx context.Context, tenant, month, id string, amount, limit int64, lease time.Duration) (budget.Reservation, error) {
+func (h *holdCounter) Reserve(ctx context.Context, tenant, id string, scopes []budget.Scope, amount int64, lease time.Duration) (budget.Reservation, error) {
 	h.ids = append(h.ids, "reserve:"+id)
-	return h.Memory.Reserve(ctx, tenant, month, id, amount, limit, lease)
+	return h.Memory.Reserve(ctx, tenant, id, scopes, amount, lease)
 }
 
-func (h *holdCounter) Extend(ctx context.Context, tenant, month, id string, more, limit int64, lease time.Duration) (budget.Reservation, error) {
+func (h *holdCounter) Extend(ctx context.Context, tenant, id string, scopes []budget.Scope, more int64, lease time.Duration) (budget.Reservation, error) {
 	h.ids = append(h.ids, "extend:"+id)
-	return h.Memory.Extend(ctx, tenant, month, id, more, limit, lease)
+	return h.Memory.Extend(ctx, tenant, id, scopes, more, lease)
 }
 
-func (h *holdCounter) Settle(ctx context.Context, tenant, month, id string, actual int64) (int64, error) {
+func (h *holdCounter) Settle(ctx context.Context, tenant, id string, scopes []budget.Scope, actual int64) ([]budget.Crossing, error) {
 	h.ids = append(h.ids, "settle:"+id)
-	return h.Memory.Settle(ctx, tenant, month, id, actual)
+	return h.Memory.Settle(ctx, tenant, id, scopes, actual)
 }
 
 // A request's hold is known by one id the gateway made for it (never the

@@ -9,7 +9,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tollgate/tollgate/gateway/internal/budget"
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
+	"github.com/tollgate/tollgate/gateway/internal/tenant"
 	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
@@ -27,20 +29,32 @@ type Meter struct {
 	tenant   string
 	charged  bool // tokens were charged to a TPM limit
 
-	month string // the budget month of the hold; "" without a hold
-	hold  []byte // the budget hold's id (see Budget.holdID); empty until one is made
+	// The budget hold: open (held) in every scope of scopes, whose
+	// periods were fixed by the first reserve; its id (see Budget.holdID),
+	// empty until one is made.
+	held   bool
+	scopes []budget.Scope
+	hold   []byte
 	// heldCompletion is how many completion tokens the hold covers (the
 	// reservation's and every admitted extension's), for shrinkToInput;
 	// heldMicros what the hold is, to notice a settled cost above it.
 	heldCompletion, heldMicros int64
+
+	// snap is the tenant snapshot tenant.resolve found (nil: none); the
+	// request's budgets come from it, with no store read.
+	snap *tenant.Snapshot
+	// user is the request's end user ("" none), once userDone.
+	user     string
+	userDone bool
 }
 
 // needsUsage reports whether settling needs the request's usage: tokens
 // were charged to a TPM limit, or a budget hold is open.
-func (m *Meter) needsUsage() bool { return m.charged || m.month != "" }
+func (m *Meter) needsUsage() bool { return m.charged || m.held }
 
 func (m *Meter) reset() {
-	*m = Meter{limits: m.limits[:0], hold: m.hold[:0]}
+	clear(m.scopes) // drop the strings and alerts they share
+	*m = Meter{limits: m.limits[:0], scopes: m.scopes[:0], hold: m.hold[:0]}
 }
 
 // RateLimits is the ratelimit.admit service.

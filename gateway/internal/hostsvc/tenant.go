@@ -31,7 +31,7 @@ type Tenants struct {
 // the plan's allowed model patterns, one per line. On "ok" the request's
 // tenant snapshot is set for every later plugin. The key is hashed at once
 // and never logged or kept.
-func (t *Tenants) Serve(_ *Session, r *wasmhost.Request, key []byte) ([]byte, error) {
+func (t *Tenants) Serve(c *Session, r *wasmhost.Request, key []byte) ([]byte, error) {
 	h := tenant.KeyHash(sha256.Sum256(key))
 	// No per-call deadline: a hit needs none, and the cache bounds its
 	// store reads itself (CacheOptions.LoadTimeout).
@@ -57,6 +57,9 @@ func (t *Tenants) Serve(_ *Session, r *wasmhost.Request, key []byte) ([]byte, er
 		return []byte("invalid"), nil
 	}
 	lim := snap.Effective()
+	if c != nil {
+		c.meter.snap = snap // the request's budgets, for budget.reserve
+	}
 	r.Tenant = &wasmhost.Tenant{
 		ID: snap.Tenant.ID, KeyID: snap.Key.ID, Plan: snap.Plan.ID, Status: snap.Tenant.Status,
 		RPM: orMinus1(lim.RPM), TPM: orMinus1(lim.TPM), BudgetMicros: orMinus1(snap.Plan.MonthlyBudgetMicros), MaxTokens: orMinus1(lim.MaxTokens),

@@ -25,6 +25,9 @@ func (x *exchange) record(flags uint32, status int, prompt, completion int64) {
 		Plugins: x.st.pipeline.Plugins(), AccessLog: x.st.policy.Server.AccessLog,
 	}
 	x.st.acct.Charges(&f.Row, x.wr, x.st.services, flags&wasmhost.EndCancelled != 0)
+	if f.Row.TenantID != "" {
+		f.Row.EndUser = x.svc.EndUser(x.wr)
+	}
 	x.s.obs.Record(&f, x.trace, x.s.log)
 	x.finishTrace(&f)
 	if err := x.st.acct.WriteRow(&f.Row); err != nil {

@@ -19,7 +19,8 @@ func (s *Server) openTenants(st *state, p *config.Policy) error {
 	st.closers = append(st.closers, t.Close)
 	st.tenants, st.admin = t.Cache, t.Admin
 	st.services = hostsvc.NewSet(hostsvc.Config{Log: s.log, Tenants: t.Cache, Prices: t.Cache,
-		Limiter: s.acct.Limiter, Budget: s.acct.Budget, Counts: &s.svcCounts, Now: time.Now, NewID: s.ids.append})
+		Limiter: s.acct.Limiter, Budget: s.acct.Budget, Counts: &s.svcCounts, Now: time.Now, NewID: s.ids.append,
+		Alerts: s.acct.Alerts, EndUserHeader: p.Server.EndUserHeader})
 	return nil
 }
 

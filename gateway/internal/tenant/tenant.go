@@ -39,9 +39,13 @@ type Limits struct {
 // Plan is what a tenant pays for.
 type Plan struct {
 	ID string
-	// MonthlyBudgetMicros is the monthly budget in millionths of a currency
-	// unit (USD micros); 0 means no budget.
+	// MonthlyBudgetMicros is the tenant's monthly budget in millionths of a
+	// currency unit (USD micros); 0 means none. It is the limit of the
+	// tenant/month rule of Budgets (see PlanBudgets).
 	MonthlyBudgetMicros int64
+	// Budgets are every budget of the plan, the tenant/month one included,
+	// each scope and window at most once (see PlanBudgets); nil: none.
+	Budgets []BudgetRule
 	Limits
 	// AllowedModels are exact names or path.Match patterns; empty allows
 	// every routed model.
@@ -64,6 +68,9 @@ type Key struct {
 	Status    string
 	ExpiresAt time.Time // zero: never
 	Limits    Limits    // per-key overrides; zero fields inherit the plan's
+	// Budget is the key's own budget, replacing the plan's key budgets;
+	// zero: the plan's apply.
+	Budget KeyBudget
 }
 
 // Snapshot is everything the request path needs about a presented key:

@@ -22,12 +22,18 @@ import (
 //	tenants:
 //	  plans:
 //	    - {id: basic, monthly_budget_usd: 12.5, rpm: 60, max_tokens: 256, allowed_models: ["gpt-4o*"]}
+//	    - id: team
+//	      budgets:
+//	        - {scope: tenant, window: month, usd: 100, alerts: [80, 100]}
+//	        - {scope: key, window: day, usd: 5}
+//	        - {scope: user, window: day, usd: 1}
 //	  tenants:
 //	    - id: acme
 //	      plan: basic
 //	      keys:
 //	        - {id: k-1, key_sha256: 9f86d0…}      # hex SHA-256 of the key
 //	        - {id: k-2, key_env: ACME_KEY, max_tokens: 4096}
+//	        - {id: k-3, key_env: ACME_CI_KEY, budget_usd: 2, budget_window: day}
 //	  prices:
 //	    - {model: gpt-4o-mini, input_usd_per_mtok: 0.15, output_usd_per_mtok: 0.6, effective_from: 2024-07-18}
 //
@@ -51,6 +57,24 @@ type PlanConfig struct {
 	// AllowedModels are model names or path.Match patterns; empty allows
 	// every routed model.
 	AllowedModels []string `yaml:"allowed_models"`
+	// Budgets are the plan's budgets per scope and window;
+	// monthly_budget_usd is the tenant/month one, so the two cannot both
+	// name it.
+	Budgets []BudgetConfig `yaml:"budgets"`
+}
+
+// BudgetConfig declares a tenant.BudgetRule.
+type BudgetConfig struct {
+	// Scope is tenant (all of the tenant's requests), key (each key on its
+	// own) or user (each end user on its own).
+	Scope string `yaml:"scope"`
+	// Window is month (default) or day, UTC calendar periods.
+	Window string `yaml:"window"`
+	// USD is the limit per window, at most 6 decimals; must be positive.
+	USD float64 `yaml:"usd"`
+	// Alerts are percentages of the limit (ascending, 1..100) whose
+	// crossing is reported.
+	Alerts []int `yaml:"alerts"`
 }
 
 // TenantConfig declares a tenant.Tenant and its keys.
@@ -76,6 +100,11 @@ type KeyConfig struct {
 	RPM       int64     `yaml:"rpm"`
 	TPM       int64     `yaml:"tpm"`
 	MaxTokens int64     `yaml:"max_tokens"`
+	// BudgetUSD is the key's own budget per BudgetWindow (month by
+	// default), replacing the plan's key budgets for this key; 0 inherits
+	// them.
+	BudgetUSD    float64 `yaml:"budget_usd"`
+	BudgetWindow string  `yaml:"budget_window"`
 }
 
 // PriceConfig declares a tenant.Price: USD per million tokens (at most 6
@@ -204,15 +233,78 @@ func (b *builder) plan(at string, pc *PlanConfig) {
 			b.add(fmt.Sprintf("%s.allowed_models[%d]", at, i), "must be a model name or a path.Match pattern, got %q", m)
 		}
 	}
+	rules := b.budgets(at, pc.Budgets, budget > 0)
+	merged, err := tenant.PlanBudgets(budget, rules)
+	if err != nil {
+		b.add(at, "%v", err)
+	}
 	p := &tenant.Plan{
 		ID:                  pc.ID,
-		MonthlyBudgetMicros: budget,
+		MonthlyBudgetMicros: tenant.MonthlyBudget(merged),
+		Budgets:             merged,
 		Limits:              b.limits(at, pc.RPM, pc.TPM, pc.MaxTokens),
 		AllowedModels:       slices.Clone(pc.AllowedModels),
 	}
 	if ok {
 		b.plans[pc.ID] = p
 	}
+}
+
+// budgets converts a plan's budgets, reporting each one's problems at its
+// path (monthly: monthly_budget_usd is set); PlanBudgets then merges them.
+func (b *builder) budgets(at string, cs []BudgetConfig, monthly bool) []tenant.BudgetRule {
+	rules := make([]tenant.BudgetRule, 0, len(cs))
+	seen := make(map[[2]string]string, len(cs))
+	for i, c := range cs {
+		bat := fmt.Sprintf("%s.budgets[%d]", at, i)
+		limit, err := usdToMicros(c.USD)
+		switch {
+		case err != nil:
+			b.add(bat+".usd", "%v", err)
+			continue
+		case limit == 0:
+			b.add(bat+".usd", "must be positive (leave the budget out for none)")
+			continue
+		}
+		r := tenant.BudgetRule{Scope: c.Scope, Window: cmp.Or(c.Window, tenant.WindowMonth), LimitMicros: limit, Alerts: c.Alerts}
+		if err := r.Check(); err != nil {
+			b.add(bat, "%v", err)
+			continue
+		}
+		id := [2]string{r.Scope, r.Window}
+		if prev, dup := seen[id]; dup {
+			b.add(bat, "a second %s budget per %s (first at %s)", r.Scope, r.Window, prev)
+			continue
+		}
+		seen[id] = bat
+		if monthly && r.Scope == tenant.BudgetTenant && r.Window == tenant.WindowMonth {
+			b.add(bat, "monthly_budget_usd already sets the tenant's budget per month; set one of them")
+			continue
+		}
+		rules = append(rules, r)
+	}
+	return rules
+}
+
+// keyBudget converts a key's own budget.
+func (b *builder) keyBudget(at string, kc *KeyConfig) tenant.KeyBudget {
+	limit, err := usdToMicros(kc.BudgetUSD)
+	if err != nil {
+		b.add(at+".budget_usd", "%v", err)
+		return tenant.KeyBudget{}
+	}
+	if limit == 0 {
+		if kc.BudgetWindow != "" {
+			b.add(at+".budget_window", "is set without budget_usd")
+		}
+		return tenant.KeyBudget{}
+	}
+	kb := tenant.KeyBudget{LimitMicros: limit, Window: cmp.Or(kc.BudgetWindow, tenant.WindowMonth)}
+	if err := kb.Check(); err != nil {
+		b.add(at+".budget_window", "%v", err)
+		return tenant.KeyBudget{}
+	}
+	return kb
 }
 
 // tenant validates tc; it returns nil when its keys cannot be built.
@@ -259,6 +351,7 @@ func (b *builder) key(at string, kc *KeyConfig, tn *tenantRef, idAt map[string]s
 		b.add(at+".status", "must be %s or %s, got %q", tenant.StatusActive, tenant.StatusRevoked, kc.Status)
 	}
 	limits := b.limits(at, kc.RPM, kc.TPM, kc.MaxTokens)
+	own := b.keyBudget(at, kc)
 	h, hashOK := b.keyHash(at, kc)
 	if hashOK {
 		if prev, dup := hashAt[h]; dup {
@@ -274,7 +367,7 @@ func (b *builder) key(at string, kc *KeyConfig, tn *tenantRef, idAt map[string]s
 	b.tables.Keys[h] = &tenant.Snapshot{
 		Key: tenant.Key{
 			ID: kc.ID, TenantID: tn.tenant.ID, Hash: h, Prefix: kc.Prefix,
-			Status: status, ExpiresAt: kc.ExpiresAt, Limits: limits,
+			Status: status, ExpiresAt: kc.ExpiresAt, Limits: limits, Budget: own,
 		},
 		Tenant: tn.tenant,
 		Plan:   *tn.plan,

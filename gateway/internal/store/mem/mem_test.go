@@ -27,10 +27,17 @@ func configOf(f storetest.Fixture) (tenantspec.Config, map[string]string) {
 	env := make(map[string]string)
 	usd := func(micros int64) float64 { return float64(micros) / 1e6 }
 	for _, p := range f.Plans {
-		cfg.Plans = append(cfg.Plans, tenantspec.PlanConfig{
+		pc := tenantspec.PlanConfig{
 			ID: p.ID, MonthlyBudgetUSD: usd(p.MonthlyBudgetMicros),
 			RPM: p.RPM, TPM: p.TPM, MaxTokens: p.MaxTokens, AllowedModels: p.AllowedModels,
-		})
+		}
+		if len(p.Budgets) > 0 {
+			pc.MonthlyBudgetUSD = 0 // the tenant/month rule says it, with its alerts
+		}
+		for _, r := range p.Budgets {
+			pc.Budgets = append(pc.Budgets, tenantspec.BudgetConfig{Scope: r.Scope, Window: r.Window, USD: usd(r.LimitMicros), Alerts: r.Alerts})
+		}
+		cfg.Plans = append(cfg.Plans, pc)
 	}
 	for _, tn := range f.Tenants {
 		tc := tenantspec.TenantConfig{ID: tn.ID, Plan: tn.PlanID, Status: tn.Status}
@@ -38,6 +45,7 @@ func configOf(f storetest.Fixture) (tenantspec.Config, map[string]string) {
 			kc := tenantspec.KeyConfig{
 				ID: k.ID, Prefix: k.Prefix, Status: k.Status, ExpiresAt: k.ExpiresAt,
 				RPM: k.Limits.RPM, TPM: k.Limits.TPM, MaxTokens: k.Limits.MaxTokens,
+				BudgetUSD: usd(k.Budget.LimitMicros), BudgetWindow: k.Budget.Window,
 			}
 			if tn.ID == "initech" {
 				kc.KeyEnv = "TG_KEY_" + strings.ToUpper(strings.ReplaceAll(k.ID, "-", "_"))
@@ -185,6 +193,33 @@ func TestNewRejects(t *testing.T) {
 		{"bad model pattern", func(c *tenantspec.Config) { c.Plans[0].AllowedModels = []string{"ok", "[", ""} }, []string{
 			`plans[0].allowed_models[1]: must be a model name or a path.Match pattern, got "["`,
 			`plans[0].allowed_models[2]: must be a model name or a path.Match pattern, got ""`,
+		}},
+		{"budgets", func(c *tenantspec.Config) {
+			c.Plans[0].Budgets = []tenantspec.BudgetConfig{
+				{Scope: "key", Window: "day", USD: 5},
+				{Scope: "team", USD: 1},
+				{Scope: "user", Window: "week", USD: 1},
+				{Scope: "user", USD: 0},
+				{Scope: "user", USD: 1, Alerts: []int{100, 80}},
+				{Scope: "key", Window: "day", USD: 0.5},
+			}
+		}, []string{
+			`plans[0].budgets[1]: scope must be tenant, key or user, got "team"`,
+			`plans[0].budgets[2]: window must be month or day, got "week"`,
+			"plans[0].budgets[3].usd: must be positive",
+			"plans[0].budgets[4]: alerts must be ascending",
+			"plans[0].budgets[5]: a second key budget per day (first at plans[0].budgets[0])",
+		}},
+		{"monthly budget twice", func(c *tenantspec.Config) {
+			c.Plans[0].MonthlyBudgetUSD = 10
+			c.Plans[0].Budgets = []tenantspec.BudgetConfig{{Scope: "tenant", Window: "month", USD: 5}}
+		}, []string{"plans[0].budgets[0]: monthly_budget_usd already sets the tenant's budget per month"}},
+		{"key budgets", func(c *tenantspec.Config) {
+			c.Tenants[0].Keys[0].BudgetUSD, c.Tenants[0].Keys[0].BudgetWindow = 1, "year"
+			c.Tenants[1].Keys[0].BudgetWindow = "day"
+		}, []string{
+			`tenants[0].keys[0].budget_window: window must be month or day, got "year"`,
+			"tenants[1].keys[0].budget_window: is set without budget_usd",
 		}},
 		{"budget with 7 decimals", func(c *tenantspec.Config) { c.Plans[0].MonthlyBudgetUSD = 0.1234567 },
 			[]string{"plans[0].monthly_budget_usd: has more than 6 decimals"}},

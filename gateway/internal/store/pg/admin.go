@@ -20,11 +20,15 @@ func (s *Store) CreatePlan(ctx context.Context, p tenant.Plan) error {
 	if err := checkPlan(p); err != nil {
 		return fmt.Errorf("creating plan: %w", err)
 	}
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	budgets, monthly, err := encodeBudgets(p)
+	if err != nil {
+		return fmt.Errorf("creating plan %q: %w", p.ID, err)
+	}
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `
-INSERT INTO plans (id, monthly_budget_micros, rpm, tpm, max_tokens, allowed_models)
-VALUES ($1, $2, $3, $4, $5, $6)`,
-			p.ID, p.MonthlyBudgetMicros, p.RPM, p.TPM, p.MaxTokens, nonNil(p.AllowedModels))
+INSERT INTO plans (id, monthly_budget_micros, rpm, tpm, max_tokens, allowed_models, budgets)
+VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			p.ID, monthly, p.RPM, p.TPM, p.MaxTokens, nonNil(p.AllowedModels), string(budgets))
 		return err
 	})
 	if err != nil {
@@ -39,12 +43,16 @@ func (s *Store) UpdatePlan(ctx context.Context, p tenant.Plan) error {
 	if err := checkPlan(p); err != nil {
 		return fmt.Errorf("updating plan: %w", err)
 	}
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	budgets, monthly, err := encodeBudgets(p)
+	if err != nil {
+		return fmt.Errorf("updating plan %q: %w", p.ID, err)
+	}
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `
 UPDATE plans SET monthly_budget_micros = $2, rpm = $3, tpm = $4, max_tokens = $5,
-       allowed_models = $6, updated_at = now()
+       allowed_models = $6, budgets = $7, updated_at = now()
 WHERE id = $1`,
-			p.ID, p.MonthlyBudgetMicros, p.RPM, p.TPM, p.MaxTokens, nonNil(p.AllowedModels))
+			p.ID, monthly, p.RPM, p.TPM, p.MaxTokens, nonNil(p.AllowedModels), string(budgets))
 		if err == nil && tag.RowsAffected() == 0 {
 			err = tenant.ErrNotFound
 		}

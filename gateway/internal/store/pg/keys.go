@@ -30,8 +30,9 @@ const (
 const keyByHashSQL = `
 SELECT k.id, k.tenant_id, k.prefix, k.status, k.expires_at,
        coalesce(k.rpm, 0), coalesce(k.tpm, 0), coalesce(k.max_tokens, 0),
+       coalesce(k.budget_micros, 0), coalesce(k.budget_window, ''),
        t.status, t.plan_id,
-       p.monthly_budget_micros, p.rpm, p.tpm, p.max_tokens, p.allowed_models
+       p.monthly_budget_micros, p.rpm, p.tpm, p.max_tokens, p.allowed_models, p.budgets
 FROM api_keys k
 JOIN tenants t ON t.id = k.tenant_id
 JOIN plans p ON p.id = t.plan_id
@@ -45,13 +46,17 @@ WHERE k.key_hash = $1`
 // notified before it is not.
 func (s *Store) KeyByHash(ctx context.Context, h tenant.KeyHash) (*tenant.Snapshot, error) {
 	snap := &tenant.Snapshot{LoadedAt: time.Now()}
-	var expires *time.Time
+	var (
+		expires *time.Time
+		budgets []byte
+	)
 	k, t, p := &snap.Key, &snap.Tenant, &snap.Plan
 	err := s.pool.QueryRow(ctx, keyByHashSQL, h[:]).Scan(
 		&k.ID, &k.TenantID, &k.Prefix, &k.Status, &expires,
 		&k.Limits.RPM, &k.Limits.TPM, &k.Limits.MaxTokens,
+		&k.Budget.LimitMicros, &k.Budget.Window,
 		&t.Status, &t.PlanID,
-		&p.MonthlyBudgetMicros, &p.RPM, &p.TPM, &p.MaxTokens, &p.AllowedModels,
+		&p.MonthlyBudgetMicros, &p.RPM, &p.TPM, &p.MaxTokens, &p.AllowedModels, &budgets,
 	)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("key %x…: %w", h[:4], tenant.ErrNotFound)
@@ -68,6 +73,9 @@ func (s *Store) KeyByHash(ctx context.Context, h tenant.KeyHash) (*tenant.Snapsh
 	if len(p.AllowedModels) == 0 {
 		p.AllowedModels = nil
 	}
+	if p.Budgets, err = decodeBudgets(budgets, p.MonthlyBudgetMicros); err != nil {
+		return nil, fmt.Errorf("reading key %x… of plan %q: %w", h[:4], p.ID, err)
+	}
 	return snap, nil
 }
 
@@ -78,6 +86,8 @@ type KeyOptions struct {
 	ExpiresAt time.Time
 	// Limits override the plan's; zero fields inherit them.
 	Limits tenant.Limits
+	// Budget is the key's own budget; zero: the plan's key budgets.
+	Budget tenant.KeyBudget
 }
 
 // CreateKey creates an active key for tenant tenantID and returns the key
@@ -90,6 +100,9 @@ func (s *Store) CreateKey(ctx context.Context, tenantID string, opts KeyOptions)
 	}
 	if err := checkLimits(opts.Limits); err != nil {
 		return "", nil, fmt.Errorf("creating a key for tenant %q: %w", tenantID, err)
+	}
+	if err := opts.Budget.Check(); err != nil {
+		return "", nil, fmt.Errorf("creating a key for tenant %q: budget: %v: %w", tenantID, err, ErrInvalid)
 	}
 	plaintext, err := newKey()
 	if err != nil {
@@ -107,13 +120,15 @@ func (s *Store) CreateKey(ctx context.Context, tenantID string, opts KeyOptions)
 		Status:    tenant.StatusActive,
 		ExpiresAt: opts.ExpiresAt,
 		Limits:    opts.Limits,
+		Budget:    opts.Budget,
 	}
+	budget, window := keyBudgetColumns(k.Budget)
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `
-INSERT INTO api_keys (id, tenant_id, key_hash, prefix, status, expires_at, rpm, tpm, max_tokens)
-VALUES ($1, $2, $3, $4, 'active', $5, $6, $7, $8)`,
+INSERT INTO api_keys (id, tenant_id, key_hash, prefix, status, expires_at, rpm, tpm, max_tokens, budget_micros, budget_window)
+VALUES ($1, $2, $3, $4, 'active', $5, $6, $7, $8, $9, $10)`,
 			k.ID, k.TenantID, k.Hash[:], k.Prefix, nullTime(k.ExpiresAt),
-			nullPositive(k.Limits.RPM), nullPositive(k.Limits.TPM), nullPositive(k.Limits.MaxTokens))
+			nullPositive(k.Limits.RPM), nullPositive(k.Limits.TPM), nullPositive(k.Limits.MaxTokens), budget, window)
 		return err
 	})
 	if err != nil {
@@ -166,7 +181,8 @@ func (s *Store) ListKeys(ctx context.Context, tenantID string) ([]tenant.Key, er
 	// (one row of NULLs) differ in one statement.
 	rows, err := s.pool.Query(ctx, `
 SELECT k.id, k.key_hash, k.prefix, k.status, k.expires_at,
-       coalesce(k.rpm, 0), coalesce(k.tpm, 0), coalesce(k.max_tokens, 0)
+       coalesce(k.rpm, 0), coalesce(k.tpm, 0), coalesce(k.max_tokens, 0),
+       coalesce(k.budget_micros, 0), coalesce(k.budget_window, '')
 FROM tenants t
 LEFT JOIN api_keys k ON k.tenant_id = t.id
 WHERE t.id = $1
@@ -183,14 +199,15 @@ ORDER BY k.created_at, k.id`, tenantID)
 			hash               []byte
 			expires            *time.Time
 			l                  tenant.Limits
+			b                  tenant.KeyBudget
 		)
-		if err := rows.Scan(&id, &hash, &prefix, &status, &expires, &l.RPM, &l.TPM, &l.MaxTokens); err != nil {
+		if err := rows.Scan(&id, &hash, &prefix, &status, &expires, &l.RPM, &l.TPM, &l.MaxTokens, &b.LimitMicros, &b.Window); err != nil {
 			return nil, fmt.Errorf("listing keys of tenant %q: %w", tenantID, err)
 		}
 		if id == nil {
 			continue // the tenant's row, no keys
 		}
-		k := tenant.Key{ID: *id, TenantID: tenantID, Prefix: *prefix, Status: *status, Limits: l}
+		k := tenant.Key{ID: *id, TenantID: tenantID, Prefix: *prefix, Status: *status, Limits: l, Budget: b}
 		copy(k.Hash[:], hash)
 		if expires != nil {
 			k.ExpiresAt = expires.UTC()

@@ -57,9 +57,10 @@ func TestSharedStoreTable(t *testing.T) {
 						revoked = "2020-01-01T00:00:00Z"
 					}
 				}
-				_, err := conn.Exec(ctx, `INSERT INTO api_keys (id, tenant_id, key_hash, prefix, status, expires_at, rpm, tpm, max_tokens, revoked_at)
-					VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, 0), NULLIF($8, 0), NULLIF($9, 0), $10)`,
-					k.ID, tn.ID, h[:], k.Prefix, status, expires, k.Limits.RPM, k.Limits.TPM, k.Limits.MaxTokens, revoked)
+				_, err := conn.Exec(ctx, `INSERT INTO api_keys (id, tenant_id, key_hash, prefix, status, expires_at, rpm, tpm, max_tokens, revoked_at, budget_micros, budget_window)
+					VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, 0), NULLIF($8, 0), NULLIF($9, 0), $10, NULLIF($11, 0), NULLIF($12, ''))`,
+					k.ID, tn.ID, h[:], k.Prefix, status, expires, k.Limits.RPM, k.Limits.TPM, k.Limits.MaxTokens, revoked,
+					k.Budget.LimitMicros, k.Budget.Window)
 				if err != nil {
 					t.Fatalf("seeding key %s: %v", k.ID, err)
 				}

@@ -45,6 +45,7 @@ type Key struct {
 	Status    string
 	ExpiresAt time.Time // zero: never
 	Limits    tenant.Limits
+	Budget    tenant.KeyBudget
 }
 
 func date(y int, m time.Month, d int) time.Time { return time.Date(y, m, d, 0, 0, 0, 0, time.UTC) }
@@ -60,8 +61,13 @@ func NewFixture() Fixture {
 			{
 				ID:                  "basic",
 				MonthlyBudgetMicros: 12_500_000,
-				Limits:              tenant.Limits{RPM: 60, TPM: 10_000, MaxTokens: 256},
-				AllowedModels:       []string{"gpt-test", "mock-*"},
+				Budgets: []tenant.BudgetRule{
+					{Scope: tenant.BudgetTenant, Window: tenant.WindowMonth, LimitMicros: 12_500_000, Alerts: []int{80, 100}},
+					{Scope: tenant.BudgetKey, Window: tenant.WindowDay, LimitMicros: 5_000_000, Alerts: []int{50}},
+					{Scope: tenant.BudgetUser, Window: tenant.WindowDay, LimitMicros: 1_000_001},
+				},
+				Limits:        tenant.Limits{RPM: 60, TPM: 10_000, MaxTokens: 256},
+				AllowedModels: []string{"gpt-test", "mock-*"},
 			},
 			{ID: "free"},
 		},
@@ -72,7 +78,8 @@ func NewFixture() Fixture {
 				{ID: "k-expired", Plaintext: "tg_test_expired", Status: tenant.StatusActive, ExpiresAt: date(2020, 1, 1)},
 				{ID: "k-later", Plaintext: "tg_test_later", Status: tenant.StatusActive, ExpiresAt: date(2100, 1, 1)},
 				{ID: "k-override", Plaintext: "tg_test_override", Status: tenant.StatusActive,
-					Limits: tenant.Limits{RPM: 600, MaxTokens: 4096}},
+					Limits: tenant.Limits{RPM: 600, MaxTokens: 4096},
+					Budget: tenant.KeyBudget{LimitMicros: 2_000_000, Window: tenant.WindowMonth}},
 			}},
 			{ID: "globex", Status: tenant.StatusSuspended, PlanID: "free", Keys: []Key{
 				{ID: "k-suspended", Plaintext: "tg_test_suspended", Status: tenant.StatusActive},
@@ -176,7 +183,7 @@ func expectedSnapshot(t *testing.T, f Fixture, key string) *tenant.Snapshot {
 			return &tenant.Snapshot{
 				Key: tenant.Key{
 					ID: k.ID, TenantID: tn.ID, Hash: tenant.HashKey(k.Plaintext), Prefix: k.Prefix,
-					Status: k.Status, ExpiresAt: k.ExpiresAt, Limits: k.Limits,
+					Status: k.Status, ExpiresAt: k.ExpiresAt, Limits: k.Limits, Budget: k.Budget,
 				},
 				Tenant: tenant.Tenant{ID: tn.ID, Status: tn.Status, PlanID: tn.PlanID},
 				Plan:   f.Plans[i],
@@ -204,13 +211,24 @@ func diffSnapshot(got, want *tenant.Snapshot) []string {
 	check("Key.Status", gk.Status == wk.Status, gk.Status, wk.Status)
 	check("Key.ExpiresAt", gk.ExpiresAt.Equal(wk.ExpiresAt), gk.ExpiresAt, wk.ExpiresAt)
 	check("Key.Limits", gk.Limits == wk.Limits, gk.Limits, wk.Limits)
+	check("Key.Budget", gk.Budget == wk.Budget, gk.Budget, wk.Budget)
 	check("Tenant", got.Tenant == want.Tenant, got.Tenant, want.Tenant)
 	gp, wp := got.Plan, want.Plan
 	check("Plan.ID", gp.ID == wp.ID, gp.ID, wp.ID)
 	check("Plan.MonthlyBudgetMicros", gp.MonthlyBudgetMicros == wp.MonthlyBudgetMicros, gp.MonthlyBudgetMicros, wp.MonthlyBudgetMicros)
 	check("Plan.Limits", gp.Limits == wp.Limits, gp.Limits, wp.Limits)
+	check("Plan.Budgets", budgetsEqual(gp.Budgets, wp.Budgets), gp.Budgets, wp.Budgets)
+	gb, wb := got.AppendBudgets(nil), want.AppendBudgets(nil)
+	check("AppendBudgets", budgetsEqual(gb, wb), gb, wb)
 	check("Plan.AllowedModels", slices.Equal(gp.AllowedModels, wp.AllowedModels), gp.AllowedModels, wp.AllowedModels)
 	return d
+}
+
+// budgetsEqual compares rules in order; nil and empty Alerts are equal.
+func budgetsEqual(a, b []tenant.BudgetRule) bool {
+	return slices.EqualFunc(a, b, func(x, y tenant.BudgetRule) bool {
+		return x.Scope == y.Scope && x.Window == y.Window && x.LimitMicros == y.LimitMicros && slices.Equal(x.Alerts, y.Alerts)
+	})
 }
 
 func runPrices(t *testing.T, st tenant.Store, f Fixture) {
