@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tollgate/tollgate/gateway/internal/tenant"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
 )
 
@@ -143,4 +147,72 @@ func (w *budgetWorld) promptTokens(t *testing.T) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestBudgetShrinksAtMessageStart: a native Messages API stream is held at
+// its prompt's bound (its body's bytes) until message_start reports the
+// true input count; from then on it holds that count and its max_tokens,
+// and nothing once it ends.
+func TestBudgetShrinksAtMessageStart(t *testing.T) {
+	w := newBudgetWorld(t, 10_000_000)
+	if err := w.store.SetPrice(context.Background(), tenant.Price{Model: "claude-x", InputMicrosPerMTok: inputMicrosPerMTok,
+		OutputMicrosPerMTok: outputMicrosPerMTok, EffectiveFrom: time.Now().Add(-time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	_, mockURL := startMock(t, mockllm.Config{Tokens: 20, InterToken: 40 * time.Millisecond})
+	extra := fmt.Sprintf(`store:
+  kind: postgres
+redis: {addrs: [%q], timeout: 500ms}
+call_log: {spool_dir: "${TG_TEST_SPOOL}", reconcile_interval: 0s}
+plugins:
+  - {name: preflight, path: %s}
+  - {name: budget, path: %s}
+`, w.redis.Addr(), pluginPath(t, "preflight"), pluginPath(t, "budget"))
+	_, gw := startGateway(t, anthropicPolicy(mockURL, mockURL, "", extra),
+		map[string]string{"TOLLGATE_DATABASE_URL": w.dsn, "TG_TEST_SPOOL": t.TempDir(), "ANTHROPIC_API_KEY": anthropicKey})
+
+	prompt := strings.Repeat("The budget holds an upper bound of every request's cost. ", 100) // 5,700 bytes
+	q, _ := json.Marshal(prompt)
+	body := `{"model":"claude-x","max_tokens":100,"stream":true,"messages":[{"role":"user","content":` + string(q) + `}]}`
+	// The mock reports chars/4 input tokens; the hold shrinks to them and
+	// the 100 completion tokens held.
+	input := int64(len(prompt) / 4)
+	shrunk := input*inputMicrosPerMTok/1_000_000 + 100*outputMicrosPerMTok/1_000_000
+	bound := int64(len(body)) // the prompt bound's bytes alone, at 1 µ$ a token
+	if bound < 3*input {
+		t.Fatalf("the prompt's bound %d is not far above its count %d: the test shows nothing", bound, input)
+	}
+
+	req, _ := http.NewRequest("POST", gw+"/v1/messages", strings.NewReader(body))
+	req.Header.Set("X-Api-Key", w.key)
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	rd := bufio.NewReader(resp.Body)
+	var mid string
+	for {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the stream ended before its second text delta: %v", err)
+		}
+		if strings.Contains(line, `"text_delta"`) && strings.Contains(line, "tok1 ") {
+			_, mid = w.counter(t) // mid-stream: message_start came and went
+			break
+		}
+	}
+	io.Copy(io.Discard, rd)
+	if mid != fmt.Sprint(shrunk) {
+		t.Fatalf("held %s µ$ mid-stream, want %d (%d input tokens and 100 completion; the bound held %d+ before)", mid, shrunk, input, bound)
+	}
+	w.waitRows(t, 1)
+	if _, holds := w.counter(t); holds != "0" && holds != "" {
+		t.Fatalf("%s µ$ still held after the stream ended", holds)
+	}
 }
