@@ -163,6 +163,18 @@ const (
 	intPromptTokens = abi.IntPromptTokens
 	intBodyBytes    = abi.IntBodyBytes
 	intPromptChars  = abi.IntPromptChars
+
+	intPromptBytes        = abi.IntPromptBytes
+	intImages             = abi.IntImages
+	intUnbounded          = abi.IntUnbounded
+	intTools              = abi.IntTools
+	intBuiltinTools       = abi.IntBuiltinTools
+	intChoices            = abi.IntChoices
+	intPromptTokensBound  = abi.IntPromptTokensBound
+	intModelContextWindow = abi.IntModelContextWindow
+	intModelMaxOutput     = abi.IntModelMaxOutput
+	intModelImageTokens   = abi.IntModelImageTokens
+	intModelReasoning     = abi.IntModelReasoning
 )
 
 // Tenant fields (tenant_field / tenant_int).

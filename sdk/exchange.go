@@ -93,6 +93,65 @@ func (x *Exchange) BodyBytes() int64 { return max(hostRequestInt(intBodyBytes), 
 // PromptChars is the number of bytes of prompt text in the request.
 func (x *Exchange) PromptChars() int64 { return max(hostRequestInt(intPromptChars), 0) }
 
+// PromptBytes is the request body's length less the image payloads (the
+// URL or base64 data of each image part): no more than this many tokens of
+// the prompt are text.
+func (x *Exchange) PromptBytes() int64 { return max(hostRequestInt(intPromptBytes), 0) }
+
+// ImageCount is the number of image parts in the request.
+func (x *Exchange) ImageCount() int64 { return max(hostRequestInt(intImages), 0) }
+
+// UnboundedParts is the number of parts whose tokens the body cannot
+// bound: files by id, URL or data, PDFs, stored conversations
+// (previous_response_id, conversation), server-side tools that add what
+// they find to the prompt (web search, file search, MCP).
+func (x *Exchange) UnboundedParts() int64 { return max(hostRequestInt(intUnbounded), 0) }
+
+// ToolCount is the number of tools the request declares; BuiltinToolCount
+// those of them whose definition the provider supplies.
+func (x *Exchange) ToolCount() int64 { return max(hostRequestInt(intTools), 0) }
+
+// BuiltinToolCount: see [Exchange.ToolCount].
+func (x *Exchange) BuiltinToolCount() int64 { return max(hostRequestInt(intBuiltinTools), 0) }
+
+// Choices is how many completions the reply holds (n, or best_of for
+// completions), at least 1: the output bound is per choice.
+func (x *Exchange) Choices() int64 { return max(hostRequestInt(intChoices), 1) }
+
+// PromptTokensBound is the host's upper bound of the prompt's tokens for
+// the request's model: PromptBytes, plus template tokens per message, the
+// tool-use instructions, and each image at the model's most tokens per
+// image, capped by the model's context window. false when there is no
+// bound: the request has unbounded parts and the model's context window is
+// unknown. Unlike [Exchange.PromptTokensEstimate] it is never below the
+// prompt's true count (docs/POLICY.md has the argument).
+func (x *Exchange) PromptTokensBound() (int64, bool) {
+	n := hostRequestInt(intPromptTokensBound)
+	return n, n >= 0
+}
+
+// ModelContextWindow is the most input tokens a request to the model can
+// have, from its price; false when unknown.
+func (x *Exchange) ModelContextWindow() (int64, bool) {
+	n := hostRequestInt(intModelContextWindow)
+	return n, n > 0
+}
+
+// ModelMaxOutput is the most output tokens a reply of the model can have
+// when the request sets no max_tokens, from its price; false when unknown.
+func (x *Exchange) ModelMaxOutput() (int64, bool) {
+	n := hostRequestInt(intModelMaxOutput)
+	return n, n > 0
+}
+
+// ModelReasoning reports whether the model's replies may hold hidden
+// reasoning tokens, so that their streamed text does not bound their
+// output; known is false when the model has no price.
+func (x *Exchange) ModelReasoning() (reasoning, known bool) {
+	n := hostRequestInt(intModelReasoning)
+	return n == 1, n >= 0
+}
+
 // Tenant is the snapshot of the tenant the request belongs to, as the host's
 // tenant service resolved it (normally after the preflight plugin ran).
 type Tenant struct {

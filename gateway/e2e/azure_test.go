@@ -83,7 +83,7 @@ store:
   kind: memory
 tenants:
   plans:
-    - {id: p, rpm: 1000, tpm: 10000000, monthly_budget_usd: 0.002, allowed_models: ["gpt-*"]}
+    - {id: p, rpm: 1000, tpm: 10000000, monthly_budget_usd: 0.02, allowed_models: ["gpt-*"]}
   tenants:
     - id: az
       plan: p
@@ -234,13 +234,15 @@ func TestAzureUpstream(t *testing.T) {
 
 	t.Run("budget settled from usage, then refused", func(t *testing.T) {
 		// Spent so far: the three settled requests above and the stopped
-		// one, far below the 2000 µ$ budget; each request holds 64 tokens
-		// at 10 µ$ (640 µ$ and the prompt's): settled at their holds, four
-		// requests would have left no room for this one.
+		// one, far below the 20,000 µ$ budget; each request holds at least
+		// 64 tokens at 10 µ$ and its prompt's bound (its body's bytes and
+		// the template's, and 1,024 tokens of tool-use instructions for the
+		// one with a tool), or grows its hold as it streams: settled at
+		// their holds, the four would have left little room for this one.
 		if _, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt-4o", Messages: msgs}); err != nil {
 			t.Fatalf("a request within the budget: %v", err)
 		}
-		_, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt-4o", Messages: msgs, MaxTokens: openai.Int(1000)})
+		_, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt-4o", Messages: msgs, MaxTokens: openai.Int(2000)})
 		var e *openai.Error
 		if !errors.As(err, &e) || e.StatusCode != 429 || e.Code != "insufficient_quota" {
 			t.Errorf("a request whose hold exceeds what is left: %v", err)

@@ -255,7 +255,7 @@ func TestResponsesAzureNative(t *testing.T) {
 			mockURL, seen := startAzureMock(t, mockllm.Config{Text: text, ChunkSize: 6})
 			// The plan lists no models: a stored-response request names none.
 			pol := strings.NewReplacer(`api_version: "2024-10-21"`, fmt.Sprintf("api_version: %q", tc.version),
-				"monthly_budget_usd: 0.002", "monthly_budget_usd: 5", `, allowed_models: ["gpt-*"]`, "").Replace(azurePolicy(mockURL))
+				"monthly_budget_usd: 0.02", "monthly_budget_usd: 5", `, allowed_models: ["gpt-*"]`, "").Replace(azurePolicy(mockURL))
 			gw, logs := startLoggingGateway(t, pol, azureVars)
 			client := azureSDK(gw, azureTenant)
 			tool := responses.ToolParamOfFunction("mock_tool", map[string]any{"type": "object"}, false)

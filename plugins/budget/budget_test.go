@@ -58,9 +58,10 @@ func TestReserve(t *testing.T) {
 				t.Errorf("message %q lacks %q", res.Message, tt.message)
 			}
 			calls := p.Services.Calls()
-			// The harness has no prompt estimate (0); max_tokens 100; the
-			// default lease, 15 minutes.
-			if len(calls) != 1 || calls[0].Service != "budget.reserve" || calls[0].Request != "0 100 900000" {
+			// No body: the prompt bound is the reply's template tokens
+			// (wasmhost.MessageTokens); max_tokens 100; the default lease,
+			// 15 minutes.
+			if len(calls) != 1 || calls[0].Service != "budget.reserve" || calls[0].Request != "8 100 900000" {
 				t.Errorf("calls %+v", calls)
 			}
 		})
@@ -90,7 +91,7 @@ func TestNoTenantNoReservation(t *testing.T) {
 	// Without max_tokens, default_max_tokens is reserved.
 	p = load(t, `{"default_max_tokens":64,"lease":"1m"}`, "ok 1 1", nil)
 	p.Request(plugintest.Request{Model: "m-1", Tenant: acme})
-	if calls := p.Services.Calls(); len(calls) != 1 || calls[0].Request != "0 64 60000" {
+	if calls := p.Services.Calls(); len(calls) != 1 || calls[0].Request != "8 64 60000" {
 		t.Fatalf("calls %+v", calls)
 	}
 }

@@ -8,13 +8,21 @@
 // ledger (call_log and spend_month in Postgres). The plugin decides what to
 // reserve and what to do when the money runs out:
 //
-//   - request: reserve prompt estimate × input price + max_tokens × output
-//     price (default_max_tokens when the request sets none). Refused → 429
+//   - request: reserve an upper bound of the request's cost, each token at
+//     the highest rate of its side: the host's bound of the prompt's
+//     tokens (PromptTokensBound; docs/POLICY.md has the argument) plus an
+//     output bound — max_tokens (× n); else for a non-streamed request, or
+//     a stream of a model with hidden reasoning, the model's most output
+//     tokens (from its price), or default_max_tokens when that is unknown
+//     (not proven: see unbounded_output); a stream of another model
+//     starts at default_max_tokens and grows. Refused → 429
 //     insufficient_quota.
-//   - chunk: a stream without max_tokens counts its tokens as they arrive;
-//     before they pass what is reserved it extends the hold by
-//     extend_tokens, and when the budget cannot cover that, it ends the
-//     reply with a final event that says why.
+//   - chunk: a growing stream counts every streamed byte of text and of
+//     tool-call arguments as a token (a token is at least one byte), plus
+//     one per event; before that count comes within slack of what is held
+//     it extends the hold by extend_tokens (or what is missing), and when
+//     the budget cannot cover that and the next event might not fit, it
+//     ends the reply with a final event that says why.
 //   - end: the host settles the usage (the upstream's, else the gateway's
 //     count) on success, error and client disconnect alike, and releases
 //     the hold; a request whose gateway dies is released with its lease.
@@ -22,13 +30,15 @@
 // Config (all optional):
 //
 //	{
-//	  "on_redis_error": "fail_closed", // or "fail_open": serve while the counter is unreachable
-//	  "default_max_tokens": 1024,      // completion tokens reserved without max_tokens
-//	  "extend_tokens": 1024,           // completion tokens added per extension
-//	  "lease": "15m",                  // a hold not settled by then is released (a crashed replica)
-//	  "unpriced": "",                  // deprecated: the policy's pricing.unpriced decides (below)
-//	  "cut_message": "…"               // the text of the final event of a cut stream
-//	                                   // (default: one naming the budget that ran out)
+//	  "on_redis_error": "fail_closed",    // or "fail_open": serve while the counter is unreachable
+//	  "default_max_tokens": 1024,         // output tokens held without max_tokens when the model's maximum is unknown
+//	  "unbounded_output": "default",      // or "reject": refuse such a request (400) instead of holding default_max_tokens
+//	  "unbounded_prompt_tokens": 200000,  // prompt tokens held when the host has no bound (files, server tools; no context window)
+//	  "extend_tokens": 1024,              // output tokens added per extension
+//	  "lease": "15m",                     // a hold not settled by then is released (a crashed replica)
+//	  "unpriced": "",                     // deprecated: the policy's pricing.unpriced decides (below)
+//	  "cut_message": "…"                  // the text of the final event of a cut stream
+//	                                      // (default: one naming the budget that ran out)
 //	}
 //
 // A model without a price is one knob, the policy's pricing.unpriced: the
@@ -59,12 +69,14 @@ func init() {
 }
 
 type config struct {
-	OnRedisError     string `json:"on_redis_error"`
-	DefaultMaxTokens int64  `json:"default_max_tokens"`
-	ExtendTokens     int64  `json:"extend_tokens"`
-	Lease            string `json:"lease"`
-	Unpriced         string `json:"unpriced"`
-	CutMessage       string `json:"cut_message"`
+	OnRedisError          string `json:"on_redis_error"`
+	DefaultMaxTokens      int64  `json:"default_max_tokens"`
+	UnboundedOutput       string `json:"unbounded_output"`
+	UnboundedPromptTokens int64  `json:"unbounded_prompt_tokens"`
+	ExtendTokens          int64  `json:"extend_tokens"`
+	Lease                 string `json:"lease"`
+	Unpriced              string `json:"unpriced"`
+	CutMessage            string `json:"cut_message"`
 
 	leaseMs int64
 }
@@ -72,7 +84,8 @@ type config struct {
 var cfg config
 
 func configure(b []byte) error {
-	c := config{OnRedisError: "fail_closed", DefaultMaxTokens: 1024, ExtendTokens: 1024, Lease: "15m"}
+	c := config{OnRedisError: "fail_closed", DefaultMaxTokens: 1024, UnboundedOutput: "default", UnboundedPromptTokens: 200_000,
+		ExtendTokens: 1024, Lease: "15m"}
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
@@ -81,8 +94,11 @@ func configure(b []byte) error {
 	if c.OnRedisError != "fail_open" && c.OnRedisError != "fail_closed" {
 		return errors.New(`budget config: on_redis_error must be "fail_open" or "fail_closed", got "` + c.OnRedisError + `"`)
 	}
-	if c.DefaultMaxTokens < 1 || c.ExtendTokens < 1 {
-		return errors.New("budget config: default_max_tokens and extend_tokens must be at least 1")
+	if c.DefaultMaxTokens < 1 || c.ExtendTokens < 1 || c.UnboundedPromptTokens < 1 {
+		return errors.New("budget config: default_max_tokens, extend_tokens and unbounded_prompt_tokens must be at least 1")
+	}
+	if c.UnboundedOutput != "default" && c.UnboundedOutput != "reject" {
+		return errors.New(`budget config: unbounded_output must be "default" or "reject", got "` + c.UnboundedOutput + `"`)
 	}
 	lease, err := time.ParseDuration(c.Lease)
 	if err != nil || lease < time.Second || lease > 24*time.Hour {
@@ -97,20 +113,21 @@ func configure(b []byte) error {
 }
 
 // hold is the plugin's per-request state for a stream that grows its hold:
-// how many completion tokens the hold covers and how much of it the reply
-// has used ("RESERVED EVENTS BYTES").
+// how many completion tokens the hold covers, how many the reply may have
+// used (bytes of text and tool-call arguments, plus events), and the
+// largest event seen ("RESERVED USED LARGEST").
 type hold struct {
 	reserved int64
-	events   int64
-	bytes    int64
+	used     int64
+	largest  int64
 }
 
 func (h *hold) encode(b []byte) []byte {
 	b = strconv.AppendInt(b[:0], h.reserved, 10)
 	b = append(b, ' ')
-	b = strconv.AppendInt(b, h.events, 10)
+	b = strconv.AppendInt(b, h.used, 10)
 	b = append(b, ' ')
-	return strconv.AppendInt(b, h.bytes, 10)
+	return strconv.AppendInt(b, h.largest, 10)
 }
 
 func decode(b []byte) (hold, bool) {
@@ -134,24 +151,32 @@ func decode(b []byte) (hold, bool) {
 // a time).
 var scratch, res []byte
 
-// cutSlack is how many completion tokens before the end of the hold a
-// growing stream extends it (or is cut): more than one event's worth.
-const cutSlack = 16
+// minSlack is the least headroom, in tokens, a growing stream keeps
+// between what it may have used and what is held; the slack is at least
+// twice the largest event seen so far, so that the next event fits.
+const minSlack = 256
 
-// used estimates the completion tokens of the text seen so far as the host
-// does when the upstream reports no usage.
-func (h *hold) used() int64 { return max(h.events, (h.bytes+3)/4) }
+// slack is the headroom to keep ahead of the reply.
+func (h *hold) slack() int64 { return max(minSlack, 2*h.largest) }
 
 func onRequest(r *sdk.Request) sdk.Verdict {
 	if !r.HasTenant() {
 		r.SkipPhases(sdk.PhaseChunk)
 		return sdk.Continue // no tenant, no budget (preflight decides who may pass)
 	}
-	completion, has := r.MaxTokens()
-	if !has {
-		completion = cfg.DefaultMaxTokens
+	prompt, ok := r.PromptTokensBound()
+	if !ok {
+		// Files, stored conversations or server-side tools, and no
+		// context window known: not a proven bound.
+		prompt = cfg.UnboundedPromptTokens
 	}
-	scratch = strconv.AppendInt(scratch[:0], r.PromptTokensEstimate(), 10)
+	completion, grows, ok := outputBound(r)
+	if !ok {
+		r.SkipPhases(sdk.PhaseChunk)
+		return r.Reject(400, "invalid_request_error", "max_tokens_required",
+			"Set max_tokens: without it the most this reply could cost is not known, so it cannot be held against the budget.")
+	}
+	scratch = strconv.AppendInt(scratch[:0], prompt, 10)
 	scratch = append(scratch, ' ')
 	scratch = strconv.AppendInt(scratch, completion, 10)
 	scratch = append(scratch, ' ')
@@ -165,9 +190,8 @@ func onRequest(r *sdk.Request) sdk.Verdict {
 	st, rest, _ := bytes.Cut(res, []byte(" "))
 	status := word(st)
 
-	grows := !has && r.Stream()
 	if status != "ok" || !grows {
-		// No hold, or max_tokens bounds it: no per-event counting.
+		// No hold, or the output is bounded already: no per-event counting.
 		r.SkipPhases(sdk.PhaseChunk)
 	}
 	switch status {
@@ -199,6 +223,55 @@ func onRequest(r *sdk.Request) sdk.Verdict {
 		}
 	}
 	return sdk.Continue
+}
+
+// outputBound is the completion tokens to hold, and whether the hold grows
+// with the reply (a stream counted as it flows); false when the request
+// must be refused (unbounded_output "reject").
+func outputBound(r *sdk.Request) (completion int64, grows, ok bool) {
+	if r.Endpoint() == "embeddings" {
+		return 0, false, true // no output tokens
+	}
+	choices := r.Choices()
+	if n, has := r.MaxTokens(); has {
+		return satMul(n, choices), false, true
+	}
+	reasoning, _ := r.ModelReasoning()
+	if r.Stream() && !reasoning {
+		// Streamed text bounds the output: hold some, grow with it.
+		return satMul(cfg.DefaultMaxTokens, choices), true, true
+	}
+	if n, known := r.ModelMaxOutput(); known {
+		return satMul(n, choices), false, true
+	}
+	if cfg.UnboundedOutput == "reject" {
+		return 0, false, false
+	}
+	// Not a proven bound: the model's maximum output is unknown.
+	sdk.MetricAdd("unbounded_output", 1)
+	return satMul(cfg.DefaultMaxTokens, choices), false, true
+}
+
+// satMul is a×b for a, b ≥ 1, saturating instead of overflowing.
+func satMul(a, b int64) int64 {
+	if b > 1 && a > (1<<63-1)/b {
+		return 1<<63 - 1
+	}
+	return a * b
+}
+
+// extend asks budget.extend for more completion tokens and returns its
+// status word ("" when the service failed) and its whole answer.
+func extend(more int64) (status, answer string) {
+	scratch = strconv.AppendInt(scratch[:0], more, 10)
+	scratch = append(scratch, ' ')
+	scratch = strconv.AppendInt(scratch, cfg.leaseMs, 10)
+	res, err := sdk.Call("budget.extend", scratch)
+	if err != nil {
+		return "", ""
+	}
+	status, _, _ = strings.Cut(string(res), " ")
+	return status, string(res)
 }
 
 // word returns a service answer's status word, as a constant for the
@@ -273,40 +346,49 @@ func unavailable(r *sdk.Request, why string) sdk.Verdict {
 		"The gateway cannot check the budget right now; retry shortly.")
 }
 
-// onChunk runs only for streams without max_tokens: it counts the reply's
-// tokens and grows the hold ahead of them, or cuts the reply when the
-// budget cannot cover more.
+// onChunk runs only for streams that grow their hold: it counts what the
+// reply may have used and grows the hold ahead of it, or cuts the reply
+// when the budget cannot cover more.
 func onChunk(c *sdk.Chunk) sdk.Verdict {
-	if !c.HasText() || c.IsWhole() {
+	if c.IsWhole() || !c.HasText() && !c.HasToolCalls() {
 		return sdk.Continue
 	}
 	h, ok := decode(c.State())
 	if !ok {
 		return sdk.Continue
 	}
-	h.events++
-	h.bytes += int64(c.Len())
+	// Every token is at least one byte of what is streamed; one more per
+	// event covers tokens that stream nothing (an end of turn).
+	n := int64(c.Len()) + int64(len(c.ToolCalls())) + 1
+	h.used += n
+	h.largest = max(h.largest, n)
 	// Extend before the reply reaches what is held, so a cut leaves the
 	// settled cost within the hold.
-	for h.used()+cutSlack > h.reserved {
-		scratch = strconv.AppendInt(scratch[:0], cfg.ExtendTokens, 10)
-		scratch = append(scratch, ' ')
-		scratch = strconv.AppendInt(scratch, cfg.leaseMs, 10)
-		res, err := sdk.Call("budget.extend", scratch)
-		status, _, _ := strings.Cut(string(res), " ")
-		if err == nil && status == "ok" {
-			h.reserved += cfg.ExtendTokens
-			continue
+	for h.used+h.slack() > h.reserved {
+		deficit := h.used + h.slack() - h.reserved
+		more := max(cfg.ExtendTokens, deficit)
+		status, res := extend(more)
+		if status == "insufficient" && more > deficit {
+			more = deficit // a smaller step may still fit the budget
+			status, res = extend(more)
 		}
-		if err == nil && (status == "unlimited" || status == "noprice" ||
-			(status == "unavailable" && cfg.OnRedisError == "fail_open")) {
+		switch {
+		case status == "ok":
+			h.reserved += more
+			continue
+		case status == "unlimited" || status == "noprice" || status == "unavailable" && cfg.OnRedisError == "fail_open":
 			c.SkipPhases(sdk.PhaseChunk) // serve on; the end settles the cost
 			return sdk.Continue
+		case status == "insufficient" && h.used+2*h.largest <= h.reserved:
+			// No slack left, but the next event fits even if twice the
+			// largest so far: go on, and ask again after it.
+		default:
+			sdk.MetricAdd("streams_cut", 1)
+			c.SetFact("guard_action", "budget:cut")
+			c.SkipPhases(sdk.PhaseChunk)
+			return c.Stop(cutMessage(res), "length")
 		}
-		sdk.MetricAdd("streams_cut", 1)
-		c.SetFact("guard_action", "budget:cut")
-		c.SkipPhases(sdk.PhaseChunk)
-		return c.Stop(cutMessage(string(res)), "length")
+		break
 	}
 	c.SetState(h.encode(scratch))
 	return sdk.Continue

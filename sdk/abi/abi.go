@@ -143,6 +143,21 @@ const (
 	IntPromptTokens = 4
 	IntBodyBytes    = 5
 	IntPromptChars  = 6
+
+	// What bounds the prompt's tokens (ABI.md, "Prompt bound").
+	IntPromptBytes       = 7  // body bytes minus image payloads
+	IntImages            = 8  // image parts
+	IntUnbounded         = 9  // parts the body cannot bound (files, server tools, stored conversations)
+	IntTools             = 10 // declared tools
+	IntBuiltinTools      = 11 // of them, defined by the provider
+	IntChoices           = 12 // completions per reply (n), at least 1
+	IntPromptTokensBound = 13 // the host's upper bound of the prompt's tokens; -1 unknown
+
+	// The request's model, from its price; -1 unknown.
+	IntModelContextWindow = 14
+	IntModelMaxOutput     = 15
+	IntModelImageTokens   = 16
+	IntModelReasoning     = 17 // 1: hidden reasoning tokens, so streamed text does not bound the output
 )
 
 // Tenant fields: tenant_field (strings) and tenant_int (numbers).

@@ -133,7 +133,7 @@ func (p *Plugin) Metric(name string) int64 {
 // body that says otherwise. body_bytes is always len(Body).
 type Request struct {
 	Model    string            // the body's "model" when "", or "test-model" if it has none
-	Endpoint string            // default "chat/completions"; also "completions", "embeddings", "messages"
+	Endpoint string            // default "chat/completions"; also "completions", "embeddings", "messages", "responses"
 	Body     string            // the raw request JSON
 	Headers  map[string]string // client headers; CR and LF in a value become spaces, as the gateway's server hands them over
 	Stream   bool
@@ -143,6 +143,10 @@ type Request struct {
 	Messages     int64
 	PromptChars  int64
 	PromptTokens int64 // the gateway's estimate, request_int(PROMPT_TOKENS)
+	// Bound, when not zero, replaces the body's prompt-bound facts
+	// (request_int PROMPT_BYTES, IMAGES, UNBOUNDED, TOOLS, BUILTIN_TOOLS,
+	// CHOICES).
+	Bound wasmhost.BoundFacts
 	// Explicit names the fields whose values count even when zero.
 	Explicit Field
 	Tenant   *wasmhost.Tenant
@@ -179,6 +183,9 @@ func (req *Request) facts() wasmhost.RequestFacts {
 	override(&f.Messages, req.Messages, req.Explicit&FieldMessages != 0)
 	override(&f.PromptChars, req.PromptChars, req.Explicit&FieldPromptChars != 0)
 	override(&f.PromptTokens, req.PromptTokens, req.Explicit&FieldPromptTokens != 0)
+	if req.Bound != (wasmhost.BoundFacts{}) {
+		f.Bound = req.Bound
+	}
 	return f
 }
 
@@ -238,6 +245,10 @@ func or(s, def string) string {
 func (p *Plugin) Request(req Request) RequestResult {
 	r := p.newRequest(req)
 	defer wasmhost.ReleaseRequest(r)
+	return p.request(r)
+}
+
+func (p *Plugin) request(r *wasmhost.Request) RequestResult {
 	err := p.pipe.Request(r)
 	res := RequestResult{UpstreamHeaders: headerMap(r.SetUpstreamHeaders), ClientHeaders: headerMap(r.SetClientHeaders)}
 	var rej *wasmhost.RejectError
@@ -345,9 +356,19 @@ func (p *Plugin) Whole(req Request, text string) StreamResult {
 // Services is a fake of the host services plugins reach with `call`:
 // Handle registers a handler per service name; Calls records every call.
 type Services struct {
+	// Models are the host's facts about models (from their prices), by
+	// model name: request_int's MODEL_* numbers and PROMPT_TOKENS_BOUND.
+	// A model not here is unknown. Set it before the first request.
+	Models map[string]wasmhost.ModelFacts
+
 	mu       sync.Mutex
 	handlers map[string]func(req []byte) ([]byte, error)
 	calls    []Call
+}
+
+// ModelFacts implements wasmhost.ModelFacter from Models.
+func (s *Services) ModelFacts(r *wasmhost.Request) wasmhost.ModelFacts {
+	return s.Models[string(r.Model)]
 }
 
 // Call is one recorded service call.

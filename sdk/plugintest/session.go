@@ -81,6 +81,11 @@ func (p *Plugin) Session(req Request) *Session {
 	return s
 }
 
+// Request runs the request phase of the session's request, before its
+// first event, as the gateway does: what a plugin keeps there (its state,
+// the phases it skips) holds for the events.
+func (s *Session) Request() RequestResult { return s.p.request(s.r) }
+
 // Send runs the chunk phase for one upstream event. After a STOP or a
 // failure, or after Done, it does nothing and returns a zero Step.
 func (s *Session) Send(ev Event) Step {

@@ -157,6 +157,8 @@ func (p *Plugin) hostFuncs() []hostFunc {
 				v = int64(len(r.Body))
 			case intPromptChars:
 				v = r.PromptChars
+			default:
+				v = r.boundInt(uint32(s[0]))
 			}
 			s[0] = uint64(v)
 		}},

@@ -69,6 +69,7 @@ type Request struct {
 	Stream                                     bool
 	MaxTokens                                  int64 // -1 when absent
 	Messages, PromptTokens, PromptChars        int64
+	Bound                                      BoundFacts
 	ClientHeader                               HeaderPeeker
 	UpstreamHeader                             HeaderPeeker // set once the upstream answered
 	Tenant                                     *Tenant

@@ -32,19 +32,48 @@ type RequestFacts struct {
 	// PromptChars/4, plus the tokens given as token arrays, plus 4 per
 	// message for chat and the Messages API; at least 1.
 	PromptTokens int64
+
+	// Bound is what PromptTokensBound bounds the prompt's tokens with.
+	Bound BoundFacts
+}
+
+// BoundFacts are what an upper bound of a request's prompt tokens is
+// computed from (see PromptTokensBound for the argument).
+type BoundFacts struct {
+	// PromptBytes is the body's length minus the image payloads (the
+	// unescaped URL or base64 data of each image part).
+	PromptBytes int64
+	// Images counts image parts: image_url (chat), input_image and
+	// computer screenshots (Responses), image blocks (Messages API, in
+	// tool results too).
+	Images int64
+	// Unbounded counts parts whose tokens the body cannot bound: files
+	// (by id, URL or data), documents other than plain text, audio of an
+	// earlier reply by id, item references, previous_response_id,
+	// conversation, a stored prompt, MCP servers, and server-side tools
+	// (web search, file search, web fetch, code execution, MCP).
+	Unbounded int64
+	// Tools counts declared tools; BuiltinTools those of them whose
+	// definition the provider supplies (a type other than function or
+	// custom), so their schemas are not in the body.
+	Tools, BuiltinTools int64
+	// Choices is how many completions a reply holds: n (and best_of for
+	// completions), at least 1.
+	Choices int64
 }
 
 // ReadRequestFacts reads the facts of body, a request for endpoint (the
 // names request_endpoint returns: "chat/completions", "completions",
-// "embeddings", "messages"). It reads a body the gateway accepts exactly
-// as the gateway does; for one the gateway would refuse it reads what it
-// can and never fails. ok is false when body is not a JSON object.
+// "embeddings", "messages", "responses"). It reads a body the gateway
+// accepts exactly as the gateway does; for one the gateway would refuse it
+// reads what it can and never fails. ok is false when body is not a JSON object.
 func ReadRequestFacts(body []byte, endpoint string) (f RequestFacts, ok bool) {
 	f.MaxTokens = -1
 	top, ok := object(body)
 	if !ok {
 		return f, false
 	}
+	f.Bound = readBound(body, endpoint)
 	if s, ok := jsonString(top["model"]); ok {
 		f.Model = s
 	}
@@ -62,6 +91,11 @@ func ReadRequestFacts(body []byte, endpoint string) (f RequestFacts, ok bool) {
 			}
 			f.Messages = int64(len(msgs))
 		}
+		f.PromptTokens = max(f.PromptChars/4+4*f.Messages, 1)
+		return f, true
+	case "responses":
+		f.MaxTokens = maxTokens(top["max_output_tokens"], -1)
+		f.Messages, f.PromptChars = responsesFacts(top)
 		f.PromptTokens = max(f.PromptChars/4+4*f.Messages, 1)
 		return f, true
 	case "completions":
@@ -109,6 +143,43 @@ func chatFacts(v json.RawMessage) (messages, chars int64) {
 		}
 	}
 	return int64(len(msgs)), chars
+}
+
+// responsesFacts counts a Responses API request's messages (instructions,
+// a string input, each input item) and the bytes of their text
+// (instructions, a string input; of items their arguments, and the string
+// or the text parts of their content and output).
+func responsesFacts(top map[string]json.RawMessage) (messages, chars int64) {
+	if s, ok := jsonString(top["instructions"]); ok {
+		messages, chars = 1, int64(len(s))
+	}
+	if s, ok := jsonString(top["input"]); ok {
+		return messages + 1, chars + int64(len(s))
+	}
+	var items []json.RawMessage
+	if json.Unmarshal(top["input"], &items) != nil {
+		return messages, chars
+	}
+	text := func(v json.RawMessage) int64 {
+		if s, ok := jsonString(v); ok {
+			return int64(len(s))
+		}
+		var parts []json.RawMessage
+		json.Unmarshal(v, &parts)
+		var n int64
+		for _, raw := range parts {
+			p, _ := object(raw)
+			s, _ := jsonString(p["text"])
+			n += int64(len(s))
+		}
+		return n
+	}
+	for _, raw := range items {
+		it, _ := object(raw)
+		s, _ := jsonString(it["arguments"])
+		chars += int64(len(s)) + text(it["output"]) + text(it["content"])
+	}
+	return messages + int64(len(items)), chars
 }
 
 // inputFacts reads a completions prompt or an embeddings input: a string,
@@ -284,9 +355,10 @@ func hex4(s []byte) (uint16, bool) {
 	return uint16(n), err == nil
 }
 
-// SetFacts sets r's inputs Model, Stream, MaxTokens, Messages, PromptChars
-// and PromptTokens from f. Model is borrowed.
+// SetFacts sets r's inputs Model, Stream, MaxTokens, Messages, PromptChars,
+// PromptTokens and Bound from f. Model is borrowed.
 func (r *Request) SetFacts(f RequestFacts) {
 	r.Model, r.Stream, r.MaxTokens = f.Model, f.Stream, f.MaxTokens
 	r.Messages, r.PromptChars, r.PromptTokens = f.Messages, f.PromptChars, f.PromptTokens
+	r.Bound = f.Bound
 }

@@ -70,6 +70,7 @@ func run(args []string, logger *slog.Logger) error {
 	fs.IntVar(&cfg.Tokens, "tokens", mockllm.DefaultTokens, "number of generated content tokens (ignored with -text)")
 	fs.DurationVar(&cfg.InterToken, "inter-token", 0, "delay between content events")
 	fs.BoolVar(&cfg.Usage, "usage", false, "always end streams with a usage chunk")
+	fs.BoolVar(&cfg.TokensPerByte, "tokens-per-byte", false, "count usage as one token per byte of text (prompt: plus 4 per message), for prompts far above chars/4")
 	fs.StringVar(&cfg.Text, "text", "", "reply with exactly this text instead of generated tokens")
 	fs.IntVar(&cfg.ChunkSize, "chunk-size", mockllm.DefaultChunkSize, "bytes of -text per content event")
 	fs.IntVar(&cfg.FailStatus, "fail-status", 0, "if non-zero, reply with this HTTP status and an OpenAI-style error")

@@ -35,6 +35,7 @@ var nativeMembers = [][]byte{[]byte("model"), []byte("max_tokens"), []byte("stre
 //   - PromptChars: the text of "system" (a string or text blocks), of
 //     string contents, of text blocks and of tool_result contents.
 //   - EstimatedPromptTokens: PromptChars/4 + 4 per turn, at least 1.
+//   - Bound: what bounds the prompt's tokens (openai.BoundFacts).
 //
 // Other members are not inspected: the body goes upstream as sent. Errors
 // are *openai.Error with Status 400 and a Param naming the member; the
@@ -88,6 +89,7 @@ func (p *RequestParser) Parse(body []byte, r *openai.Request) error {
 		return err
 	}
 	r.EstimatedPromptTokens = max(r.PromptChars/4+4*r.Messages, 1)
+	r.Bound.ReadMessages(len(body), root)
 	return nil
 }
 

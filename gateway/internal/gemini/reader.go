@@ -68,6 +68,14 @@ func (r *StreamReader) Reset(src io.Reader, model, id string, created int64, inc
 // Translator returns r's translator, for its Usage and Done.
 func (r *StreamReader) Translator() *StreamTranslator { return &r.tr }
 
+// InputTokens is the prompt's token count (promptTokenCount, cached
+// content included) once a chunk's usageMetadata has reported it; false
+// before. Gemini reports it with the first chunk.
+func (r *StreamReader) InputTokens() (int64, bool) {
+	u := r.tr.usage
+	return u.PromptTokens(), u.Present && u.Prompt > 0
+}
+
 // Read implements io.Reader.
 func (r *StreamReader) Read(p []byte) (int, error) {
 	for r.off == len(r.out) {

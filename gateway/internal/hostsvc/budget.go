@@ -122,6 +122,27 @@ func TokenUsage(prompt, completion int64, kinds wasmhost.TokenKinds) tenant.Toke
 		Reasoning: kinds.Reasoning, AudioOutput: kinds.AudioOutput, ImageOutput: kinds.ImageOutput}
 }
 
+// boundCost is the most prompt and completion tokens of r's model can
+// cost: every token at its side's highest rate (tenant.Price.BoundCost),
+// so that a hold covers whatever kinds of token the reply reports.
+func (b *Budget) boundCost(r *wasmhost.Request, prompt, completion int64) (int64, bool) {
+	p, ok := b.price(r)
+	if !ok {
+		return 0, false
+	}
+	return p.BoundCost(prompt, completion), true
+}
+
+// modelFacts are r's model's facts from its price.
+func (b *Budget) modelFacts(r *wasmhost.Request) wasmhost.ModelFacts {
+	p, ok := b.price(r)
+	if !ok {
+		return wasmhost.ModelFacts{}
+	}
+	return wasmhost.ModelFacts{ContextWindow: p.ContextWindow, MaxOutputTokens: p.MaxOutputTokens,
+		ImageTokens: p.ImageTokens, Reasoning: p.Reasoning, Known: true}
+}
+
 func tokensCost(tokens, microsPerMTok int64) int64 {
 	if tokens <= 0 || microsPerMTok <= 0 {
 		return 0
@@ -142,11 +163,12 @@ func (b *Budget) scopes(c *Session, r *wasmhost.Request) []budget.Scope {
 }
 
 // Reserve is budget.reserve: "PROMPT_TOKENS COMPLETION_TOKENS
-// LEASE_MS". The host prices the tokens for the request's model and holds
-// the amount against every budget of the request — its tenant's, its
-// key's, its end user's, per month or day as the plan says — all or
-// none; when the request ends it settles the real cost (and releases the
-// holds) by itself. Results:
+// LEASE_MS". The host prices the tokens for the request's model, each at
+// the highest rate of its side (tenant.Price.BoundCost), and holds the
+// amount against every budget of the request — its tenant's, its key's,
+// its end user's, per month or day as the plan says — all or none; when
+// the request ends it settles the real cost (and releases the holds) by
+// itself. Results:
 //
 //	ok AMOUNT REMAINING                   held (REMAINING: the least left of any budget)
 //	insufficient AMOUNT REMAINING SCOPE   refused by the budget SCOPE ("key:day",
@@ -181,7 +203,7 @@ func (b *Budget) Reserve(c *Session, r *wasmhost.Request, req []byte) ([]byte, e
 	if len(scopes) == 0 {
 		return []byte("unlimited"), nil
 	}
-	amount, ok := b.Cost(r, prompt, completion)
+	amount, ok := b.boundCost(r, prompt, completion)
 	if !ok {
 		return b.noPrice(), nil
 	}
@@ -189,6 +211,9 @@ func (b *Budget) Reserve(c *Session, r *wasmhost.Request, req []byte) ([]byte, e
 		time.Duration(leaseMs)*time.Millisecond)
 	if err == nil && res.Admitted {
 		c.meter.held = true
+		if !res.Duplicate {
+			c.meter.heldCompletion, c.meter.heldMicros = completion, amount
+		}
 	}
 	return b.result(r, res, err, amount, &b.counts.Budget[BudgetReserveOp])
 }
@@ -215,14 +240,20 @@ func (b *Budget) Extend(c *Session, r *wasmhost.Request, req []byte) ([]byte, er
 	if len(scopes) == 0 {
 		return []byte("unlimited"), nil
 	}
-	amount, ok := b.Cost(r, 0, more)
+	amount, ok := b.boundCost(r, 0, more)
 	if !ok {
 		return []byte("noprice"), nil
 	}
 	res, err := b.counter.Extend(context.Background(), r.Tenant.ID, b.holdID(c, r), scopes, amount,
 		time.Duration(leaseMs)*time.Millisecond)
 	if err == nil && res.Admitted {
-		c.meter.held = true
+		m := &c.meter
+		m.held = true
+		if res.Recreated {
+			m.heldCompletion, m.heldMicros = 0, 0 // the earlier hold is gone
+		}
+		m.heldCompletion += more
+		m.heldMicros += amount
 	}
 	return b.result(r, res, err, amount, &b.counts.Budget[BudgetExtendOp])
 }
@@ -265,22 +296,6 @@ func (b *Budget) result(r *wasmhost.Request, res budget.Reservation, err error, 
 	return out, nil
 }
 
-// Shrink lowers the request's hold to the cost of prompt and completion
-// tokens in every budget it was held against (never raises it): for a
-// request that learned, mid-way, a lower bound of its cost than it
-// reserved. Nothing happens without an open hold.
-func (b *Budget) Shrink(c *Session, r *wasmhost.Request, prompt, completion int64) error {
-	m := &c.meter
-	if !m.held || r.Tenant == nil {
-		return nil
-	}
-	to, ok := b.Cost(r, prompt, completion)
-	if !ok {
-		return nil
-	}
-	return b.counter.Shrink(context.Background(), r.Tenant.ID, b.holdID(c, r), m.scopes, to)
-}
-
 // settle releases the request's holds and charges its real cost in each of
 // its budgets, records the cost for the call log, and passes the alert
 // thresholds the charge crossed to the alert sink.
@@ -292,6 +307,15 @@ func (b *Budget) settle(c *Session, r *wasmhost.Request, prompt, completion int6
 	m.held = false
 	cost, _ := b.UsageCost(r, TokenUsage(prompt, completion, r.TokenKindsUsed))
 	r.CostMicros, r.CostSettled = cost, true
+	if over := cost - m.heldMicros; over > 0 {
+		// The hold was not an upper bound (a wrong price bound, an
+		// unbounded part, default_max_tokens below the reply): charged
+		// all the same, and counted.
+		b.counts.BudgetOverruns.Add(1)
+		b.counts.BudgetOverrunMicros.Add(over)
+		b.log.Warn("budget: settled cost above the hold", "tenant", r.Tenant.ID, "model", string(r.Model),
+			"cost_micros", cost, "held_micros", m.heldMicros)
+	}
 	crossed, err := b.counter.Settle(context.Background(), r.Tenant.ID, b.holdID(c, r), m.scopes, cost)
 	if err != nil {
 		// The call log still records the cost; reconcile corrects the
@@ -301,5 +325,30 @@ func (b *Budget) settle(c *Session, r *wasmhost.Request, prompt, completion int6
 	}
 	if len(crossed) > 0 && b.alerts != nil {
 		b.alerts.Crossed(context.Background(), crossed)
+	}
+}
+
+// shrinkToInput lowers the request's hold once the upstream has reported
+// the prompt's true token count (input, every kind included) before the
+// reply: to the bound cost of those tokens and of the completion tokens
+// the hold covers. The counter never raises a hold, so a count above the
+// reserved bound changes nothing. A request with parts the body could not
+// bound keeps its hold: server-side tools may add input as the reply goes.
+func (b *Budget) shrinkToInput(c *Session, r *wasmhost.Request, input int64) {
+	m := &c.meter
+	if !m.held || r.Tenant == nil || input < 0 || r.Bound.Unbounded > 0 {
+		return
+	}
+	to, ok := b.boundCost(r, input, m.heldCompletion)
+	if !ok {
+		return
+	}
+	if to >= m.heldMicros {
+		return
+	}
+	m.heldMicros = to
+	if err := b.counter.Shrink(context.Background(), r.Tenant.ID, b.holdID(c, r), m.scopes, to); err != nil {
+		// The hold stays as it was: only budget is kept back, not lost.
+		b.log.Warn("budget: shrink failed", "tenant", r.Tenant.ID, "err", err)
 	}
 }

@@ -58,7 +58,7 @@ func TestSettlePricesTokenKinds(t *testing.T) {
 			r := wasmhost.AcquireRequest()
 			defer wasmhost.ReleaseRequest(r)
 			r.Model, r.RequestID = []byte("kinds"), []byte("req-"+tt.name)
-			r.Tenant = &wasmhost.Tenant{ID: "acme", BudgetMicros: 10_000_000}
+			r.Tenant = &wasmhost.Tenant{ID: "acme", BudgetMicros: 100_000_000} // the hold is at the highest rates: 12 USD
 			if out, err := c.Call(r, "budget.reserve", []byte("100000 100000 60000")); err != nil || string(out[:3]) != "ok " {
 				t.Fatalf("reserve = %q, %v", out, err)
 			}

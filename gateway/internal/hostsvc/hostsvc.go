@@ -30,10 +30,11 @@ func (f ServiceFunc) Serve(c *Session, r *wasmhost.Request, req []byte) ([]byte,
 }
 
 var (
-	_ Service           = ServiceFunc(nil)
-	_ Service           = (*Tenants)(nil)
-	_ Service           = (*RateLimits)(nil)
-	_ wasmhost.Services = (*Session)(nil)
+	_ Service              = ServiceFunc(nil)
+	_ Service              = (*Tenants)(nil)
+	_ Service              = (*RateLimits)(nil)
+	_ wasmhost.Services    = (*Session)(nil)
+	_ wasmhost.ModelFacter = (*Session)(nil)
 )
 
 // Config is what a Set's services are built from. Nil fields mean the
@@ -171,15 +172,6 @@ func (c *Session) EndUser(r *wasmhost.Request) string {
 	return c.endUser(r, c.set.budget.userHeader)
 }
 
-// Shrink lowers the request's budget hold to the cost of prompt and
-// completion tokens, if that is lower (see Budget.Shrink).
-func (c *Session) Shrink(r *wasmhost.Request, prompt, completion int64) error {
-	if c.set == nil {
-		return nil
-	}
-	return c.set.budget.Shrink(c, r, prompt, completion)
-}
-
 // NeedsUsage reports whether Settle needs the request's usage: tokens were
 // charged to a TPM limit, or a budget hold is open.
 func (c *Session) NeedsUsage() bool { return c.meter.needsUsage() }
@@ -196,6 +188,26 @@ func (c *Session) Settle(r *wasmhost.Request, prompt, completion int64) {
 	c.set.budget.settle(c, r, prompt, completion)
 }
 
+// ModelFacts implements wasmhost.ModelFacter: the request's model's facts
+// from its price (nothing known without a Set or a price).
+func (c *Session) ModelFacts(r *wasmhost.Request) wasmhost.ModelFacts {
+	if c.set == nil {
+		return wasmhost.ModelFacts{}
+	}
+	return c.set.budget.modelFacts(r)
+}
+
+// InputKnown tells the session the prompt's true token count (every kind
+// of input token) as the upstream reported it before the reply (Anthropic's
+// message_start): the budget hold shrinks to what the prompt really costs
+// plus the completion it covers, giving the rest back at once.
+func (c *Session) InputKnown(r *wasmhost.Request, input int64) {
+	if c.set == nil {
+		return
+	}
+	c.set.budget.shrinkToInput(c, r, input)
+}
+
 // Counts count the services' decisions; they outlive policy reloads.
 type Counts struct {
 	// RateLimited counts ratelimit.admit answers "limited", by the limit
@@ -206,6 +218,10 @@ type Counts struct {
 	// Budget counts budget.reserve and budget.extend answers by operation
 	// (BudgetReserveOp, BudgetExtendOp) and result (BudgetHeld...).
 	Budget [2][BudgetResults]atomic.Int64
+	// BudgetOverruns counts settlements whose cost was above the
+	// request's hold, and BudgetOverrunMicros by how much in all: the
+	// hold was not an upper bound.
+	BudgetOverruns, BudgetOverrunMicros atomic.Int64
 }
 
 // Budget service operations and results, as indices of Counts.Budget.

@@ -35,6 +35,10 @@ type Meter struct {
 	held   bool
 	scopes []budget.Scope
 	hold   []byte
+	// heldCompletion is how many completion tokens the hold covers (the
+	// reservation's and every admitted extension's), for shrinkToInput;
+	// heldMicros what the hold is, to notice a settled cost above it.
+	heldCompletion, heldMicros int64
 
 	// snap is the tenant snapshot tenant.resolve found (nil: none); the
 	// request's budgets come from it, with no store read.

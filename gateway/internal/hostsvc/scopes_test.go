@@ -212,21 +212,20 @@ func TestScopeRefusals(t *testing.T) {
 	}
 }
 
-// Shrink lowers the hold in every scope, never raises it.
-func TestScopeShrink(t *testing.T) {
+// The prompt's true count, known early, lowers the hold in every scope,
+// never raises it.
+func TestScopeInputKnown(t *testing.T) {
 	w := newScopeWorld(t, tenant.KeyBudget{})
 	c, r := w.request(t, headers{"X-Tollgate-End-User": "alice"}, `{}`)
-	if out, err := c.Call(r, "budget.reserve", []byte("0 4000 60000")); err != nil || string(out) != "ok 40000 10000" {
+	if out, err := c.Call(r, "budget.reserve", []byte("20000 1000 60000")); err != nil || string(out) != "ok 30000 20000" {
 		t.Fatalf("reserve = %q, %v", out, err)
 	}
-	for _, tokens := range []int64{1000, 3000} { // the second would raise it
-		if err := c.Shrink(r, 0, tokens); err != nil {
-			t.Fatal(err)
-		}
+	for _, input := range []int64{5000, 25000} { // the second would raise it
+		c.InputKnown(r, input)
 	}
 	for _, s := range c.meter.scopes {
-		if _, reserved, err := w.counter.Status(context.Background(), "acme", s); err != nil || reserved != 10_000 {
-			t.Errorf("%s reserved %d, %v; want 10000", s, reserved, err)
+		if _, reserved, err := w.counter.Status(context.Background(), "acme", s); err != nil || reserved != 15_000 {
+			t.Errorf("%s reserved %d, %v; want 15000", s, reserved, err)
 		}
 	}
 }

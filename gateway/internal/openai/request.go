@@ -60,6 +60,10 @@ type Request struct {
 	// message for chat, and at least 1. It is a cheap upper-bound-ish guess
 	// for admission and budgets, not a tokenizer count.
 	EstimatedPromptTokens int
+
+	// Bound holds what an upper bound of the prompt's tokens is computed
+	// from (see BoundFacts).
+	Bound BoundFacts
 }
 
 // RequestParser validates request bodies and extracts a Request. It keeps
@@ -266,6 +270,8 @@ func (p *RequestParser) Parse(body []byte, ep Endpoint, r *Request) error {
 		return err
 	}
 
+	r.Bound = BoundFacts{Bytes: len(body)}
+	r.Bound.read(ep, root)
 	est := r.PromptChars/4 + r.PromptTokens
 	if ep == ChatCompletions {
 		est += 4 * r.Messages

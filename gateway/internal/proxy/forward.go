@@ -276,6 +276,14 @@ func (x *exchange) StreamClosed(flags uint32, usage openai.Usage) {
 	x.release()
 }
 
+// InputKnown implements stream.Exchange: the budget hold shrinks to the
+// prompt's true count.
+func (x *exchange) InputKnown(prompt int64) {
+	if x.wr != nil {
+		x.svc.InputKnown(x.wr, prompt)
+	}
+}
+
 var _ stream.Exchange = (*exchange)(nil)
 
 // tenantID is the request's tenant; "" when none was resolved.

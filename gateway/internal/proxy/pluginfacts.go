@@ -16,6 +16,10 @@ func pluginFacts(r *openai.Request) wasmhost.RequestFacts {
 		Messages:     int64(r.Messages),
 		PromptChars:  int64(r.PromptChars),
 		PromptTokens: int64(r.EstimatedPromptTokens),
+		Bound: wasmhost.BoundFacts{
+			PromptBytes: int64(max(r.Bound.Bytes, 0)), Images: int64(r.Bound.Images), Unbounded: int64(r.Bound.Unbounded),
+			Tools: int64(r.Bound.Tools), BuiltinTools: int64(r.Bound.BuiltinTools), Choices: int64(max(r.Bound.Choices, 1)),
+		},
 	}
 	if r.HasMaxTokens {
 		f.MaxTokens = r.MaxTokens

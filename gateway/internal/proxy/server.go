@@ -100,6 +100,9 @@ func New(p *config.Policy, log *slog.Logger, opts ...Option) (*Server, error) {
 	for _, o := range opts {
 		o(s)
 	}
+	for _, w := range p.BudgetLeaseWarnings() {
+		log.Warn("budget lease too short", "detail", w)
+	}
 	host, err := wasmhost.NewHost(p.PluginRuntime.CacheDir, log)
 	if err != nil {
 		return nil, err

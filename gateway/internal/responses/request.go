@@ -37,6 +37,7 @@ var requestMembers = [][]byte{
 //     message items (a string content, input_text and output_text parts),
 //     of function_call arguments and of function_call_output outputs.
 //   - EstimatedPromptTokens: PromptChars/4 + 4 per message, at least 1.
+//   - Bound: what bounds the prompt's tokens (openai.BoundFacts).
 //
 // Other members are not inspected here. Errors are *openai.Error with
 // Status 400 and a Param naming the member. A body naming one of these
@@ -89,6 +90,7 @@ func (p *RequestParser) Parse(body []byte, r *openai.Request) error {
 		return err
 	}
 	r.EstimatedPromptTokens = max(r.PromptChars/4+4*r.Messages, 1)
+	r.Bound.ReadResponses(len(body), root)
 	return nil
 }
 

@@ -223,6 +223,17 @@ pub(crate) const INT_MESSAGES: i32 = 3;
 pub(crate) const INT_PROMPT_TOKENS: i32 = 4;
 pub(crate) const INT_BODY_BYTES: i32 = 5;
 pub(crate) const INT_PROMPT_CHARS: i32 = 6;
+pub(crate) const INT_PROMPT_BYTES: i32 = 7;
+pub(crate) const INT_IMAGES: i32 = 8;
+pub(crate) const INT_UNBOUNDED: i32 = 9;
+pub(crate) const INT_TOOLS: i32 = 10;
+pub(crate) const INT_BUILTIN_TOOLS: i32 = 11;
+pub(crate) const INT_CHOICES: i32 = 12;
+pub(crate) const INT_PROMPT_TOKENS_BOUND: i32 = 13;
+pub(crate) const INT_MODEL_CONTEXT_WINDOW: i32 = 14;
+pub(crate) const INT_MODEL_MAX_OUTPUT: i32 = 15;
+pub(crate) const INT_MODEL_IMAGE_TOKENS: i32 = 16;
+pub(crate) const INT_MODEL_REASONING: i32 = 17;
 
 // Tenant fields (tenant_field / tenant_int).
 pub(crate) const TENANT_ID: i32 = 1;

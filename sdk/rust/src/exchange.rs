@@ -102,6 +102,73 @@ impl Exchange {
         unsafe { sys::request_int(INT_PROMPT_CHARS) }.max(0)
     }
 
+    /// The request body's length less the image payloads: no more than
+    /// this many tokens of the prompt are text.
+    pub fn prompt_bytes(&self) -> i64 {
+        unsafe { sys::request_int(INT_PROMPT_BYTES) }.max(0)
+    }
+
+    /// The number of image parts in the request.
+    pub fn image_count(&self) -> i64 {
+        unsafe { sys::request_int(INT_IMAGES) }.max(0)
+    }
+
+    /// The number of parts whose tokens the body cannot bound (files,
+    /// stored conversations, server-side tools).
+    pub fn unbounded_parts(&self) -> i64 {
+        unsafe { sys::request_int(INT_UNBOUNDED) }.max(0)
+    }
+
+    /// The number of tools the request declares.
+    pub fn tool_count(&self) -> i64 {
+        unsafe { sys::request_int(INT_TOOLS) }.max(0)
+    }
+
+    /// Of the declared tools, those whose definition the provider supplies.
+    pub fn builtin_tool_count(&self) -> i64 {
+        unsafe { sys::request_int(INT_BUILTIN_TOOLS) }.max(0)
+    }
+
+    /// How many completions the reply holds (`n`), at least 1.
+    pub fn choices(&self) -> i64 {
+        unsafe { sys::request_int(INT_CHOICES) }.max(1)
+    }
+
+    /// The host's upper bound of the prompt's tokens for the request's
+    /// model; `None` when there is none (unbounded parts and no known
+    /// context window). Never below the prompt's true count (sdk/ABI.md,
+    /// "Prompt bound").
+    pub fn prompt_tokens_bound(&self) -> Option<i64> {
+        Some(unsafe { sys::request_int(INT_PROMPT_TOKENS_BOUND) }).filter(|&n| n >= 0)
+    }
+
+    /// The model's context window, from its price; `None` when unknown.
+    pub fn model_context_window(&self) -> Option<i64> {
+        Some(unsafe { sys::request_int(INT_MODEL_CONTEXT_WINDOW) }).filter(|&n| n > 0)
+    }
+
+    /// The most output tokens a reply of the model has without
+    /// max_tokens, from its price; `None` when unknown.
+    pub fn model_max_output(&self) -> Option<i64> {
+        Some(unsafe { sys::request_int(INT_MODEL_MAX_OUTPUT) }).filter(|&n| n > 0)
+    }
+
+    /// The most input tokens one image counts for, from the model's price;
+    /// `None` when unknown.
+    pub fn model_image_tokens(&self) -> Option<i64> {
+        Some(unsafe { sys::request_int(INT_MODEL_IMAGE_TOKENS) }).filter(|&n| n > 0)
+    }
+
+    /// Whether the model's replies may hold hidden reasoning tokens (so
+    /// streamed text does not bound the output); `None` when the model has
+    /// no price.
+    pub fn model_reasoning(&self) -> Option<bool> {
+        match unsafe { sys::request_int(INT_MODEL_REASONING) } {
+            n if n < 0 => None,
+            n => Some(n == 1),
+        }
+    }
+
     /// The request's tenant as the host's tenant service resolved it;
     /// `None` when none is resolved (yet). Twelve host calls.
     pub fn tenant(&self) -> Result<Option<Tenant>, Error> {

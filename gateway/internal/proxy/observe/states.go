@@ -160,6 +160,8 @@ func (t *stateTotals) sums() (tenant.CacheStats, map[string]*pluginTotals) {
 
 var (
 	mRateRejections = desc("tollgate_ratelimit_rejections_total", "Rate-limit admissions refused, by reason: requests or tokens (the limit reached), unavailable (Redis down under fail_closed).", "reason")
+	mBudgetOverruns = desc("tollgate_budget_overruns_total", "Settled requests whose cost was above their budget hold: the hold was not an upper bound (a price's bounds wrong, parts the body cannot bound, default_max_tokens below the reply, a lease that ended).")
+	mBudgetOverrun  = desc("tollgate_budget_overrun_micros_total", "By how much settled costs passed their budget holds, in USD micros.")
 	mBudgetResults  = desc("tollgate_budget_reservations_total", "Budget holds asked for, by operation (reserve before forwarding, extend during a stream) and result: held, insufficient (the budget would be passed: a rejection or a cut stream), unavailable (the counter is down).", "op", "result")
 	mPGStatements   = desc("tollgate_postgres_statements_total", "Statements sent to Postgres by pool: tenants (key and price reads on cache misses) or ledger (call log, budget seeding, reconcile). A batch's statements count one each, a COPY one.", "pool")
 	mCacheLookups   = desc("tollgate_tenant_cache_lookups_total", "Tenant cache lookups (keys and prices) by result: hit (fresh), stale (served while one reload runs), negative_hit (a remembered unknown key), miss (waited for a store read).", "result")
@@ -173,7 +175,7 @@ var (
 	mLedgerDups     = desc("tollgate_calllog_duplicate_rows_total", "Committed rows Postgres already held (a replayed spool), skipped without adding their cost again.")
 )
 
-var stateDescs = []*prometheus.Desc{mRateRejections, mBudgetResults, mPGStatements, mCacheLookups, mCacheLoads, mCacheLoadErrs,
+var stateDescs = []*prometheus.Desc{mRateRejections, mBudgetResults, mBudgetOverruns, mBudgetOverrun, mPGStatements, mCacheLookups, mCacheLoads, mCacheLoadErrs,
 	mCacheEvictions, mPluginOverdue, mPluginCreated, mPluginDropped, mLedgerTxRows, mLedgerDups}
 
 // txRowBuckets are the upper bounds of the rows-per-transaction buckets of
@@ -248,4 +250,6 @@ func (o *Metrics) collectServices(ch chan<- prometheus.Metric, c *hostsvc.Counts
 			counter(mBudgetResults, c.Budget[op][r].Load(), hostsvc.BudgetOps[op], hostsvc.BudgetResultNames[r])
 		}
 	}
+	counter(mBudgetOverruns, c.BudgetOverruns.Load())
+	counter(mBudgetOverrun, c.BudgetOverrunMicros.Load())
 }

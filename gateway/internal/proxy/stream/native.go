@@ -127,6 +127,12 @@ func (st *Stream) readNative(raw []byte, guarded bool) (ev *anthropic.Event, fla
 	if c.Usage.Present {
 		st.usage = c.Usage
 	}
+	if ev.Type == anthropic.EventMessageStart && ev.Usage.Present && !st.inputKnown && st.x != nil {
+		if n := ev.Usage.PromptTokens(); n > 0 {
+			st.inputKnown = true
+			st.x.InputKnown(n)
+		}
+	}
 	if len(c.Text) > 0 {
 		st.up.Text += int64(len(c.Text))
 		st.up.Events++

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/tollgate/tollgate/gateway/internal/anthropic"
+	"github.com/tollgate/tollgate/gateway/internal/gemini"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
 	"github.com/tollgate/tollgate/gateway/internal/sse"
 	"github.com/tollgate/tollgate/sdk/wasmhost"
@@ -261,4 +262,78 @@ func TestNativeStreamVerdicts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// inputExchange records what a stream tells its exchange.
+type inputExchange struct{ inputs []int64 }
+
+func (x *inputExchange) StreamClosed(uint32, openai.Usage) {}
+func (x *inputExchange) InputKnown(n int64)                { x.inputs = append(x.inputs, n) }
+
+// message_start's input count (cache reads and writes included) reaches
+// the exchange once, before any text, on a native stream and on one
+// translated into chat chunks; so does Gemini's promptTokenCount.
+func TestInputKnownAtMessageStart(t *testing.T) {
+	rec := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-x\",\"content\":[],\"usage\":{\"input_tokens\":120,\"cache_read_input_tokens\":30,\"cache_creation_input_tokens\":5,\"output_tokens\":1}}}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n" +
+		"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"input_tokens\":120,\"output_tokens\":7}}\n\n" +
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	t.Run("native", func(t *testing.T) {
+		x := &inputExchange{}
+		st := &Stream{x: x, up: &Counters{TTFT: -1}, id: []byte("req_test"), model: []byte("claude-x"), cancel: func(error) {}}
+		st.nat.reset()
+		rd := sse.NewReader(strings.NewReader(rec), 0)
+		for {
+			raw, err := rd.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			st.readNative(raw, false)
+			if st.up.Text > 0 && len(x.inputs) == 0 {
+				t.Fatal("text came before the input count")
+			}
+		}
+		if len(x.inputs) != 1 || x.inputs[0] != 155 {
+			t.Fatalf("inputs %v, want [155]", x.inputs)
+		}
+	})
+	t.Run("gemini", func(t *testing.T) {
+		x := &inputExchange{}
+		tr := gemini.NewStreamReader(0)
+		tr.Reset(strings.NewReader("data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"hi\"}],\"role\":\"model\"}}],\"usageMetadata\":{\"promptTokenCount\":155,\"cachedContentTokenCount\":100,\"candidatesTokenCount\":1}}\r\n\r\n"+
+			"data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\" there\"}],\"role\":\"model\"},\"finishReason\":\"STOP\"}],\"usageMetadata\":{\"promptTokenCount\":155,\"candidatesTokenCount\":2}}\r\n\r\n"),
+			"gemini-x", "", 0, true)
+		st := &Stream{x: x, tr: tr}
+		rd := sse.NewReader(tr, 0)
+		for {
+			if _, err := rd.Next(); err != nil {
+				break
+			}
+			st.reportInput()
+		}
+		if len(x.inputs) != 1 || x.inputs[0] != 155 {
+			t.Fatalf("inputs %v, want [155]", x.inputs)
+		}
+	})
+	t.Run("translated", func(t *testing.T) {
+		x := &inputExchange{}
+		tr := anthropic.NewStreamReader(0)
+		tr.Reset(strings.NewReader(rec), "claude-x", "", 0, true)
+		st := &Stream{x: x, tr: tr}
+		rd := sse.NewReader(tr, 0)
+		for {
+			if _, err := rd.Next(); err != nil {
+				break
+			}
+			st.reportInput()
+		}
+		if len(x.inputs) != 1 || x.inputs[0] != 155 {
+			t.Fatalf("inputs %v, want [155]", x.inputs)
+		}
+	})
 }

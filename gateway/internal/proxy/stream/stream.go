@@ -60,6 +60,7 @@ type Stream struct {
 
 	stripUsage bool // drop the usage-only chunk the client did not ask for
 	sawDone    bool
+	inputKnown bool // the exchange was told the prompt's token count
 	stopped    bool
 	finished   bool
 	endFlags   uint32
@@ -90,6 +91,32 @@ type Exchange interface {
 	// are the end phase's (wasmhost.End*), usage the upstream's last report.
 	// The request's upstream exchange is its own to release.
 	StreamClosed(flags uint32, usage openai.Usage)
+	// InputKnown reports the prompt's token count (every kind of input
+	// token) when the upstream tells it before the reply (Anthropic's
+	// message_start), once per stream, so the request's budget hold can
+	// shrink to it.
+	InputKnown(prompt int64)
+}
+
+// inputReporter is implemented by translated streams that learn the
+// prompt's token count before the reply (anthropic.StreamReader,
+// gemini.StreamReader).
+type inputReporter interface {
+	InputTokens() (int64, bool)
+}
+
+// reportInput tells the exchange the prompt's token count once a
+// translated stream has it.
+func (st *Stream) reportInput() {
+	if st.inputKnown || st.tr == nil || st.x == nil {
+		return
+	}
+	if ir, ok := st.tr.(inputReporter); ok {
+		if n, ok := ir.InputTokens(); ok {
+			st.inputKnown = true
+			st.x.InputKnown(n)
+		}
+	}
 }
 
 // Counters are what a stream measures of the upstream's reply for its
@@ -223,6 +250,7 @@ func (st *Stream) fill() {
 
 // process decides what one upstream event becomes.
 func (st *Stream) process(raw []byte) {
+	st.reportInput()
 	if st.resp {
 		st.processResponses(raw)
 		return
@@ -493,6 +521,7 @@ func (st *Stream) Close() error {
 	st.ex, st.ctx, st.cancel, st.pipe = nil, nil, nil, nil
 	st.out, st.sent, st.held, st.heldText, st.template = st.out[:0], 0, st.held[:0], 0, st.template[:0]
 	st.sawDone, st.stopped, st.finished, st.stripUsage, st.endFlags = false, false, false, false, 0
+	st.inputKnown = false
 	st.usage = openai.Usage{}
 	streamPool.Put(st)
 	return nil

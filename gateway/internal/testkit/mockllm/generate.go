@@ -111,6 +111,12 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, body []byte, 
 		promptTokens: max(1, chars/4+tokens),
 		limit:        limit,
 	}
+	if p.tokensPerByte {
+		c.promptTokens = 0
+		for _, m := range req.Messages {
+			c.promptTokens += promptBytes(m.Content) + 4
+		}
+	}
 	s.complete(w, r, c, p)
 }
 
@@ -142,7 +148,72 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, body []
 		promptTokens: max(1, chars/4+tokens),
 		limit:        limit,
 	}
+	if p.tokensPerByte {
+		c.promptTokens = promptBytes(req.Prompt) + tokens + 4
+	}
 	s.complete(w, r, c, p)
+}
+
+// promptBytes is the UTF-8 bytes of a content or prompt's text: a string,
+// the text of parts, the strings of an array (token numbers count 0).
+func promptBytes(raw json.RawMessage) int {
+	raw = trimSpace(raw)
+	if len(raw) == 0 {
+		return 0
+	}
+	switch raw[0] {
+	case '"':
+		var s string
+		json.Unmarshal(raw, &s)
+		return len(s)
+	case '{':
+		var part struct {
+			Text string `json:"text"`
+		}
+		json.Unmarshal(raw, &part)
+		return len(part.Text)
+	case '[':
+		var items []json.RawMessage
+		json.Unmarshal(raw, &items)
+		n := 0
+		for _, it := range items {
+			n += promptBytes(it)
+		}
+		return n
+	}
+	return 0
+}
+
+// completionTokens is the completion_tokens of a reply of n pieces: n, or
+// with tokensPerByte the bytes of their text.
+func (p *params) completionTokens(n int) int {
+	if !p.tokensPerByte {
+		return n
+	}
+	bytes, off := 0, 0
+	for i := range n {
+		if !p.textSet {
+			bytes += len("tok ") + len(strconv.Itoa(i))
+			continue
+		}
+		end := p.pieceEnd(off)
+		bytes += end - off
+		off = end
+	}
+	return bytes
+}
+
+// piecesWithin is how many pieces a limit of tokens allows: limit itself
+// (-1: none), or with tokensPerByte the most whose bytes fit in it.
+func (p *params) piecesWithin(limit int) int {
+	if !p.tokensPerByte || limit < 0 {
+		return limit
+	}
+	n := 0
+	for n < p.eventCount() && p.completionTokens(n+1) <= limit {
+		n++
+	}
+	return n
 }
 
 // limit validates a max_tokens-style field and returns the tighter of it and
@@ -296,8 +367,8 @@ func (p *params) appendPiece(b []byte, i, off int) ([]byte, int) {
 // complete writes a chat or legacy completion, streaming or not.
 func (s *Server) complete(w http.ResponseWriter, r *http.Request, c *completion, p *params) {
 	n, finish := p.eventCount(), "stop"
-	if c.limit >= 0 && c.limit < n {
-		n, finish = c.limit, "length"
+	if limit := p.piecesWithin(c.limit); limit >= 0 && limit < n {
+		n, finish = limit, "length"
 	}
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
@@ -409,7 +480,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, c *completion,
 	if c.includeUsage || p.usage {
 		b = append(b[:0], prefix...)
 		b = append(b, `],"usage":`...)
-		b = appendOpenAIUsage(b, c.promptTokens, n, &p.kinds)
+		b = appendOpenAIUsage(b, c.promptTokens, p.completionTokens(n), &p.kinds)
 		if b = append(b, "}\n\n"...); !emit(b) {
 			return
 		}
@@ -493,7 +564,7 @@ func (c *completion) appendBody(b []byte, p *params, n int, finish string) []byt
 		b = append(b, `","index":0,"logprobs":null,"finish_reason":"`...)
 	}
 	b = append(append(b, finish...), `"}],"usage":`...)
-	b = appendOpenAIUsage(b, c.promptTokens, n, &p.kinds)
+	b = appendOpenAIUsage(b, c.promptTokens, p.completionTokens(n), &p.kinds)
 	return append(b, "}\n"...)
 }
 

@@ -119,6 +119,12 @@ type Config struct {
 	// a request names one in HeaderRecording: an SSE stream, or a JSON
 	// message (see anthropic.go).
 	Recordings map[string][]byte
+	// TokensPerByte makes chat and completions usage count one token per
+	// byte: prompt_tokens is the UTF-8 bytes of the prompt's text plus 4
+	// per message, completion_tokens the bytes of the reply's text. Tests
+	// use it for prompts whose true count is far above chars/4 (Chinese,
+	// hex), as no tokenizer's count can exceed it.
+	TokensPerByte bool
 	// EmbeddingDims is the length of embedding vectors (default 8); a
 	// request's "dimensions" field overrides it.
 	EmbeddingDims int

@@ -26,6 +26,9 @@ const (
 	HeaderUsage        = "X-Mock-Usage"         // strconv.ParseBool syntax
 	HeaderSplit        = "X-Mock-Split"         // comma-separated byte offsets into the text ("" for none), see Config.Split
 	HeaderToolCallAt   = "X-Mock-Tool-Call-At"  // integer, 0 (none) to the text's length, see Config.ToolCallAt
+	// HeaderTokensPerByte is strconv.ParseBool syntax, see
+	// Config.TokensPerByte.
+	HeaderTokensPerByte = "X-Mock-Tokens-Per-Byte"
 	// HeaderToolCallArgs is comma-separated fragments, each
 	// url.QueryUnescape-encoded (a comma inside one is %2C), see
 	// Config.ToolCallArgs.
@@ -51,7 +54,8 @@ var (
 	keySplit        = canonical(HeaderSplit)
 	keyToolCallAt   = canonical(HeaderToolCallAt)
 
-	keyToolCallArgs = canonical(HeaderToolCallArgs)
+	keyToolCallArgs  = canonical(HeaderToolCallArgs)
+	keyTokensPerByte = canonical(HeaderTokensPerByte)
 )
 
 // params is the effective behaviour of one request.
@@ -72,6 +76,8 @@ type params struct {
 	garbage    int // GarbageAfter
 	wait       *waiter
 
+	tokensPerByte bool // usage counts a token per byte (Config.TokensPerByte)
+
 	// toolCallArgs are the fragments of the tool call's arguments.
 	toolCallArgs []string
 }
@@ -80,20 +86,21 @@ type params struct {
 func (s *Server) params(h http.Header) (*params, error) {
 	c := &s.cfg
 	p := &params{
-		ttft:       c.TTFT,
-		tokens:     c.Tokens,
-		interToken: c.InterToken,
-		usage:      c.Usage,
-		kinds:      c.UsageKinds,
-		text:       c.Text,
-		textSet:    c.Text != "",
-		chunkSize:  c.ChunkSize,
-		split:      c.Split,
-		toolCallAt: c.ToolCallAt,
-		failStatus: c.FailStatus,
-		failDelay:  c.FailDelay,
-		cutAfter:   c.CutAfter,
-		garbage:    c.GarbageAfter,
+		ttft:          c.TTFT,
+		tokens:        c.Tokens,
+		interToken:    c.InterToken,
+		usage:         c.Usage,
+		kinds:         c.UsageKinds,
+		tokensPerByte: c.TokensPerByte,
+		text:          c.Text,
+		textSet:       c.Text != "",
+		chunkSize:     c.ChunkSize,
+		split:         c.Split,
+		toolCallAt:    c.ToolCallAt,
+		failStatus:    c.FailStatus,
+		failDelay:     c.FailDelay,
+		cutAfter:      c.CutAfter,
+		garbage:       c.GarbageAfter,
 
 		toolCallArgs: c.ToolCallArgs,
 	}
@@ -127,6 +134,13 @@ func (s *Server) params(h http.Header) (*params, error) {
 	}
 	if p.failStatus != 0 && p.failStatus < 200 {
 		return nil, headerError(HeaderFailStatus, "must be 0 or between 200 and 599")
+	}
+	if v, ok := h[keyTokensPerByte]; ok && len(v) > 0 {
+		b, perr := strconv.ParseBool(v[0])
+		if perr != nil {
+			return nil, headerError(HeaderTokensPerByte, "must be true or false")
+		}
+		p.tokensPerByte = b
 	}
 	if v, ok := h[keyUsage]; ok && len(v) > 0 {
 		b, perr := strconv.ParseBool(v[0])
