@@ -61,7 +61,8 @@ func startAzureMock(t *testing.T, cfg mockllm.Config) (string, func() []azureReq
 
 // azurePolicy: gpt-4o served by deployment gpt4o-prod, the built-in
 // plugins on two keys (one limited to 3 requests a minute); prices of 1
-// µ$ per prompt token and 10 µ$ per completion token, a budget of 2000 µ$.
+// µ$ per prompt token and 10 µ$ per completion token with replies of at
+// most 64 tokens (the catalog says 16,384 for gpt-4o), a budget of 20,000 µ$.
 func azurePolicy(mockURL string) string {
 	return fmt.Sprintf(`
 version: 1
@@ -91,7 +92,7 @@ tenants:
         - {id: main, key_env: AZ_TENANT_KEY}
         - {id: limited, key_env: AZ_LIMITED_KEY, rpm: 3}
   prices:
-    - {model: gpt-4o, input_usd_per_mtok: 1, output_usd_per_mtok: 10}
+    - {model: gpt-4o, input_usd_per_mtok: 1, output_usd_per_mtok: 10, max_output_tokens: 64}
 plugins:
   - {name: preflight, builtin: preflight}
   - {name: ratelimit, builtin: ratelimit, config: {default_max_tokens: 64}}
