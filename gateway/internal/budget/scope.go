@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,11 +36,37 @@ func (w Window) String() string {
 // Period names the window holding t: "2026-12" for Month, "2026-12-01"
 // for Day (UTC).
 func (w Window) Period(t time.Time) string {
-	if w == Day {
-		return t.UTC().Format("2006-01-02")
+	day := t.Unix() / secondsPerDay
+	if t.Unix() < 0 && t.Unix()%secondsPerDay != 0 {
+		day-- // floor: the UTC day holding t
 	}
-	return t.UTC().Format("2006-01")
+	i := 0
+	if w == Day {
+		i = 1
+	}
+	// Every request names its periods: a period is formatted once a day
+	// per window, not once a request.
+	if e := periods[i].Load(); e != nil && e.day == day {
+		return e.name
+	}
+	name := t.UTC().Format("2006-01")
+	if w == Day {
+		name = t.UTC().Format("2006-01-02")
+	}
+	periods[i].Store(&period{day: day, name: name})
+	return name
 }
+
+const secondsPerDay = 24 * 60 * 60
+
+// period is a window's period name on one UTC day (days since 1970).
+type period struct {
+	day  int64
+	name string
+}
+
+// periods are the last period named per window (Month, Day).
+var periods [2]atomic.Pointer[period]
 
 // Scope is one budget a request is held against: a kind, the id within the
 // tenant ("" for the tenant itself; the key id; the end-user id), the
