@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -16,7 +14,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tollgate/tollgate/gateway/internal/config"
 	"github.com/tollgate/tollgate/gateway/internal/proxy"
 	"github.com/tollgate/tollgate/gateway/internal/store/pg"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
@@ -383,33 +380,8 @@ func TestBudgetScopesWarmNoPostgres(t *testing.T) {
 	// The first byte goes out with the first token; the end phase (Redis
 	// again) comes 200 ms later.
 	_, mockURL := startMock(t, mockllm.Config{Tokens: 3, TTFT: 100 * time.Millisecond, InterToken: 200 * time.Millisecond, Usage: true})
-	spool := t.TempDir()
-	p, err := config.Parse([]byte(w.policy(t, mockURL, `{}`, "")), func(k string) (string, bool) {
-		switch k {
-		case "TOLLGATE_DATABASE_URL":
-			return w.dsn, true
-		case "TG_TEST_SPOOL":
-			return spool, true
-		}
-		return "", false
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var tenantPG, ledgerPG countingTracer
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := proxy.New(p, slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		proxy.WithPGTracer(&tenantPG), proxy.WithLedgerPGTracer(&ledgerPG))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { srv.Serve(ln); close(done) }()
-	t.Cleanup(func() { srv.Shutdown(0, 5*time.Second); <-done })
-	gw := "http://" + ln.Addr().String()
+	srv, gw := w.gateway(t, w.policy(t, mockURL, `{}`, ""), proxy.WithPGTracer(&tenantPG), proxy.WithLedgerPGTracer(&ledgerPG))
 
 	stream := `{"model":"mock-1","stream":true,"max_tokens":50,"messages":[{"role":"user","content":"hello there"}]}`
 	// firstByte sends one request for user and returns the Postgres

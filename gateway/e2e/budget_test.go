@@ -94,7 +94,7 @@ plugins:
 }
 
 // gateway runs the policy in-process.
-func (w *budgetWorld) gateway(t *testing.T, pol string) (*proxy.Server, string) {
+func (w *budgetWorld) gateway(t *testing.T, pol string, opts ...proxy.Option) (*proxy.Server, string) {
 	t.Helper()
 	spool := t.TempDir()
 	p, err := config.Parse([]byte(pol), func(k string) (string, bool) {
@@ -115,7 +115,7 @@ func (w *budgetWorld) gateway(t *testing.T, pol string) (*proxy.Server, string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := proxy.New(p, slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	srv, err := proxy.New(p, slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,33 +436,8 @@ func TestQueryBudgetRedis(t *testing.T) {
 	pol := w.policy(t, mockURL, `{}`, "") + fmt.Sprintf(`  - name: ratelimit
     path: %s
 `, pluginPath(t, "ratelimit"))
-	spool := t.TempDir()
-	p, err := config.Parse([]byte(pol), func(k string) (string, bool) {
-		switch k {
-		case "TOLLGATE_DATABASE_URL":
-			return w.dsn, true
-		case "TG_TEST_SPOOL":
-			return spool, true
-		}
-		return "", false
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var tenantPG, ledgerPG countingTracer
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := proxy.New(p, slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		proxy.WithPGTracer(&tenantPG), proxy.WithLedgerPGTracer(&ledgerPG))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { srv.Serve(ln); close(done) }()
-	t.Cleanup(func() { srv.Shutdown(0, 5*time.Second); <-done })
-	gw := "http://" + ln.Addr().String()
+	srv, gw := w.gateway(t, pol, proxy.WithPGTracer(&tenantPG), proxy.WithLedgerPGTracer(&ledgerPG))
 
 	// The plan has limits so ratelimit has work to do.
 	ctx := context.Background()
