@@ -80,6 +80,15 @@ type Request struct {
 	// Tracer, when set, is told about each plugin callback (tracing);
 	// nil for requests that are not traced.
 	Tracer CallTracer
+	// Refacts, when set, re-derives the request's facts (SetFacts) from
+	// Body after a plugin rewrote it (set_message_text), as the gateway
+	// derived them from the client's body; an error refuses the rewrite
+	// (the body and its facts stay as they were: Refacts is called again
+	// on the old body). Nil: the facts stay as set.
+	Refacts func(r *Request) error
+	// MaxBodyBytes bounds a rewritten body (0: no bound): a rewrite that
+	// makes it longer is refused.
+	MaxBodyBytes int
 
 	// Usage, for the chunk and end phases.
 	PromptTokensUsed, CompletionTokensUsed int64
@@ -138,6 +147,8 @@ type Request struct {
 	// plugin first asks for it (messagesDone) and kept for the request.
 	messages     []byte
 	messagesDone bool
+	// rewrite is the state of set_message_text (hostfuncs_rewrite.go).
+	rewrite rewriteState
 
 	// headerBytes holds the names and values of SetUpstreamHeaders and
 	// SetClientHeaders (addHeader), reused from one request to the next.
@@ -178,6 +189,7 @@ func ReleaseRequest(r *Request) {
 		callResult:         r.callResult[:0],
 		headerBytes:        r.headerBytes[:0],
 		messages:           r.messages[:0],
+		rewrite:            r.rewrite.reset(),
 	}
 	requestPool.Put(r)
 }
@@ -329,7 +341,8 @@ func (h Headers) PeekBytes(name []byte) []byte {
 // call of the request.
 func (r *Request) conversation() []byte {
 	if !r.messagesDone {
-		r.messages, r.messagesDone = convo.Append(r.messages[:0], r.Body), true
+		r.messages, r.rewrite.spans = convo.AppendSpans(r.messages[:0], r.Body, r.rewrite.spans[:0])
+		r.messagesDone = true
 	}
 	return r.messages
 }
