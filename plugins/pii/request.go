@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+
+	"github.com/tollgate/tollgate/plugins/pii/detect"
+	"github.com/tollgate/tollgate/sdk"
+)
+
+// textSetter rewrites a part of the request's conversation: what
+// masking needs of the request, so the logic is tested without a host.
+type textSetter interface {
+	SetMessageText(record int, text string) error
+}
+
+var _ textSetter = (*sdk.Request)(nil)
+
+// requestResult is what the request phase found and did.
+type requestResult struct {
+	found  detect.Set
+	counts [16]int // findings per kind
+	// rewritten is the number of parts rewritten.
+	rewritten int
+	// unredactable is set when a part with findings could not be
+	// rewritten (its text is not one JSON string in the body): the
+	// request is refused rather than sent with the data in it.
+	unredactable bool
+	entries      []entry
+}
+
+// edit is a part's new text.
+type edit struct {
+	record int
+	text   []byte
+}
+
+// scanRequest scans the parts of the roles the policy names and, unless it
+// rejects, rewrites them through w with placeholders numbered by m.
+func (p *policy) scanRequest(parts []sdk.MessagePart, w textSetter, m *mapping) (requestResult, error) {
+	var res requestResult
+	m.taken = func(ph []byte) bool {
+		for _, part := range parts {
+			if bytes.Contains(part.Text, ph) {
+				return true
+			}
+		}
+		return false
+	}
+	var spans []detect.Span
+	var edits []edit
+	for _, part := range parts {
+		if !p.scansRole(part.Role) {
+			continue
+		}
+		spans = p.scanner.Append(spans[:0], part.Text)
+		if len(spans) == 0 {
+			continue
+		}
+		for _, sp := range spans {
+			res.found |= detect.SetOf(sp.Kind)
+			res.counts[sp.Kind]++
+		}
+		if p.mode == modeReject {
+			continue
+		}
+		edits = append(edits, edit{record: part.Record, text: m.redact(nil, p.placeholder, part.Text, spans)})
+	}
+	res.entries = m.entries
+	for _, e := range edits {
+		if err := w.SetMessageText(e.record, string(e.text)); err != nil {
+			if errors.Is(err, sdk.ErrInvalid) {
+				res.unredactable = true
+				return res, nil
+			}
+			return res, err
+		}
+		res.rewritten++
+	}
+	return res, nil
+}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/plugins/pii/detect"
+	"github.com/tollgate/tollgate/sdk"
+)
+
+// fakeRequest records the rewrites; records in refuse answer ErrInvalid
+// as the host does for a part that is not one JSON string.
+type fakeRequest struct {
+	texts  map[int]string
+	refuse map[int]bool
+}
+
+func (f *fakeRequest) SetMessageText(record int, text string) error {
+	if f.refuse[record] {
+		return sdk.ErrInvalid
+	}
+	if f.texts == nil {
+		f.texts = map[int]string{}
+	}
+	f.texts[record] = text
+	return nil
+}
+
+func part(record int, role, text string) sdk.MessagePart {
+	return sdk.MessagePart{Index: record, Record: record, Kind: sdk.PartText, Role: []byte(role), Text: []byte(text)}
+}
+
+func mustPolicy(t *testing.T, cfg string) *policy {
+	t.Helper()
+	p, err := parseConfig([]byte(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestScanRequest(t *testing.T) {
+	parts := []sdk.MessagePart{
+		part(0, "system", "Support bot. Escalate to boss@example.com."),
+		part(1, "user", "I am john@example.com, card 4111 1111 1111 1111, and again john@example.com."),
+		part(2, "assistant", "Noted."),
+		part(3, "user", "Also jane@example.org and [EMAIL_2] is literal text."),
+	}
+	tests := []struct {
+		name   string
+		cfg    string
+		want   map[int]string
+		found  detect.Set
+		reject bool
+	}{
+		{
+			name: "redact",
+			cfg:  `{"mode":"redact"}`,
+			want: map[int]string{
+				1: "I am [EMAIL_1], card [CARD_1], and again [EMAIL_1].",
+				// [EMAIL_2] occurs in the request: the next number is 3.
+				3: "Also [EMAIL_3] and [EMAIL_2] is literal text.",
+			},
+			found: detect.SetOf(detect.Email, detect.Card),
+		},
+		{
+			name:  "detectors",
+			cfg:   `{"mode":"mask-and-restore","detectors":["card"]}`,
+			want:  map[int]string{1: "I am john@example.com, card [CARD_1], and again john@example.com."},
+			found: detect.SetOf(detect.Card),
+		},
+		{
+			name:  "roles",
+			cfg:   `{"roles":["system"]}`,
+			want:  map[int]string{0: "Support bot. Escalate to [EMAIL_1]."},
+			found: detect.SetOf(detect.Email),
+		},
+		{
+			name:   "reject",
+			cfg:    `{"mode":"reject"}`,
+			want:   map[int]string{},
+			found:  detect.SetOf(detect.Email, detect.Card),
+			reject: true,
+		},
+	}
+	for _, tt := range tests {
+		p := mustPolicy(t, tt.cfg)
+		var f fakeRequest
+		var m mapping
+		res, err := p.scanRequest(parts, &f, &m)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if res.found != tt.found || res.unredactable {
+			t.Errorf("%s: found %v (unredactable %v), want %v", tt.name, res.found.Kinds(), res.unredactable, tt.found.Kinds())
+		}
+		if len(f.texts) != len(tt.want) {
+			t.Errorf("%s: rewrote %v, want %v", tt.name, f.texts, tt.want)
+		}
+		for rec, want := range tt.want {
+			if f.texts[rec] != want {
+				t.Errorf("%s: record %d is %q, want %q", tt.name, rec, f.texts[rec], want)
+			}
+		}
+		if tt.reject && !strings.Contains(p.rejectMessage(res.found), "(email, card)") {
+			t.Errorf("%s: message %q", tt.name, p.rejectMessage(res.found))
+		}
+	}
+}
+
+// The placeholders a request got restore the originals in the reply.
+func TestScanRequestThenRestore(t *testing.T) {
+	p := mustPolicy(t, `{"mode":"mask-and-restore"}`)
+	text := "Mail john@example.com or call +44 20 7946 0958; key AKIAIOSFODNN7EXAMPLE."
+	var f fakeRequest
+	var m mapping
+	res, err := p.scanRequest([]sdk.MessagePart{part(0, "user", text)}, &f, &m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Mail [EMAIL_1] or call [PHONE_1]; key [SECRET_1]."; f.texts[0] != want {
+		t.Fatalf("masked %q, want %q", f.texts[0], want)
+	}
+	// Through the state's encoding, as the chunk phase reads it.
+	entries, _, err := decodeState(nil, encodeState(nil, res.entries, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := streamReply(t, p, entries, []string{"Done: [EMAIL", "_1], [PHONE_1], [SEC", "RET_1]."}); got != "Done: john@example.com, +44 20 7946 0958, AKIAIOSFODNN7EXAMPLE." {
+		t.Fatalf("restored %q", got)
+	}
+}
+
+func TestScanRequestUnredactable(t *testing.T) {
+	p := mustPolicy(t, `{"mode":"redact"}`)
+	f := fakeRequest{refuse: map[int]bool{1: true}}
+	var m mapping
+	res, err := p.scanRequest([]sdk.MessagePart{part(0, "user", "a@example.com"), part(1, "tool", "b@example.com")}, &f, &m)
+	if err != nil || !res.unredactable {
+		t.Fatalf("err %v, unredactable %v", err, res.unredactable)
+	}
+	boom := errors.New("boom")
+	if _, err := p.scanRequest([]sdk.MessagePart{part(0, "user", "a@example.com")}, errSetter{boom}, &m); !errors.Is(err, boom) {
+		t.Fatalf("err %v", err)
+	}
+}
+
+type errSetter struct{ err error }
+
+func (e errSetter) SetMessageText(int, string) error { return e.err }
