@@ -72,10 +72,10 @@ func onRequest(r *sdk.Request) sdk.Verdict {
 	for _, k := range res.found.Kinds() {
 		check(sdk.MetricAdd("found_"+k.String(), int64(res.counts[k])))
 	}
+	if pol.reply != replyOff && !pol.needsReply(&res) {
+		check(r.SkipPhases(sdk.PhaseChunk)) // nothing to restore: the reply goes as it is
+	}
 	if res.found == 0 {
-		if pol.reply == replyRestore {
-			check(r.SkipPhases(sdk.PhaseChunk)) // nothing to restore
-		}
 		return sdk.Continue
 	}
 	if pol.mode == modeReject || res.unredactable {
@@ -91,8 +91,7 @@ func onRequest(r *sdk.Request) sdk.Verdict {
 	} else {
 		act(r, actionRedacted, "redacted", "redacted", res.found)
 	}
-	switch pol.reply {
-	case replyRestore, replyRedact:
+	if pol.needsReply(&res) {
 		// The reply needs the placeholders: to restore them, or to number
 		// its own findings after them.
 		encoded = encodeState(encoded[:0], res.entries, nil)

@@ -79,3 +79,16 @@ func (p *policy) scanRequest(parts []sdk.MessagePart, w textSetter, m *mapping) 
 	}
 	return res, nil
 }
+
+// needsReply reports whether the reply phase has work after a request
+// that res describes: restoring its placeholders, or scanning the reply.
+// Otherwise the plugin skips the reply, which then streams without it.
+func (p *policy) needsReply(res *requestResult) bool {
+	switch p.reply {
+	case replyRestore:
+		return len(res.entries) > 0 && p.mode == modeMask && !res.unredactable
+	case replyRedact:
+		return true
+	}
+	return false
+}

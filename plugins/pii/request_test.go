@@ -149,3 +149,26 @@ func TestScanRequestUnredactable(t *testing.T) {
 type errSetter struct{ err error }
 
 func (e errSetter) SetMessageText(int, string) error { return e.err }
+
+// TestNeedsReply: the reply phase is skipped unless there is something to
+// restore or the reply is scanned.
+func TestNeedsReply(t *testing.T) {
+	some := requestResult{entries: testEntries[:1], found: detect.SetOf(detect.Email)}
+	tests := []struct {
+		cfg  string
+		res  requestResult
+		want bool
+	}{
+		{`{"mode":"mask-and-restore"}`, some, true},
+		{`{"mode":"mask-and-restore"}`, requestResult{}, false},
+		{`{"mode":"mask-and-restore","reply":"off"}`, some, false},
+		{`{"mode":"redact"}`, some, false},
+		{`{"mode":"redact","reply":"redact"}`, requestResult{}, true},
+		{`{"mode":"reject","reply":"redact"}`, requestResult{}, true},
+	}
+	for _, tt := range tests {
+		if got := mustPolicy(t, tt.cfg).needsReply(&tt.res); got != tt.want {
+			t.Errorf("%s with %d entries: %v", tt.cfg, len(tt.res.entries), got)
+		}
+	}
+}
