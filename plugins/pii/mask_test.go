@@ -25,7 +25,7 @@ func TestStateRoundTrip(t *testing.T) {
 	}
 	// 4 entries of 15-18 bytes: the encoding adds 3 bytes to each and 3
 	// in all.
-	if want := 1 + 1 + (3+16) + (3+16) + (3+15) + (3+18) + 1 + len(held); len(b) != want {
+	if want := 1 + 1 + (3 + 16) + (3 + 16) + (3 + 15) + (3 + 18) + 1 + len(held); len(b) != want {
 		t.Errorf("encoded in %d bytes, want %d", len(b), want)
 	}
 	if b := encodeState(nil, nil, nil); len(b) != 0 {
