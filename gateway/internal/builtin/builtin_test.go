@@ -224,6 +224,7 @@ func TestModulesLoad(t *testing.T) {
 		{"ratelimit", `{"default_max_tokens":64}`, wasmhost.PhaseRequest},
 		{"budget", `{"default_max_tokens":64}`, wasmhost.PhaseRequest | wasmhost.PhaseChunk},
 		{"holdback", `{"markers":["example.invalid"]}`, wasmhost.PhaseChunk},
+		{"pii", `{"mode":"mask-and-restore"}`, wasmhost.PhaseRequest | wasmhost.PhaseChunk},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
