@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -178,5 +179,31 @@ func TestPIIReject(t *testing.T) {
 		"X-Request-Id", "clean")
 	if status != 200 {
 		t.Fatalf("clean: %d %s", status, raw)
+	}
+}
+
+// TestPIIExamplePolicy serves policies/pii.yaml as it is: the curl line in
+// its header gets the address back in place of the mock's placeholder.
+func TestPIIExamplePolicy(t *testing.T) {
+	data, err := os.ReadFile(repoRoot(t) + "/policies/pii.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mock, mockURL := startMock(t, mockllm.Config{})
+	var upstream string
+	var mu sync.Mutex
+	mock.SetOnRequest(func(_ http.Header, body []byte) { mu.Lock(); upstream = string(body); mu.Unlock() })
+	_, gw := startGateway(t, string(data), map[string]string{"TOLLGATE_MOCK_URL": mockURL + "/v1"})
+	status, _, raw := post(t, gw+"/v1/chat/completions",
+		`{"model":"mock-1","stream":true,"messages":[{"role":"user","content":"mail jane@example.com"}]}`,
+		"X-Mock-Text", "I%20will%20write%20to%20%5BEMAIL_1%5D.")
+	text, done := sseText(t, raw)
+	if status != 200 || !done || text != "I will write to jane@example.com." {
+		t.Fatalf("status %d, text %q: %s", status, text, raw)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(upstream, `"mail [EMAIL_1]"`) {
+		t.Fatalf("the upstream received %s", upstream)
 	}
 }
