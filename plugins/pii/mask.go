@@ -132,11 +132,46 @@ func (m *mapping) placeholderFor(t template, kind detect.Kind, original []byte) 
 
 // redact appends text to dst with each span replaced by its placeholder.
 func (m *mapping) redact(dst []byte, t template, text []byte, spans []detect.Span) []byte {
+	return m.redactIn(dst, t, text, spans, false)
+}
+
+// redactJSON is redact for text that is JSON (a tool call's arguments): a
+// finding outside a JSON string — a card number written as a number —
+// becomes a quoted placeholder, so the arguments stay JSON.
+func (m *mapping) redactJSON(dst []byte, t template, text []byte, spans []detect.Span) []byte {
+	return m.redactIn(dst, t, text, spans, true)
+}
+
+func (m *mapping) redactIn(dst []byte, t template, text []byte, spans []detect.Span, json bool) []byte {
 	at := 0
+	inString, escaped := false, false
 	for _, sp := range spans {
-		dst = append(dst, text[at:sp.Start]...)
+		if json {
+			for i := at; i < sp.Start; i++ {
+				switch c := text[i]; {
+				case escaped:
+					escaped = false
+				case c == '\\' && inString:
+					escaped = true
+				case c == '"':
+					inString = !inString
+				}
+			}
+		}
+		quote := json && !inString
+		pre := text[at:sp.Start]
+		if quote && len(pre) > 0 && pre[len(pre)-1] == '-' {
+			pre = pre[:len(pre)-1] // a negative number: the sign goes with it
+		}
+		dst = append(dst, pre...)
 		e := m.placeholderFor(t, sp.Kind, text[sp.Start:sp.End])
+		if quote {
+			dst = append(dst, '"')
+		}
 		dst = t.appendTo(dst, e.kind, e.n)
+		if quote {
+			dst = append(dst, '"')
+		}
 		at = sp.End
 	}
 	return append(dst, text[at:]...)

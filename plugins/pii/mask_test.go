@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"testing"
 
 	"github.com/tollgate/tollgate/plugins/pii/detect"
@@ -87,6 +88,29 @@ func FuzzRestoreStream(f *testing.F) {
 		want := wholeReply(t, p, testEntries, reply)
 		if got := streamReply(t, p, testEntries, []string{reply[:i], reply[i:j], reply[j:]}); got != want {
 			t.Fatalf("cuts %d, %d: %q, whole %q", i, j, got, want)
+		}
+	})
+}
+
+// FuzzRedactJSON: a tool call's arguments that are JSON stay JSON once
+// redacted.
+func FuzzRedactJSON(f *testing.F) {
+	f.Add(`{"card": 4111111111111111, "to": "a@example.com", "n": -4111111111111111}`)
+	f.Add(`["8.8.8.8", "+1 415 555 0100", {"k": "AKIAIOSFODNN7EXAMPLE"}]`)
+	f.Add(`"-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----"`)
+	tp, err := parseTemplate(defaultPlaceholder)
+	if err != nil {
+		f.Fatal(err)
+	}
+	s := detect.New(detect.Options{})
+	f.Fuzz(func(t *testing.T, args string) {
+		if !json.Valid([]byte(args)) {
+			return
+		}
+		var m mapping
+		out := m.redactJSON(nil, tp, []byte(args), s.Append(nil, []byte(args)))
+		if !json.Valid(out) {
+			t.Fatalf("%s redacted to %s", args, out)
 		}
 	})
 }

@@ -64,7 +64,13 @@ func (p *policy) scanRequest(parts []sdk.MessagePart, w textSetter, m *mapping) 
 		if p.mode == modeReject {
 			continue
 		}
-		edits = append(edits, edit{record: part.Record, text: m.redact(nil, p.placeholder, part.Text, spans)})
+		var text []byte
+		if part.Kind == sdk.PartToolCall {
+			text = m.redactJSON(nil, p.placeholder, part.Text, spans)
+		} else {
+			text = m.redact(nil, p.placeholder, part.Text, spans)
+		}
+		edits = append(edits, edit{record: part.Record, text: text})
 	}
 	res.entries = m.entries
 	for _, e := range edits {

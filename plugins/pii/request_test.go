@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -170,5 +171,25 @@ func TestNeedsReply(t *testing.T) {
 		if got := mustPolicy(t, tt.cfg).needsReply(&tt.res); got != tt.want {
 			t.Errorf("%s with %d entries: %v", tt.cfg, len(tt.res.entries), got)
 		}
+	}
+}
+
+// A finding in a tool call's arguments outside a JSON string becomes a
+// quoted placeholder: the arguments stay JSON.
+func TestScanRequestToolCallJSON(t *testing.T) {
+	p := mustPolicy(t, `{"mode":"redact"}`)
+	args := `{"card": 4111111111111111, "to": "a@example.com", "note": "say \"b@example.com\"", "ip": [8.8.8.8]}`
+	call := sdk.MessagePart{Index: 1, Record: 1, Kind: sdk.PartToolCall, Role: []byte("assistant"), Name: []byte("pay"), Text: []byte(args)}
+	var f fakeRequest
+	var m mapping
+	if _, err := p.scanRequest([]sdk.MessagePart{call}, &f, &m); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"card": "[CARD_1]", "to": "[EMAIL_1]", "note": "say \"[EMAIL_2]\"", "ip": ["[IP_1]"]}`
+	if f.texts[1] != want {
+		t.Fatalf("got  %s\nwant %s", f.texts[1], want)
+	}
+	if !json.Valid([]byte(f.texts[1])) {
+		t.Fatal("not JSON")
 	}
 }
