@@ -1,5 +1,7 @@
 package detect
 
+import "bytes"
+
 // Span is one finding: text[Start:End] holds data of Kind.
 type Span struct {
 	Start, End int
@@ -46,15 +48,23 @@ func (s *Scanner) Kinds() Set {
 func (s *Scanner) Append(dst []Span, text []byte) []Span {
 	kinds := s.Kinds()
 	// emailSkip: the local-part run that ends here has no '@' after it,
-	// so no word start before it begins an address.
-	emailSkip := 0
+	// so no word start before it begins an address. nextAt: the next '@'
+	// at or after i (len(text) when none); an address starts at most
+	// maxLocal bytes before it.
+	emailSkip, nextAt := 0, -1
 	for i := 0; i < len(text); {
 		if i > 0 && isAlnum(text[i-1]) {
 			i++
 			continue
 		}
+		if nextAt < i {
+			nextAt = len(text)
+			if k := bytes.IndexByte(text[i:], '@'); k >= 0 {
+				nextAt = i + k
+			}
+		}
 		end, kind := 0, Kind(0)
-		if kinds.Has(Email) && i >= emailSkip {
+		if kinds.Has(Email) && i >= emailSkip && nextAt-i <= maxLocal && nextAt < len(text) {
 			end, emailSkip = matchEmail(text, i)
 			if end > 0 {
 				kind = Email
@@ -91,7 +101,7 @@ func (s *Scanner) matchAt(text []byte, i int, kinds Set) (int, Kind) {
 			return end, Secret
 		}
 	}
-	if kinds.Has(IPv6) && (isHex(c) || c == ':') {
+	if kinds.Has(IPv6) && (isHex(c) || c == ':') && colonWithin(text, i, 5) {
 		if end := s.matchIPv6(text, i); end > 0 {
 			return end, IPv6
 		}
@@ -164,6 +174,17 @@ func (s *Scanner) matchNumeric(text []byte, i int, kinds Set) (int, Kind) {
 		}
 	}
 	return 0, 0
+}
+
+// colonWithin reports whether one of the n bytes from i is a colon: an
+// IPv6 address has one after at most four hex digits.
+func colonWithin(text []byte, i, n int) bool {
+	for j := i; j < len(text) && j < i+n; j++ {
+		if text[j] == ':' {
+			return true
+		}
+	}
+	return false
 }
 
 // afterIdentifier reports whether a number at i continues an identifier:

@@ -62,6 +62,14 @@ var secretRules = [...]secretRule{
 	{prefix: "xoxs-", body: classAlnumDash, min: 10, max: 255},
 }
 
+// secretsByFirst lists the rules by their prefix's first byte, in order.
+var secretsByFirst = func() (t [256][]uint8) {
+	for k, r := range secretRules {
+		t[r.prefix[0]] = append(t[r.prefix[0]], uint8(k))
+	}
+	return t
+}()
+
 // matchSecret finds a credential at i: one of secretRules, a JSON Web
 // Token or a PEM private key block.
 func matchSecret(text []byte, i int) int {
@@ -70,14 +78,11 @@ func matchSecret(text []byte, i int) int {
 		return matchJWT(text, i)
 	case '-':
 		return matchPEM(text, i)
-	case 'A', 'g', 's', 'r', 'x':
-	default:
-		return 0
 	}
 	rest := text[i:]
-	for k := range secretRules {
+	for _, k := range secretsByFirst[text[i]] {
 		r := &secretRules[k]
-		if len(rest) < len(r.prefix) || rest[0] != r.prefix[0] || string(rest[:len(r.prefix)]) != r.prefix {
+		if len(rest) < len(r.prefix) || string(rest[:len(r.prefix)]) != r.prefix {
 			continue
 		}
 		j, digit := len(r.prefix), false
