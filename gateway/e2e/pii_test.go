@@ -207,3 +207,44 @@ func TestPIIExamplePolicy(t *testing.T) {
 		t.Fatalf("the upstream received %s", upstream)
 	}
 }
+
+// TestPIIAnthropic: POST /v1/messages to an Anthropic upstream — the
+// Messages API body is masked (the system prompt, not scanned by
+// default, is left alone) and the reply, streamed with the placeholder cut
+// across deltas or whole, comes back with the address.
+func TestPIIAnthropic(t *testing.T) {
+	mock, anthURL := startAnthropicMock(t, mockllm.Config{})
+	seen := recordRequests(mock)
+	pol := anthropicPolicy(anthURL, anthURL, "", "") + "plugins:\n  - name: pii\n    builtin: pii\n    config: {mode: mask-and-restore}\n"
+	_, gw := startGateway(t, pol, anthropicVars)
+	reply := "Sure: [EMAIL_1]."
+	want := "Sure: " + piiEmail + "."
+	for _, stream := range []bool{true, false} {
+		body := fmt.Sprintf(`{"model":"claude-x","max_tokens":99,"stream":%v,"system":"Escalate to boss@example.com",`+
+			`"messages":[{"role":"user","content":[{"type":"text","text":"I am %s"}]}]}`, stream, piiEmail)
+		status, _, raw := post(t, gw+"/v1/messages", body, "X-Mock-Text", url.QueryEscape(reply), "X-Mock-Split", "9,12")
+		if status != 200 {
+			t.Fatalf("stream %v: %d %s", stream, status, raw)
+		}
+		var text string
+		if stream {
+			text = readAnthropicStream(t, raw).text
+		} else {
+			var m struct {
+				Content []struct{ Text string } `json:"content"`
+			}
+			if err := json.Unmarshal(raw, &m); err != nil || len(m.Content) == 0 {
+				t.Fatalf("%v: %s", err, raw)
+			}
+			text = m.Content[0].Text
+		}
+		if text != want {
+			t.Fatalf("stream %v: %q, want %q\n%s", stream, text, want, raw)
+		}
+		up := <-seen
+		if strings.Contains(string(up.body), piiEmail) || !strings.Contains(string(up.body), `I am [EMAIL_1]`) ||
+			!strings.Contains(string(up.body), "boss@example.com") {
+			t.Fatalf("stream %v: the upstream received %s", stream, up.body)
+		}
+	}
+}
