@@ -61,83 +61,93 @@ var defaultRoles = []string{"user", "assistant", "tool"}
 
 const configKeys = "(keys: mode, detectors, private_ips, placeholder, reply, roles, reject_status, reject_message)"
 
+// configReader is the state of one parseConfig.
+type configReader struct {
+	p                  *policy
+	s                  jsonscan.Scanner
+	opts               detect.Options
+	reply, placeholder string
+}
+
 // parseConfig reads and checks the plugin's config. Errors name the bad
 // entry, as the operator sees them when the plugin fails to load.
 func parseConfig(raw []byte) (*policy, error) {
-	p := &policy{mode: modeRedact, status: defaultStatus, message: defaultMessage}
-	var s jsonscan.Scanner
-	s.Reset(raw)
-	if s.Peek() != '{' {
+	c := &configReader{p: &policy{mode: modeRedact, status: defaultStatus, message: defaultMessage}, placeholder: defaultPlaceholder}
+	p := c.p
+	c.s.Reset(raw)
+	if c.s.Peek() != '{' {
 		return nil, errors.New("the config must be a JSON object " + configKeys)
 	}
-	var opts detect.Options
-	reply, placeholder := "", defaultPlaceholder
-	err := s.Object(func(key []byte) error {
-		switch k := string(key); k {
-		case "mode":
-			v, err := str(&s, k)
-			if err != nil {
-				return err
-			}
-			for m, name := range modeNames {
-				if v == name {
-					p.mode = mode(m)
-					return nil
-				}
-			}
-			return errors.New(`"mode" is ` + strconv.Quote(v) + `; it must be "reject", "redact" or "mask-and-restore"`)
-		case "detectors":
-			return parseDetectors(&s, &opts)
-		case "private_ips":
-			return boolean(&s, k, &opts.PrivateIPs)
-		case "placeholder":
-			v, err := str(&s, k)
-			placeholder = v
-			return err
-		case "reply":
-			v, err := str(&s, k)
-			reply = v
-			return err
-		case "roles":
-			return parseRoles(&s, p)
-		case "reject_status":
-			b, err := s.Number()
-			if err != nil {
-				return errors.New(`"reject_status" must be a number from 400 to 599`)
-			}
-			n, err := strconv.Atoi(string(b))
-			if err != nil || n < 400 || n > 599 {
-				return errors.New(`"reject_status" is ` + string(b) + `; it must be from 400 to 599`)
-			}
-			p.status = n
-			return nil
-		case "reject_message":
-			v, err := str(&s, k)
-			if err == nil && (v == "" || len(v) > maxMessage) {
-				err = errors.New(`"reject_message" must be 1 to 4096 bytes long`)
-			}
-			p.message = v
-			return err
-		}
-		return errors.New("unknown key " + strconv.Quote(string(key)) + " " + configKeys)
-	})
+	err := c.s.Object(c.member)
 	if err == nil {
-		err = s.End()
+		err = c.s.End()
 	}
 	if err != nil {
 		return nil, err
 	}
-	if p.placeholder, err = parseTemplate(placeholder); err != nil {
+	if p.placeholder, err = parseTemplate(c.placeholder); err != nil {
 		return nil, err
 	}
-	if p.reply, err = parseReply(reply, p.mode); err != nil {
+	if p.reply, err = parseReply(c.reply, p.mode); err != nil {
 		return nil, err
 	}
 	if p.roles == nil {
 		p.roles = defaultRoles
 	}
-	p.scanner = detect.New(opts)
+	p.scanner = detect.New(c.opts)
 	return p, nil
+}
+
+// member reads one key of the config object.
+func (c *configReader) member(key []byte) error {
+	s, p := &c.s, c.p
+	switch k := string(key); k {
+	case "mode":
+		v, err := str(s, k)
+		if err != nil {
+			return err
+		}
+		for m, name := range modeNames {
+			if v == name {
+				p.mode = mode(m)
+				return nil
+			}
+		}
+		return errors.New(`"mode" is ` + strconv.Quote(v) + `; it must be "reject", "redact" or "mask-and-restore"`)
+	case "detectors":
+		return parseDetectors(s, &c.opts)
+	case "private_ips":
+		return boolean(s, k, &c.opts.PrivateIPs)
+	case "placeholder":
+		v, err := str(s, k)
+		c.placeholder = v
+		return err
+	case "reply":
+		v, err := str(s, k)
+		c.reply = v
+		return err
+	case "roles":
+		return parseRoles(s, p)
+	case "reject_status":
+		b, err := s.Number()
+		if err != nil {
+			return errors.New(`"reject_status" must be a number from 400 to 599`)
+		}
+		n, err := strconv.Atoi(string(b))
+		if err != nil || n < 400 || n > 599 {
+			return errors.New(`"reject_status" is ` + string(b) + `; it must be from 400 to 599`)
+		}
+		p.status = n
+		return nil
+	case "reject_message":
+		v, err := str(s, k)
+		if err == nil && (v == "" || len(v) > maxMessage) {
+			err = errors.New(`"reject_message" must be 1 to 4096 bytes long`)
+		}
+		p.message = v
+		return err
+	}
+	return errors.New("unknown key " + strconv.Quote(string(key)) + " " + configKeys)
 }
 
 func str(s *jsonscan.Scanner, key string) (string, error) {
