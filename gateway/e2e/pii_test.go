@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/tollgate/tollgate/gateway/internal/proxy"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
 )
 
@@ -27,6 +29,7 @@ const (
 // and a gateway running the pii plugin with a config.
 type piiWorld struct {
 	url  string
+	srv  *proxy.Server
 	mock *mockllm.Server
 	mu   sync.Mutex
 	seen map[string]string // upstream bodies by X-Request-Id
@@ -42,7 +45,7 @@ func startPII(t *testing.T, config string) *piiWorld {
 		w.seen[h.Get("X-Request-Id")] = string(body)
 	})
 	pol := policy(mockURL, "") + fmt.Sprintf("plugins:\n  - name: pii\n    builtin: pii\n    on_error: fail_closed\n    config: %s\n", config)
-	_, w.url = startGateway(t, pol, nil)
+	w.srv, w.url = startGateway(t, pol, nil)
 	return w
 }
 
@@ -246,5 +249,40 @@ func TestPIIAnthropic(t *testing.T) {
 			!strings.Contains(string(up.body), "boss@example.com") {
 			t.Fatalf("stream %v: the upstream received %s", stream, up.body)
 		}
+	}
+}
+
+// TestPIISkipsCleanReplies: a request with nothing to restore takes the
+// plugin out of its reply (skip_phases): the plugin is called once, in the
+// request phase, however many events the reply has, and a placeholder-like
+// reply goes out as written. A masked request's reply calls it per event.
+func TestPIISkipsCleanReplies(t *testing.T) {
+	w := startPII(t, `{mode: mask-and-restore}`)
+	m := httptest.NewServer(w.srv.MetricsHandler())
+	defer m.Close()
+	const series = `tollgate_plugin_calls_total{plugin="pii"}`
+	calls := func() float64 {
+		body, err := httpGet(m.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return metricValues(t, body)[series]
+	}
+	before := calls()
+	reply := "See [EMAIL_1] there."
+	status, _, raw := post(t, w.url+"/v1/chat/completions", `{"model":"mock-1","stream":true,"messages":[{"role":"user","content":"Release 1.2.3"}]}`,
+		"X-Mock-Text", url.QueryEscape(reply), "X-Mock-Split", "5,8,12")
+	if text, _ := sseText(t, raw); status != 200 || text != reply {
+		t.Fatalf("clean: %d %q", status, text)
+	}
+	if got := calls() - before; got != 1 {
+		t.Fatalf("a clean request called the plugin %v times, want 1 (the request phase)", got)
+	}
+	before = calls()
+	if status, text, raw := w.send(t, "masked", true, reply, 5, 8, 12); status != 200 || text != "See "+piiEmail+" there." {
+		t.Fatalf("masked: %d %q %s", status, text, raw)
+	}
+	if got := calls() - before; got < 5 {
+		t.Fatalf("a masked request called the plugin %v times, want the request and every event", got)
 	}
 }
