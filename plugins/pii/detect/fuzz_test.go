@@ -5,9 +5,8 @@ import (
 )
 
 // FuzzScan: on any text the scanner does not panic and reports spans in
-// range, in order, non-empty and non-overlapping, of the kinds asked for;
-// and a scan of one kind reports a subset of what that detector finds
-// when every kind is on, or spans the others took.
+// range, in order, non-empty and non-overlapping, of the kinds asked for,
+// each of which the scanner also reports, whole, in its text alone.
 func FuzzScan(f *testing.F) {
 	for _, c := range readCorpus(f) {
 		f.Add(c.text, uint32(All), false)
@@ -26,6 +25,12 @@ func FuzzScan(f *testing.F) {
 				t.Fatalf("span %+v of a kind not asked for (%b)", sp, s.Kinds())
 			}
 			prev = sp.End
+			// A finding is one on its own too: the detectors decide from
+			// the span and its boundaries, not from text further away.
+			alone := s.Append(nil, []byte(text[sp.Start:sp.End]))
+			if len(alone) != 1 || alone[0] != (Span{0, sp.End - sp.Start, sp.Kind}) {
+				t.Fatalf("%s %q in %q is %+v on its own", sp.Kind, text[sp.Start:sp.End], text, alone)
+			}
 		}
 	})
 }

@@ -91,7 +91,7 @@ func (p *phoneRun) groupLen(g int) int {
 // digits), North American ((NXX) NXX-XXXX and its variants, with an
 // optional leading 1), or a national number with a trunk 0 (9–12 digits in
 // at least two groups joined by one kind of separator: "020 7946 0958",
-// "01 23 45 67 89"). A number must be grouped or start with '+': a bare
+// "01 23 45 67 89"), or international after 00 ("0049 30 1234567"). A number must be grouped or start with '+': a bare
 // run of digits is an id, an amount or a timestamp as often as a phone.
 // Dates ("2024-01-15", "01.02.2024") are not phone numbers.
 func matchPhone(text []byte, i int) int {
@@ -124,6 +124,15 @@ func (p *phoneRun) shapeOK(g int) bool {
 		return p.first != '0' && n >= 8 && n <= 15 && (g == 0 || p.groupLen(g) >= 2)
 	case g == 0:
 		return false // bare digits
+	case p.first == '0' && p.digits[1] == '0':
+		// The international prefix 00 in place of '+' ("0049 30 1234567").
+		// The group after the country code does not start with a trunk 0
+		// (Italy's numbers keep theirs).
+		g0 := p.groupLen(0)
+		if g0 < 3 || g0 > 5 || n-2 < 8 || n-2 > 15 || p.groupLen(g) < 2 || p.digits[2] == '0' {
+			return false
+		}
+		return p.digits[g0] != '0' || string(p.digits[2:g0]) == "39"
 	case p.dateLike(g):
 		return false
 	case p.nanp(g):
