@@ -1,6 +1,7 @@
 package main
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -80,3 +81,36 @@ func TestRedactReplyBound(t *testing.T) {
 		}
 	}
 }
+
+// FuzzRedactReplyStream: a reply cut into three events is redacted as the
+// whole reply is (the text is repeated past the hold-back's 64 bytes, so
+// that events are released before the end): the same text is replaced by
+// placeholders of the same kinds. Their numbers may differ where a cut
+// changes how findings pair up (a PEM block whose END line is another
+// block's), so they are not compared.
+func FuzzRedactReplyStream(f *testing.F) {
+	for _, tc := range redactCases {
+		f.Add(tc.reply, uint8(3), uint16(40), uint16(200))
+	}
+	p, err := parseConfig([]byte(`{"reply":"redact"}`))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, piece string, times uint8, a, b uint16) {
+		if len(piece) == 0 || len(piece)*int(times) > 2000 {
+			return
+		}
+		reply := strings.Repeat(piece, int(times))
+		i, j := int(a)%(len(reply)+1), int(b)%(len(reply)+1)
+		i, j = min(i, j), max(i, j)
+		want := unnumbered(wholeReply(t, p, nil, reply))
+		if got := unnumbered(streamReply(t, p, nil, []string{reply[:i], reply[i:j], reply[j:]})); got != want {
+			t.Fatalf("cuts %d, %d of %q:\n got %q\nwant %q", i, j, reply, got, want)
+		}
+	})
+}
+
+var placeholderNumber = regexp.MustCompile(`\[([A-Z_]+?)_[0-9]+\]`)
+
+// unnumbered is text with its placeholders' numbers taken out.
+func unnumbered(text string) string { return placeholderNumber.ReplaceAllString(text, "[$1]") }

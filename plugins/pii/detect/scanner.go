@@ -54,6 +54,15 @@ func (s *Scanner) Append(dst []Span, text []byte) []Span {
 	emailSkip, nextAt := 0, -1
 	for i := 0; i < len(text); {
 		if i > 0 && isAlnum(text[i-1]) {
+			// Inside a word nothing starts but a PEM block, which may be
+			// glued to the text before it.
+			if text[i] == '-' && kinds.Has(Secret) {
+				if end := matchPEM(text, i); end > 0 {
+					dst = append(dst, Span{Start: i, End: end, Kind: Secret})
+					i = end
+					continue
+				}
+			}
 			i++
 			continue
 		}

@@ -147,6 +147,9 @@ func matchPEM(text []byte, i int) int {
 	}
 	j += len(dashes)
 	window := rest[j:min(len(rest), j+maxPEM)]
+	if b := bytes.Index(window, []byte(begin)); b >= 0 {
+		window = window[:b] // the END must be this block's, not the next's
+	}
 	if k := bytes.Index(window, []byte("-----END ")); k >= 0 {
 		e := j + k + len("-----END ")
 		if t := bytes.Index(rest[e:min(len(rest), e+64)], []byte(tail)); t >= 0 {
