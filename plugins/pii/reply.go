@@ -110,8 +110,7 @@ func (p *policy) redactReply(w *replyWork, text []byte, final bool) ([]byte, int
 		if r == 0 && len(text) > maxHold {
 			r = len(text) - holdTail
 		}
-		if b := bytes.LastIndex(text, []byte("-----BEGIN ")); b >= 0 && b < r && len(text)-b <= maxPEM &&
-			!bytes.Contains(text[b:], []byte("-----END ")) {
+		if b := detect.OpenPEM(text); b >= 0 && b < r && len(text)-b <= maxPEM {
 			r = b
 		}
 	}

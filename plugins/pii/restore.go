@@ -10,6 +10,7 @@ type restorer struct {
 	ph    [][]byte // the rendered placeholders
 	orig  [][]byte // their originals
 	buf   []byte
+	ends  []int
 }
 
 // reset loads the entries of a request.
@@ -18,16 +19,17 @@ func (r *restorer) reset(t template, entries []entry) {
 	r.ph, r.orig, r.buf = r.ph[:0], r.orig[:0], r.buf[:0]
 	// Render every placeholder into one buffer, then slice it (appending
 	// would move the buffer under slices taken earlier).
-	ends := make([]int, 0, len(entries))
+	r.ends = r.ends[:0]
 	for _, e := range entries {
 		r.buf = t.appendTo(r.buf, e.kind, e.n)
-		ends = append(ends, len(r.buf))
+		r.ends = append(r.ends, len(r.buf))
 	}
 	start := 0
 	for i, e := range entries {
-		r.ph = append(r.ph, r.buf[start:ends[i]:ends[i]])
+		end := r.ends[i]
+		r.ph = append(r.ph, r.buf[start:end:end])
 		r.orig = append(r.orig, e.original)
-		start = ends[i]
+		start = end
 	}
 }
 

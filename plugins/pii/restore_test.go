@@ -173,3 +173,33 @@ func TestRestoreTemplate(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoreEventAllocs: once its buffers have grown, a streamed event's
+// restore — the state decoded, the text restored, the state encoded —
+// allocates nothing.
+func TestRestoreEventAllocs(t *testing.T) {
+	p := maskPolicy(t, "")
+	var w replyWork
+	var st replyState
+	state, next := encodeState(nil, testEntries, nil), []byte(nil)
+	toks := []string{" write", " to", " [EMAIL_1]", " [EMA", "IL_2]", " now"}
+	i := 0
+	step := func() {
+		entries, held, err := decodeState(st.entries, state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.entries, st.held = entries, append(st.held[:0], held...)
+		p.onEvent(&w, &st, []byte(toks[i%len(toks)]), sdk.ChunkText)
+		// Encoded into another buffer: the entries alias this one.
+		next = encodeState(next[:0], st.entries, st.held)
+		state, next = next, state
+		i++
+	}
+	for range 2 * len(toks) {
+		step()
+	}
+	if n := testing.AllocsPerRun(60, step); n != 0 {
+		t.Errorf("%v allocations per event", n)
+	}
+}

@@ -129,32 +129,56 @@ func matchJWT(text []byte, i int) int {
 const maxPEM = 16 << 10
 
 // matchPEM finds a PEM private key block, "-----BEGIN … PRIVATE
-// KEY-----" to its "-----END … PRIVATE KEY-----". Without an end within
-// maxPEM bytes the block runs to the end of its base64 body.
+// KEY-----" to its "-----END … PRIVATE KEY-----" line. Without such an
+// end within maxPEM bytes and before the next BEGIN line, the block runs
+// to the end of its base64 body.
 func matchPEM(text []byte, i int) int {
-	const begin, label, dashes = "-----BEGIN ", "PRIVATE KEY", "-----"
-	const tail = label + dashes
-	rest := text[i:]
-	if !bytes.HasPrefix(rest, []byte(begin)) {
-		return 0
-	}
-	j := len(begin)
-	for j < len(rest) && j < 64 && (isUpper(rest[j]) || rest[j] == ' ') {
+	end, _ := scanPEM(text, i)
+	return end
+}
+
+const pemBegin, pemEnd = "-----BEGIN ", "-----END "
+
+// pemLabel reads "… PRIVATE KEY-----" at b[0:]: the label's length with
+// its dashes, or 0.
+func pemLabel(b []byte) int {
+	const label, dashes = "PRIVATE KEY", "-----"
+	j := 0
+	for j < len(b) && j < 64 && (isUpper(b[j]) || b[j] == ' ') {
 		j++
 	}
-	if !bytes.HasSuffix(rest[:j], []byte(label)) || !bytes.HasPrefix(rest[j:], []byte(dashes)) {
+	if !bytes.HasSuffix(b[:j], []byte(label)) || !bytes.HasPrefix(b[j:], []byte(dashes)) {
 		return 0
 	}
-	j += len(dashes)
+	return j + len(dashes)
+}
+
+// scanPEM reads the block at i: its end (0 for none) and whether an END
+// line closed it.
+func scanPEM(text []byte, i int) (end int, closed bool) {
+	rest := text[i:]
+	if !bytes.HasPrefix(rest, []byte(pemBegin)) {
+		return 0, false
+	}
+	n := pemLabel(rest[len(pemBegin):])
+	if n == 0 {
+		return 0, false
+	}
+	j := len(pemBegin) + n
 	window := rest[j:min(len(rest), j+maxPEM)]
-	if b := bytes.Index(window, []byte(begin)); b >= 0 {
+	if b := bytes.Index(window, []byte(pemBegin)); b >= 0 {
 		window = window[:b] // the END must be this block's, not the next's
 	}
-	if k := bytes.Index(window, []byte("-----END ")); k >= 0 {
-		e := j + k + len("-----END ")
-		if t := bytes.Index(rest[e:min(len(rest), e+64)], []byte(tail)); t >= 0 {
-			return i + e + t + len(tail)
+	for off := 0; ; {
+		k := bytes.Index(window[off:], []byte(pemEnd))
+		if k < 0 {
+			break
 		}
+		e := j + off + k + len(pemEnd)
+		if n := pemLabel(rest[e:]); n > 0 {
+			return i + e + n, true
+		}
+		off += k + 1
 	}
 	for j < len(rest) && j < maxPEM {
 		c := rest[j]
@@ -163,15 +187,19 @@ func matchPEM(text []byte, i int) int {
 		}
 		j++
 	}
-	return i + j
+	return i + j, false
 }
 
-// PendingPEM reports whether text ends inside a PEM private key block
-// that has begun and not ended: a stream scanner holds it until it ends.
-func PendingPEM(text []byte) bool {
-	b := bytes.LastIndex(text, []byte("-----BEGIN "))
+// OpenPEM returns the start of a PEM private key block in text that no END
+// line closes yet, or -1: a stream that is redacted holds it back until
+// it ends.
+func OpenPEM(text []byte) int {
+	b := bytes.LastIndex(text, []byte(pemBegin))
 	if b < 0 {
-		return false
+		return -1
 	}
-	return !bytes.Contains(text[b:], []byte("-----END "))
+	if end, closed := scanPEM(text, b); end > 0 && !closed {
+		return b
+	}
+	return -1
 }
