@@ -64,7 +64,7 @@ var (
 
 func onRequest(r *sdk.Request) sdk.Verdict {
 	parts = r.Messages(parts[:0])
-	reqMap = mapping{entries: reqMap.entries[:0], buf: reqMap.buf}
+	reqMap.reset(reqMap.entries[:0])
 	res, err := pol.scanRequest(parts, r, &reqMap)
 	if err != nil {
 		panic("pii: rewriting the request: " + err.Error()) // fail the callback: on_error applies

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -93,9 +94,77 @@ type mapping struct {
 	entries []entry
 	// taken reports whether a placeholder already occurs in the request
 	// as the client sent it: such a number is skipped, so that restoring
-	// does not turn the client's own text into someone's data.
-	taken func(placeholder []byte) bool
-	buf   []byte
+	// does not turn the client's own text into someone's data. nil: none
+	// is taken.
+	taken func(label string, n int) bool
+	// index finds an original's entry by its kind's byte and bytes; last
+	// is the highest number per label kind. Built on first use.
+	index map[string]int
+	last  [16]int
+	key   []byte
+}
+
+// labelNumber is a placeholder by its label and number.
+type labelNumber struct {
+	label string
+	n     int
+}
+
+// labels are the placeholder labels, one per label kind.
+var labels = func() []string {
+	var ls []string
+	for _, k := range detect.All.Kinds() {
+		if !slices.Contains(ls, k.Label()) {
+			ls = append(ls, k.Label())
+		}
+	}
+	return ls
+}()
+
+// occurrences finds the placeholders of t that occur in texts: one pass
+// over each text for t's first byte, then the labels at each occurrence.
+func (t template) occurrences(texts [][]byte) map[labelNumber]bool {
+	found := map[labelNumber]bool{}
+	digits := func(b []byte) (int, int) {
+		n, v := 0, 0
+		for n < len(b) && n < 9 && isDigitByte(b[n]) {
+			v = v*10 + int(b[n]-'0')
+			n++
+		}
+		return n, v
+	}
+	for _, text := range texts {
+		for i := 0; ; {
+			k := bytes.Index(text[i:], []byte(t.prefix))
+			if k < 0 {
+				break
+			}
+			rest := text[i+k+len(t.prefix):]
+			i += k + 1
+			for _, l := range labels {
+				var nd, v int
+				var after []byte
+				if t.kindFirst {
+					if !bytes.HasPrefix(rest, []byte(l)) || !bytes.HasPrefix(rest[len(l):], []byte(t.mid)) {
+						continue
+					}
+					nd, v = digits(rest[len(l)+len(t.mid):])
+					after = rest[len(l)+len(t.mid)+nd:]
+				} else {
+					nd, v = digits(rest)
+					r := rest[nd:]
+					if !bytes.HasPrefix(r, []byte(t.mid)) || !bytes.HasPrefix(r[len(t.mid):], []byte(l)) {
+						continue
+					}
+					after = r[len(t.mid)+len(l):]
+				}
+				if nd > 0 && bytes.HasPrefix(after, []byte(t.suffix)) {
+					found[labelNumber{l, v}] = true
+				}
+			}
+		}
+	}
+	return found
 }
 
 // labelKind is the kind a kind is numbered with: both IP versions share
@@ -110,24 +179,42 @@ func labelKind(k detect.Kind) detect.Kind {
 // placeholderFor returns the number of original's placeholder, adding an
 // entry for a new original.
 func (m *mapping) placeholderFor(t template, kind detect.Kind, original []byte) entry {
-	lk := labelKind(kind)
-	last := 0
-	for _, e := range m.entries {
-		if labelKind(e.kind) != lk {
-			continue
-		}
-		if e.kind == kind && bytes.Equal(e.original, original) {
-			return e
-		}
-		last = max(last, e.n)
+	m.indexEntries()
+	key := append(append(m.key[:0], byte(kind)), original...)
+	m.key = key
+	if i, ok := m.index[string(key)]; ok {
+		return m.entries[i]
 	}
-	n := last + 1
-	for m.taken != nil && m.taken(t.appendTo(m.buf[:0], kind, n)) {
+	lk := labelKind(kind)
+	n := m.last[lk] + 1
+	for m.taken != nil && m.taken(kind.Label(), n) {
 		n++
 	}
 	e := entry{kind: kind, n: n, original: bytes.Clone(original)}
 	m.entries = append(m.entries, e)
+	m.index[string(key)] = len(m.entries) - 1
+	m.last[lk] = n
 	return e
+}
+
+// indexEntries builds the index of the entries the mapping started with
+// (a request's, read from the state), once.
+func (m *mapping) indexEntries() {
+	if m.index != nil {
+		return
+	}
+	m.index = make(map[string]int, len(m.entries))
+	m.last = [16]int{}
+	for i, e := range m.entries {
+		m.index[string(append([]byte{byte(e.kind)}, e.original...))] = i
+		lk := labelKind(e.kind)
+		m.last[lk] = max(m.last[lk], e.n)
+	}
+}
+
+// reset makes m the mapping of entries, with no placeholder taken.
+func (m *mapping) reset(entries []entry) {
+	*m = mapping{entries: entries, key: m.key}
 }
 
 // redact appends text to dst with each span replaced by its placeholder.

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"github.com/tollgate/tollgate/sdk"
+	"strings"
 	"testing"
 
 	"github.com/tollgate/tollgate/plugins/pii/detect"
@@ -113,4 +116,51 @@ func FuzzRedactJSON(f *testing.F) {
 			t.Fatalf("%s redacted to %s", args, out)
 		}
 	})
+}
+
+func TestOccurrences(t *testing.T) {
+	tests := []struct {
+		tpl  string
+		text string
+		want []labelNumber
+	}{
+		{defaultPlaceholder, "a [EMAIL_12] b [US_SSN_3][IP_1] [EMAIL_4 [CARD_x] [NAME_1] [[PHONE_2]]", []labelNumber{{"EMAIL", 12}, {"US_SSN", 3}, {"IP", 1}, {"PHONE", 2}}},
+		{"<<{N}:{KIND}>>", "<<3:EMAIL>> <<:EMAIL>> <<4:EMAIL> <<5:IBAN>>", []labelNumber{{"EMAIL", 3}, {"IBAN", 5}}},
+		{defaultPlaceholder, "no placeholders here", nil},
+	}
+	for _, tt := range tests {
+		tp, err := parseTemplate(tt.tpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := tp.occurrences([][]byte{[]byte(tt.text)})
+		if len(got) != len(tt.want) {
+			t.Errorf("%s in %q: %v, want %v", tt.tpl, tt.text, got, tt.want)
+		}
+		for _, w := range tt.want {
+			if !got[w] {
+				t.Errorf("%s in %q: %v missing from %v", tt.tpl, tt.text, w, got)
+			}
+		}
+	}
+}
+
+// Many findings in one request: numbering stays linear (the client's
+// placeholders are found once, not per finding).
+func TestManyFindings(t *testing.T) {
+	p := mustPolicy(t, `{"mode":"mask-and-restore"}`)
+	var b strings.Builder
+	for i := range 2000 {
+		fmt.Fprintf(&b, "user%d@example.com, ", i)
+	}
+	b.WriteString("[EMAIL_7] is mine")
+	var f fakeRequest
+	var m mapping
+	res, err := p.scanRequest([]sdk.MessagePart{part(0, "user", b.String())}, &f, &m)
+	if err != nil || len(res.entries) != 2000 {
+		t.Fatalf("%v, %d entries", err, len(res.entries))
+	}
+	if last := res.entries[len(res.entries)-1]; last.n != 2001 || !strings.Contains(f.texts[0], "[EMAIL_6], [EMAIL_8], ") {
+		t.Fatalf("last number %d; %s", last.n, f.texts[0][:200])
+	}
 }

@@ -69,7 +69,7 @@ func (p *policy) onEvent(w *replyWork, st *replyState, text []byte, f sdk.ChunkF
 		w.out, held = w.r.restore(w.out[:0], all, final)
 		d.restored = countRestored(&w.r, all[:len(all)-held])
 	case replyRedact:
-		w.m.entries, w.m.taken = st.entries, nil
+		w.m.reset(st.entries)
 		w.out, held, d.redacted = p.redactReply(w, all, final)
 		st.entries = w.m.entries
 	default:

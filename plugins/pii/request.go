@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 
 	"github.com/tollgate/tollgate/plugins/pii/detect"
@@ -39,13 +38,18 @@ type edit struct {
 // rejects, rewrites them through w with placeholders numbered by m.
 func (p *policy) scanRequest(parts []sdk.MessagePart, w textSetter, m *mapping) (requestResult, error) {
 	var res requestResult
-	m.taken = func(ph []byte) bool {
-		for _, part := range parts {
-			if bytes.Contains(part.Text, ph) {
-				return true
+	// The placeholders the client's text already holds, found once, when
+	// the first finding needs a number.
+	var taken map[labelNumber]bool
+	m.taken = func(label string, n int) bool {
+		if taken == nil {
+			texts := make([][]byte, len(parts))
+			for i := range parts {
+				texts[i] = parts[i].Text
 			}
+			taken = p.placeholder.occurrences(texts)
 		}
-		return false
+		return taken[labelNumber{label, n}]
 	}
 	var spans []detect.Span
 	var edits []edit
