@@ -14,7 +14,7 @@ build:
 	$(GO) build -o $(BIN)/ ./gateway/cmd/...
 
 # plugins: every plugin under plugins/ into bin/plugins/NAME.wasm, and the
-# built-in ones (preflight, ratelimit, budget, holdback) again into the
+# built-in ones (preflight, ratelimit, budget, holdback, pii) again into the
 # modules embedded in the binary (gateway/internal/builtin/modules: commit
 # them; a test fails when a plugin's sources and its module disagree).
 plugins: build
