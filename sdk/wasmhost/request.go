@@ -77,9 +77,6 @@ type Request struct {
 	// it can carry the request's own service state as a typed value (the
 	// gateway's is a hostsvc.Session inside its exchange).
 	Services Services
-	// Tracer, when set, is told about each plugin callback (tracing);
-	// nil for requests that are not traced.
-	Tracer CallTracer
 	// Refacts, when set, re-derives the request's facts (SetFacts) from
 	// Body after a plugin rewrote it (set_message_text), as the gateway
 	// derived them from the client's body; an error refuses the rewrite
@@ -89,6 +86,9 @@ type Request struct {
 	// MaxBodyBytes bounds a rewritten body (0: no bound): a rewrite that
 	// makes it longer is refused.
 	MaxBodyBytes int
+	// Tracer, when set, is told about each plugin callback (tracing);
+	// nil for requests that are not traced.
+	Tracer CallTracer
 
 	// Usage, for the chunk and end phases.
 	PromptTokensUsed, CompletionTokensUsed int64

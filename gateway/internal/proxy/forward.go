@@ -321,10 +321,10 @@ func (x *exchange) startPlugins(ctx *fasthttp.RequestCtx, body []byte) {
 	wr.Body = x.reqBody
 	wr.Upstream = x.route.targets[x.try.prefer].name
 	wr.ClientHeader = &ctx.Request.Header
+	x.allowRewrites(wr)
 	x.svc.Bind(x.st.services)
 	wr.Services = &x.svc
 	wr.Tracer = x.trace.CallTracer()
-	x.allowRewrites(wr)
 	x.wr = wr
 }
 
