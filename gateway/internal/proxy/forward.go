@@ -314,6 +314,7 @@ func clientStatus(ctx *fasthttp.RequestCtx) int {
 func (x *exchange) startPlugins(ctx *fasthttp.RequestCtx, body []byte) {
 	r := &x.req
 	wr := wasmhost.AcquireRequest()
+	x.allowRewrites(wr)
 	x.reqBody = append(x.reqBody[:0], body...)
 	wr.SetFacts(pluginFacts(r)) // Model borrowed from x.parser, which lives as long as x
 	wr.Endpoint = endpointNames[x.ep]
@@ -321,7 +322,6 @@ func (x *exchange) startPlugins(ctx *fasthttp.RequestCtx, body []byte) {
 	wr.Body = x.reqBody
 	wr.Upstream = x.route.targets[x.try.prefer].name
 	wr.ClientHeader = &ctx.Request.Header
-	x.allowRewrites(wr)
 	x.svc.Bind(x.st.services)
 	wr.Services = &x.svc
 	wr.Tracer = x.trace.CallTracer()
