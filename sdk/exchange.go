@@ -51,7 +51,8 @@ func (x *Exchange) RequestID() string { return x.field("request_field(REQUEST_ID
 // Upstream names the upstream the route chose.
 func (x *Exchange) Upstream() string { return x.field("request_field(UPSTREAM)", fieldUpstream) }
 
-// Body is the raw request JSON as the client sent it. The first call in a
+// Body is the raw request JSON as the client sent it, or as a plugin
+// rewrote it ([Request.SetMessageText]). The first call in a
 // callback reads it from the host; later calls in the same callback return
 // the same slice. The slice belongs to the SDK: do not modify it, and copy
 // what you need past the callback, as the buffer is reused by the next

@@ -48,6 +48,9 @@ type MessagePart struct {
 	Name []byte
 	// Text is the part's text, JSON-decoded.
 	Text []byte
+	// Record is the part's number in the conversation, from 0, across
+	// messages: what [Request.SetMessageText] takes to replace Text.
+	Record int
 }
 
 var messagesCache struct {
@@ -64,7 +67,8 @@ var messagesBuf buffer
 // call in a callback reads it from the host; later calls in the same
 // callback return the same slice. The slice belongs to the SDK, must not be
 // modified, and is valid until the callback returns. [Exchange.Messages]
-// parses it.
+// parses it. After a [Request.SetMessageText] the next call reads the
+// records of the new body.
 func (x *Exchange) MessageRecords() []byte {
 	if messagesCache.call != x.call || x.call == 0 {
 		b, n := messagesBuf.read(0, hostRequestMessages)
@@ -94,9 +98,9 @@ func (x *Exchange) Messages(dst []MessagePart) []MessagePart {
 // AppendMessageParts parses b, in the format of [Exchange.MessageRecords],
 // and appends its parts to dst. It reports false, with the parts parsed
 // before the error, when b is malformed (including an unknown kind). The
-// slices alias b.
+// slices alias b; each part's Record is its number in b.
 func AppendMessageParts(dst []MessagePart, b []byte) ([]MessagePart, bool) {
-	for len(b) > 0 {
+	for record := 0; len(b) > 0; record++ {
 		index, rest, ok := parseDecimal(b, ' ', false)
 		if !ok {
 			return dst, false
@@ -120,7 +124,7 @@ func AppendMessageParts(dst []MessagePart, b []byte) ([]MessagePart, bool) {
 		if end < 0 || end >= len(rest) || rest[end] != '\n' {
 			return dst, false
 		}
-		dst = append(dst, MessagePart{Index: index, Kind: kind,
+		dst = append(dst, MessagePart{Index: index, Kind: kind, Record: record,
 			Role: rest[:nr:nr], Name: rest[nr : nr+nn : nr+nn], Text: rest[nr+nn : end : end]})
 		b = rest[end+1:]
 	}

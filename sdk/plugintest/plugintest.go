@@ -130,7 +130,10 @@ func (p *Plugin) Metric(name string) int64 {
 // (wasmhost.ReadRequestFacts). A field set here overrides the body's: any
 // non-zero value, and any value (zero included) of a field named in
 // Explicit, so that a test can say "not streamed" or "no max_tokens" for a
-// body that says otherwise. body_bytes is always len(Body).
+// body that says otherwise. body_bytes is always len(Body). After a
+// plugin rewrote the body (set_message_text) the prompt's facts are read
+// from the new body: the overrides of PromptChars, PromptTokens and Bound
+// no longer apply.
 type Request struct {
 	Model    string            // the body's "model" when "", or "test-model" if it has none
 	Endpoint string            // default "chat/completions"; also "completions", "embeddings", "messages", "responses"
@@ -189,6 +192,21 @@ func (req *Request) facts() wasmhost.RequestFacts {
 	return f
 }
 
+// MaxBodyBytes is the largest body a plugin's rewrite may make, the
+// gateway's default server.max_body_bytes.
+const MaxBodyBytes = 4 << 20
+
+// rewrittenFacts are the facts the plugins see after a plugin rewrote the
+// body: the new body's, with req's overrides of the facts a rewrite does
+// not change (model, stream, max_tokens, messages).
+func (req *Request) rewrittenFacts(body []byte) wasmhost.RequestFacts {
+	next := *req
+	next.Body = string(body)
+	next.PromptChars, next.PromptTokens, next.Bound = 0, 0, wasmhost.BoundFacts{}
+	next.Explicit &^= FieldPromptChars | FieldPromptTokens
+	return next.facts()
+}
+
 func override(dst *int64, v int64, explicit bool) {
 	if v != 0 || explicit {
 		*dst = v
@@ -199,6 +217,11 @@ func (req *Request) endpoint() string { return or(req.Endpoint, "chat/completion
 
 // RequestResult is what the request phase decided.
 type RequestResult struct {
+	// Body is the request body as it would go upstream: the client's,
+	// or as plugins rewrote it (set_message_text; Rewritten is then
+	// true).
+	Body                string
+	Rewritten           bool
 	Rejected            bool
 	Status              int
 	Type, Code, Message string
@@ -212,6 +235,11 @@ func (p *Plugin) newRequest(req Request) *wasmhost.Request {
 	r.SetFacts(req.facts())
 	r.Endpoint, r.Body, r.RequestID = []byte(req.endpoint()), []byte(req.Body), []byte("req_test")
 	r.Tenant = req.Tenant
+	r.MaxBodyBytes = MaxBodyBytes
+	r.Refacts = func(r *wasmhost.Request) error {
+		r.SetFacts(req.rewrittenFacts(r.Body))
+		return nil
+	}
 	h := make(wasmhost.Headers, 0, len(req.Headers))
 	for k, v := range req.Headers {
 		h = append(h, wasmhost.Header{Name: []byte(k), Value: headerValue(v)})
@@ -250,7 +278,8 @@ func (p *Plugin) Request(req Request) RequestResult {
 
 func (p *Plugin) request(r *wasmhost.Request) RequestResult {
 	err := p.pipe.Request(r)
-	res := RequestResult{UpstreamHeaders: headerMap(r.SetUpstreamHeaders), ClientHeaders: headerMap(r.SetClientHeaders)}
+	res := RequestResult{UpstreamHeaders: headerMap(r.SetUpstreamHeaders), ClientHeaders: headerMap(r.SetClientHeaders),
+		Body: string(r.Body), Rewritten: r.BodyRewritten()}
 	var rej *wasmhost.RejectError
 	switch {
 	case errors.As(err, &rej):

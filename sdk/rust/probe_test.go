@@ -76,6 +76,8 @@ func TestProbe(t *testing.T) {
 		{action: "body", req: plugintest.Request{Body: `{"model":"m"}`, MaxTokens: 7}, up: `13|13|false|Some(7)`},
 		{action: "messages", req: plugintest.Request{Body: `{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b\nc"}]},{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"get","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"ok"}]}`, Messages: 4},
 			up: "0:text:system::Be brief.;1:text:user::a;1:text:user::b\\nc;2:tool_call:assistant:get:{};3:tool_result:tool:c1:ok;", client: map[string]string{"x-counts": `4|19|15|""`}},
+		{action: "rewrite", req: plugintest.Request{Body: `{"model":"m","messages":[{"role":"user","content":"secret"},{"role":"user","content":"keep"}]}`},
+			up: "Ok(())|Err(Absent)", client: map[string]string{"x-body": `{"model":"m","messages":[{"role":"user","content":"[x]"},{"role":"user","content":"keep"}]}`, "x-chars": "7"}},
 		{action: "bigheader", req: plugintest.Request{Headers: map[string]string{"x-big": big}}, up: "1000"},
 		{action: "tenant", up: "None"},
 		{action: "call", up: "5000", client: map[string]string{"x-nosuch": "Err(Unavailable)"}},

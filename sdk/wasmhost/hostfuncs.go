@@ -90,6 +90,10 @@ func (p *Plugin) instantiateHostModule(ctx context.Context) error {
 }
 
 func (p *Plugin) hostFuncs() []hostFunc {
+	return append(p.baseFuncs(), p.rewriteFuncs()...)
+}
+
+func (p *Plugin) baseFuncs() []hostFunc {
 	return []hostFunc{
 		{"log", 3, nil, nil, p.hostLog},
 		{"config", 2, nil, i32, func(ctx context.Context, m api.Module, s []uint64) {

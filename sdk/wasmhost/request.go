@@ -78,6 +78,15 @@ type Request struct {
 	// it can carry the request's own service state as a typed value (the
 	// gateway's is a hostsvc.Session inside its exchange).
 	Services Services
+	// Refacts, when set, re-derives the request's facts (SetFacts) from
+	// Body after a plugin rewrote it (set_message_text), as the gateway
+	// derived them from the client's body; an error refuses the rewrite
+	// (the body and its facts stay as they were: Refacts is called again
+	// on the old body). Nil: the facts stay as set.
+	Refacts func(r *Request) error
+	// MaxBodyBytes bounds a rewritten body (0: no bound): a rewrite that
+	// makes it longer is refused.
+	MaxBodyBytes int
 	// Tracer, when set, is told about each plugin callback (tracing);
 	// nil for requests that are not traced.
 	Tracer CallTracer
@@ -146,6 +155,8 @@ type Request struct {
 	// plugin first asks for it (messagesDone) and kept for the request.
 	messages     []byte
 	messagesDone bool
+	// rewrite is the state of set_message_text (hostfuncs_rewrite.go).
+	rewrite rewriteState
 
 	// headerBytes holds the names and values of SetUpstreamHeaders and
 	// SetClientHeaders (addHeader), reused from one request to the next.
@@ -187,6 +198,7 @@ func ReleaseRequest(r *Request) {
 		callResult:         r.callResult[:0],
 		headerBytes:        r.headerBytes[:0],
 		messages:           r.messages[:0],
+		rewrite:            r.rewrite.reset(),
 	}
 	requestPool.Put(r)
 }
@@ -338,7 +350,8 @@ func (h Headers) PeekBytes(name []byte) []byte {
 // call of the request.
 func (r *Request) conversation() []byte {
 	if !r.messagesDone {
-		r.messages, r.messagesDone = convo.Append(r.messages[:0], r.Body), true
+		r.messages, r.rewrite.spans = convo.AppendSpans(r.messages[:0], r.Body, r.rewrite.spans[:0])
+		r.messagesDone = true
 	}
 	return r.messages
 }

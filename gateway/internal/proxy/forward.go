@@ -85,6 +85,10 @@ type exchange struct {
 	// inFlight: the request is counted in Server.inflight and listed
 	// in the cancel registry.
 	inFlight bool
+
+	// refacts is x.refacts, made once per pooled exchange: the hook that
+	// re-reads a body a plugin rewrote (rewrite.go).
+	refacts func(*wasmhost.Request) error
 }
 
 var exchangePool = sync.Pool{New: func() any { return new(exchange) }}
@@ -162,6 +166,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 				return
 			}
 		}
+		body = x.upstreamBody(body)
 	}
 	// Ask for usage in the stream so later phases can account for it; the
 	// extra usage chunk is then kept from a client that did not ask.
@@ -309,6 +314,7 @@ func clientStatus(ctx *fasthttp.RequestCtx) int {
 func (x *exchange) startPlugins(ctx *fasthttp.RequestCtx, body []byte) {
 	r := &x.req
 	wr := wasmhost.AcquireRequest()
+	x.allowRewrites(wr)
 	x.reqBody = append(x.reqBody[:0], body...)
 	wr.SetFacts(pluginFacts(r)) // Model borrowed from x.parser, which lives as long as x
 	wr.Endpoint = endpointNames[x.ep]

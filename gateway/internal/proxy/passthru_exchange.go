@@ -93,6 +93,7 @@ func (s *Server) passthru(ctx *fasthttp.RequestCtx, pe *passEndpoint, id []byte)
 		if pe.body == passForm {
 			x.wr.Body = nil // borrowed from the client's request, which ends before the end phase
 		}
+		body = x.upstreamBody(body) // a JSON body's prompt or input, as plugins rewrote it
 	}
 	if pe.files && !x.st.policy.Passthrough.Files.AllowsPlan(x.planID()) {
 		e := filesForbidden(pe)
@@ -202,6 +203,7 @@ func (x *exchange) startPassPlugins(ctx *fasthttp.RequestCtx, pe *passEndpoint, 
 	case passJSON:
 		x.reqBody = append(x.reqBody[:0], body...)
 		wr.Body = x.reqBody
+		x.allowPassRewrites(wr)
 	case passForm:
 		wr.Body = body // not copied: an upload may be as large as the server takes
 	}

@@ -136,17 +136,23 @@ func (p *providerState) reset() {
 // Messages API request is read by anthropic.RequestParser, which also
 // records the client's anthropic-version and anthropic-beta.
 func (x *exchange) parseRequest(ctx *fasthttp.RequestCtx, body []byte, ep openai.Endpoint, r *openai.Request) error {
+	if ep == endpointMessages {
+		p := &x.prov
+		p.version = append(p.version[:0], ctx.Request.Header.Peek("Anthropic-Version")...)
+		p.beta = append(p.beta[:0], ctx.Request.Header.Peek("Anthropic-Beta")...)
+	}
+	return x.parseBody(body, ep, r)
+}
+
+// parseBody parses a request body for ep with the parser of its API.
+func (x *exchange) parseBody(body []byte, ep openai.Endpoint, r *openai.Request) error {
 	switch ep {
 	case endpointResponses:
 		return x.prov.resp.parser.Parse(body, r)
 	case endpointMessages:
-	default:
-		return x.parser.Parse(body, ep, r)
+		return x.prov.native.Parse(body, r)
 	}
-	p := &x.prov
-	p.version = append(p.version[:0], ctx.Request.Header.Peek("Anthropic-Version")...)
-	p.beta = append(p.beta[:0], ctx.Request.Header.Peek("Anthropic-Beta")...)
-	return p.native.Parse(body, r)
+	return x.parser.Parse(body, ep, r)
 }
 
 // accepts reports whether t can serve the exchange's endpoint: the native

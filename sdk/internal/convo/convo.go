@@ -31,6 +31,11 @@
 // exactly as encoding/json decodes them. A body that is not a JSON object
 // gives no records; a malformed one gives the records read before the
 // error. Append never panics.
+//
+// AppendSpans also tells, for each record, where its TEXT lies in the
+// body when it is one JSON string literal, and Splice replaces that
+// literal with a new text: how a plugin's set_message_text rewrites a
+// request (sdk/ABI.md, "Request rewriting").
 package convo
 
 import (
@@ -55,15 +60,28 @@ const maxDepth = 1024
 // Append appends the request_messages encoding of body to dst and returns
 // it.
 func Append(dst, body []byte) []byte {
+	dst, _ = appendRecords(dst, body, nil, false)
+	return dst
+}
+
+// AppendSpans is Append that also appends to spans, for each record in
+// order, where its TEXT lies in body (see TextSpan).
+func AppendSpans(dst, body []byte, spans []TextSpan) ([]byte, []TextSpan) {
+	return appendRecords(dst, body, spans, true)
+}
+
+func appendRecords(dst, body []byte, spans []TextSpan, track bool) ([]byte, []TextSpan) {
 	e := encoders.Get().(*encoder)
 	e.dst, e.body, e.index = dst, body, 0
+	e.spans, e.track = spans, track
 	e.s.MaxDepth = maxDepth
 	e.s.Reset(body)
 	dst = e.append()
-	e.dst, e.body = nil, nil
+	spans = e.spans
+	e.dst, e.body, e.spans = nil, nil, nil
 	e.s.Reset(nil)
 	encoders.Put(e)
-	return dst
+	return dst, spans
 }
 
 // encoders keeps encoders, and the scanner buffers that decoded strings
@@ -109,6 +127,14 @@ type encoder struct {
 	body  []byte
 	dst   []byte
 	index int // the next message's INDEX
+
+	// With track, each record's TextSpan is appended to spans: textSpan is
+	// the string literal the record being written took its TEXT from,
+	// lits how many literals (or raw values: 2) it took it from.
+	track    bool
+	spans    []TextSpan
+	textSpan TextSpan
+	lits     int
 }
 
 // A span is where a string value starts in the body (its opening quote);
@@ -129,6 +155,50 @@ func (e *encoder) str(sp span) (int, error) {
 	e.s.Seek(cur)
 	e.dst = append(e.dst, b...)
 	return len(b), err
+}
+
+// textStr is str for a record's TEXT: the literal is noted as its source.
+func (e *encoder) textStr(sp span) (int, error) {
+	if sp == none {
+		return 0, nil
+	}
+	cur := e.s.Offset()
+	e.s.Seek(int(sp))
+	b, err := e.s.Str()
+	if err == nil {
+		e.noteText(int(sp), e.s.Offset())
+	}
+	e.s.Seek(cur)
+	e.dst = append(e.dst, b...)
+	return len(b), err
+}
+
+// textAtCursor appends the string at the cursor, decoded, to the record's
+// TEXT, noting the literal as its source.
+func (e *encoder) textAtCursor() error {
+	e.s.Peek()
+	from := e.s.Offset()
+	b, err := e.s.Str()
+	if err != nil {
+		return err
+	}
+	e.noteText(from, e.s.Offset())
+	e.dst = append(e.dst, b...)
+	return nil
+}
+
+// noteText notes that the record being written took TEXT from the string
+// literal body[from:to].
+func (e *encoder) noteText(from, to int) {
+	e.textSpan = TextSpan{Start: from, End: to}
+	e.lits++
+}
+
+// begin starts a record: its ROLE NAME TEXT are appended from the
+// position it returns.
+func (e *encoder) begin() int {
+	e.lits = 0
+	return len(e.dst)
 }
 
 // lit appends a fixed string to the record being written.
@@ -157,6 +227,14 @@ func (e *encoder) finish(start int, kind string, roleLen, nameLen int) {
 	copy(e.dst[start+len(h):], e.dst[start:end])
 	copy(e.dst[start:], h)
 	e.dst = append(e.dst, '\n')
+	if e.track {
+		sp := TextSpan{Start: -1, End: -1}
+		if e.lits == 1 {
+			sp = e.textSpan
+		}
+		e.spans = append(e.spans, sp)
+	}
+	e.lits = 0
 }
 
 // stringSpan returns the span of the string at the cursor, consuming it;
@@ -208,14 +286,12 @@ func (e *encoder) prompts(items bool) error {
 // userText writes the string at the cursor as a message of its own, role
 // user.
 func (e *encoder) userText() error {
-	start := len(e.dst)
+	start := e.begin()
 	n := e.lit("user")
-	b, err := e.s.Str()
-	if err != nil {
+	if err := e.textAtCursor(); err != nil {
 		e.dst = e.dst[:start]
 		return err
 	}
-	e.dst = append(e.dst, b...)
 	e.finish(start, KindText, n, 0)
 	e.index++
 	return nil

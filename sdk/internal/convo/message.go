@@ -94,17 +94,15 @@ func (e *encoder) role(m *message) (int, error) {
 
 // text writes the string at the cursor as a text part of m.
 func (e *encoder) text(m *message) error {
-	start := len(e.dst)
+	start := e.begin()
 	n, err := e.role(m)
 	if err != nil {
 		return err
 	}
-	b, err := e.s.Str()
-	if err != nil {
+	if err := e.textAtCursor(); err != nil {
 		e.dst = e.dst[:start]
 		return err
 	}
-	e.dst = append(e.dst, b...)
 	e.finish(start, KindText, n, 0)
 	return nil
 }
@@ -129,7 +127,7 @@ func (e *encoder) content(m *message) error {
 // toolMessage reads an OpenAI role "tool" message: its content, every
 // copy, is one tool_result record named by tool_call_id.
 func (e *encoder) toolMessage(m *message) error {
-	start := len(e.dst)
+	start := e.begin()
 	rn, err := e.role(m)
 	if err != nil {
 		return err
@@ -163,9 +161,7 @@ func (e *encoder) toolMessage(m *message) error {
 func (e *encoder) resultText() error {
 	switch e.s.Peek() {
 	case '"':
-		b, err := e.s.Str()
-		e.dst = append(e.dst, b...)
-		return err
+		return e.textAtCursor()
 	case '[':
 		return e.s.Array(func(int) error {
 			if e.s.Peek() != '{' {
@@ -183,9 +179,7 @@ func (e *encoder) resultText() error {
 				if string(key) != "text" || e.s.Peek() != '"' {
 					return e.s.Skip()
 				}
-				b, err := e.s.Str()
-				e.dst = append(e.dst, b...)
-				return err
+				return e.textAtCursor()
 			})
 		})
 	}
@@ -235,14 +229,14 @@ func (e *encoder) toolCalls(m *message) error {
 // record writes a record of the message's role whose name and text are
 // the strings at two spans.
 func (e *encoder) record(kind string, m *message, name, text span) error {
-	start := len(e.dst)
+	start := e.begin()
 	rn, err := e.role(m)
 	if err != nil {
 		return err
 	}
 	nn, err := e.str(name)
 	if err == nil {
-		_, err = e.str(text)
+		_, err = e.textStr(text)
 	}
 	if err != nil {
 		e.dst = e.dst[:start]
@@ -273,6 +267,7 @@ func (e *encoder) functionItem(m *message, start int) (done bool, err error) {
 	}
 	end := e.s.Offset()
 	e.s.Seek(start)
+	e.begin()
 	rn := e.lit("tool")
 	nn, err := e.str(m.callID)
 	found := false

@@ -77,7 +77,7 @@ func (e *encoder) part(m *message) error {
 		})
 	case p.is("tool_use"):
 		e.s.Seek(p.end)
-		start := len(e.dst)
+		start := e.begin()
 		rn, err := e.role(m)
 		if err != nil {
 			return err
@@ -90,10 +90,11 @@ func (e *encoder) part(m *message) error {
 		if p.input[0] >= 0 {
 			e.dst = append(e.dst, e.body[p.input[0]:p.input[1]]...)
 		}
+		e.lits = 2 // raw JSON, not one string: not rewritable
 		e.finish(start, KindToolCall, rn, nn)
 		return nil
 	case p.is("tool_result"):
-		start := len(e.dst)
+		start := e.begin()
 		rn := e.lit("tool")
 		nn, err := e.str(p.toolUse)
 		if err == nil {

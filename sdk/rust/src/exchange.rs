@@ -51,8 +51,9 @@ impl Exchange {
         field(FIELD_UPSTREAM)
     }
 
-    /// The raw request JSON as the client sent it. Prefer
-    /// [`Exchange::messages`] to scanning it.
+    /// The raw request JSON as the client sent it, or as a plugin
+    /// rewrote it ([`Request::set_message_text`](crate::Request::set_message_text)).
+    /// Prefer [`Exchange::messages`] to scanning it.
     pub fn body(&self) -> Result<Vec<u8>, Error> {
         let hint = unsafe { sys::request_int(INT_BODY_BYTES) }.max(0) as usize;
         buffer::read(hint, |b, c| unsafe { sys::request_field(FIELD_BODY, b, c) })

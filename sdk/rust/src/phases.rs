@@ -54,6 +54,24 @@ impl Request {
     pub fn reject(&self, status: u16, typ: &str, code: &str, msg: &str) -> Verdict {
         reject(status, typ, code, msg)
     }
+
+    /// Replaces the text of a part of the request's conversation:
+    /// `record` is the part's [`MessagePart::record`](crate::MessagePart::record).
+    /// The host rewrites the request body at once (the part's JSON string
+    /// re-encoded in place), so this plugin's later reads, the plugins
+    /// after it and the upstream see the new text, and the prompt's sizes
+    /// are the new body's (ABI.md, "Request rewriting"). [`Error::Absent`]:
+    /// no such record; [`Error::Invalid`]: the part's text is not one JSON
+    /// string in the body (an Anthropic tool_use input, a tool result
+    /// joined from several parts), or the body would pass the gateway's
+    /// size limit. Values read before the call keep their bytes; read them
+    /// again for the new ones.
+    pub fn set_message_text(&self, record: usize, text: &str) -> Result<(), Error> {
+        if record > i32::MAX as usize {
+            return Err(Error::Absent);
+        }
+        status(unsafe { sys::set_message_text(record as i32, text.as_ptr(), text.len()) })
+    }
 }
 
 /// The response_headers phase's view: the upstream's status and headers

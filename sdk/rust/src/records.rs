@@ -71,6 +71,10 @@ pub struct MessagePart<'a> {
     pub name: &'a [u8],
     /// The part's text, JSON-decoded.
     pub text: &'a [u8],
+    /// The part's number in the conversation from 0, across messages:
+    /// what [`Request::set_message_text`](crate::Request::set_message_text)
+    /// takes to replace `text`.
+    pub record: usize,
 }
 
 /// The record parsers' error: the value does not follow the format.
@@ -120,12 +124,13 @@ impl<'a> Iterator for ToolCallDeltas<'a> {
 #[derive(Clone, Debug)]
 pub struct MessageParts<'a> {
     rest: &'a [u8],
+    record: usize,
 }
 
 impl<'a> MessageParts<'a> {
     /// The parts of `value`, in the format of `request_messages`.
     pub fn new(value: &'a [u8]) -> Self {
-        MessageParts { rest: value }
+        MessageParts { rest: value, record: 0 }
     }
 
     fn next_record(&mut self) -> Result<MessagePart<'a>, Malformed> {
@@ -137,12 +142,15 @@ impl<'a> MessageParts<'a> {
         let (text_len, b) = decimal(b, b'\n', false)?;
         let (strs, rest) = strings(b, &[role_len, name_len, text_len])?;
         self.rest = rest;
+        let record = self.record;
+        self.record += 1;
         Ok(MessagePart {
             index: index as u64,
             kind,
             role: strs[0],
             name: strs[1],
             text: strs[2],
+            record,
         })
     }
 }
@@ -203,7 +211,7 @@ pub(crate) mod tests {
     use super::*;
 
     fn part<'a>(index: u64, kind: PartKind, role: &'a str, name: &'a str, text: &'a str) -> MessagePart<'a> {
-        MessagePart { index, kind, role: role.as_bytes(), name: name.as_bytes(), text: text.as_bytes() }
+        MessagePart { index, kind, role: role.as_bytes(), name: name.as_bytes(), text: text.as_bytes(), record: 0 }
     }
 
     #[test]
@@ -231,6 +239,15 @@ pub(crate) mod tests {
             ("huge length", b"0 text 4 0 9999999999\nuser\n", vec![], false),
         ];
         for (name, value, want, ok) in tests {
+            // Records are numbered in order.
+            let want: Vec<MessagePart> = want
+                .into_iter()
+                .enumerate()
+                .map(|(i, mut p)| {
+                    p.record = i;
+                    p
+                })
+                .collect();
             let mut got = Vec::new();
             let mut good = true;
             for p in MessageParts::new(value) {

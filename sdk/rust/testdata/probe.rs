@@ -120,6 +120,20 @@ impl Probe {
                 let counts = format!("{}|{}|{}|{:?}", r.message_count(), r.prompt_tokens_estimate(), r.prompt_chars(), r.upstream()?);
                 r.set_response_header("x-counts", &counts)?;
             }
+            "rewrite" => {
+                let m = r.messages()?;
+                let mut out = Vec::new();
+                for p in m.parts() {
+                    let p = p.map_err(|_| Error::Malformed)?;
+                    if p.text == b"secret" {
+                        out.push(format!("{:?}", r.set_message_text(p.record, "[x]")));
+                    }
+                }
+                out.push(format!("{:?}", r.set_message_text(99, "x")));
+                up(&out.join("|"))?;
+                r.set_response_header("x-body", &String::from_utf8_lossy(&r.body()?))?;
+                r.set_response_header("x-chars", &r.prompt_chars().to_string())?;
+            }
             "bigheader" => up(&r.header("x-big")?.unwrap_or_default().len().to_string())?,
             "tenant" => up(&format!("{:?}", r.tenant()?.map(|t| t.id)))?,
             "call" => {
