@@ -2,6 +2,7 @@ package wasmhost
 
 import (
 	"bytes"
+	"context"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -77,9 +78,6 @@ type Request struct {
 	// it can carry the request's own service state as a typed value (the
 	// gateway's is a hostsvc.Session inside its exchange).
 	Services Services
-	// Tracer, when set, is told about each plugin callback (tracing);
-	// nil for requests that are not traced.
-	Tracer CallTracer
 	// Refacts, when set, re-derives the request's facts (SetFacts) from
 	// Body after a plugin rewrote it (set_message_text), as the gateway
 	// derived them from the client's body; an error refuses the rewrite
@@ -89,6 +87,13 @@ type Request struct {
 	// MaxBodyBytes bounds a rewritten body (0: no bound): a rewrite that
 	// makes it longer is refused.
 	MaxBodyBytes int
+	// Tracer, when set, is told about each plugin callback (tracing);
+	// nil for requests that are not traced.
+	Tracer CallTracer
+	// Context, when set, is the parent of the request's dispatched calls'
+	// contexts: when it ends they are cancelled and a wait for them ends.
+	// nil means none.
+	Context context.Context
 
 	// Usage, for the chunk and end phases.
 	PromptTokensUsed, CompletionTokensUsed int64
@@ -125,7 +130,7 @@ type Request struct {
 	RejectMessage      []byte
 
 	id          uint32
-	stack       [4]uint64 // params and results of the current callback
+	stack       [6]uint64 // params and results of the current callback
 	configuring bool      // on_configure: Body is the plugin's config
 	facts       []Header
 	states      [][]byte // per plugin slot
@@ -142,6 +147,9 @@ type Request struct {
 	emitted      []byte
 	finishReason []byte
 	callResult   []byte
+
+	// calls are the dispatched calls of the callback being served.
+	calls callQueue
 
 	// messages is the request_messages value, rendered from Body when a
 	// plugin first asks for it (messagesDone) and kept for the request.
@@ -171,6 +179,7 @@ func AcquireRequest() *Request {
 // ReleaseRequest resets r and returns it to the pool; r must not be used
 // afterwards.
 func ReleaseRequest(r *Request) {
+	r.calls.abandon()
 	states := r.states
 	for i := range states {
 		states[i] = states[i][:0]

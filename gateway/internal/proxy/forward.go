@@ -314,6 +314,7 @@ func clientStatus(ctx *fasthttp.RequestCtx) int {
 func (x *exchange) startPlugins(ctx *fasthttp.RequestCtx, body []byte) {
 	r := &x.req
 	wr := wasmhost.AcquireRequest()
+	x.allowRewrites(wr)
 	x.reqBody = append(x.reqBody[:0], body...)
 	wr.SetFacts(pluginFacts(r)) // Model borrowed from x.parser, which lives as long as x
 	wr.Endpoint = endpointNames[x.ep]
@@ -324,7 +325,6 @@ func (x *exchange) startPlugins(ctx *fasthttp.RequestCtx, body []byte) {
 	x.svc.Bind(x.st.services)
 	wr.Services = &x.svc
 	wr.Tracer = x.trace.CallTracer()
-	x.allowRewrites(wr)
 	x.wr = wr
 }
 

@@ -40,6 +40,7 @@ imports! {
     fn chunk_text(buf: *mut u8, cap: usize) -> i32;
     fn chunk_tool_calls(buf: *mut u8, cap: usize) -> i32;
     fn request_messages(buf: *mut u8, cap: usize) -> i32;
+    fn set_message_text(record: i32, ptr: *const u8, len: usize) -> i32;
     fn emit(ptr: *const u8, len: usize) -> i32;
     fn set_finish_reason(ptr: *const u8, len: usize) -> i32;
     fn reject(status: i32, typ: *const u8, typ_len: usize, code: *const u8, code_len: usize, msg: *const u8, msg_len: usize) -> i32;
@@ -48,7 +49,9 @@ imports! {
     fn call(svc: *const u8, svc_len: usize, req: *const u8, req_len: usize, buf: *mut u8, cap: usize) -> i32;
     fn call_result(buf: *mut u8, cap: usize) -> i32;
     fn skip_phases(mask: i32) -> i32;
-    fn set_message_text(record: i32, ptr: *const u8, len: usize) -> i32;
+    fn dispatch(svc: *const u8, svc_len: usize, req: *const u8, req_len: usize) -> i32;
+    fn call_response(buf: *mut u8, cap: usize) -> i32;
+    fn call_response_header(name: *const u8, name_len: usize, buf: *mut u8, cap: usize) -> i32;
 }
 
 /// What a stub import answers off wasm32.
