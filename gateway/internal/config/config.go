@@ -60,7 +60,11 @@ type Policy struct {
 	// Pricing is the price catalog and what an unpriced model means.
 	Pricing Pricing `yaml:"pricing"`
 	// Plugins run in this order in every phase they take part in.
-	Plugins       []Plugin      `yaml:"plugins"`
+	Plugins []Plugin `yaml:"plugins"`
+	// Chains are named selections of the plugins that routes refer to
+	// (routes[].plugins: NAME): each a list of plugin names, in the order
+	// of plugins.
+	Chains        map[string][]string `yaml:"chains"`
 	PluginRuntime PluginRuntime `yaml:"plugin_runtime"`
 	// Redis is shared by replicas for rate limits and budget counters.
 	Redis Redis `yaml:"redis"`
@@ -147,6 +151,10 @@ type Plugin struct {
 	Limits  PluginLimits `yaml:"limits"`
 	// Config is handed to the plugin's on_configure as JSON.
 	Config any `yaml:"config"`
+	// Enabled (default true): false leaves the plugin out of every
+	// request unless a plan or tenant switches it on (tenants.plans[].plugins,
+	// tenants.tenants[].plugins, or the admin API's plugins field).
+	Enabled *bool `yaml:"enabled"`
 
 	// File is Path resolved; set by validation ("" for a built-in).
 	File string `yaml:"-"`
@@ -315,6 +323,15 @@ type Route struct {
 	FallbackModels []string `yaml:"fallback_models"`
 	// Retry bounds the attempts of a request on this route.
 	Retry Retry `yaml:"retry"`
+	// Plugins are the plugins the route's requests run: the name of an
+	// entry of chains, or a list of plugin names (default: every plugin).
+	// Either way they run in the order of the policy's plugins; a plan
+	// or tenant may switch plugins of the route's selection on or off.
+	Plugins *PluginSelection `yaml:"plugins"`
+
+	// PluginNames is Plugins resolved by validation: nil for every
+	// plugin, else the names of the route's plugins (empty for none).
+	PluginNames []string `yaml:"-"`
 }
 
 // Defaults for fields left zero.
@@ -461,6 +478,7 @@ func (p *Policy) validate(lookupEnv func(string) (string, bool)) Problems {
 		ps.add("routes", "at least one route is required")
 	}
 	p.validatePlugins(&ps)
+	p.validateChains(&ps)
 	p.validateStore(lookupEnv, &ps)
 	p.validateShared(lookupEnv, &ps)
 	p.validatePassthrough(&ps)

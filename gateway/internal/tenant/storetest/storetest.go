@@ -11,8 +11,11 @@ package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -212,7 +215,10 @@ func diffSnapshot(got, want *tenant.Snapshot) []string {
 	check("Key.ExpiresAt", gk.ExpiresAt.Equal(wk.ExpiresAt), gk.ExpiresAt, wk.ExpiresAt)
 	check("Key.Limits", gk.Limits == wk.Limits, gk.Limits, wk.Limits)
 	check("Key.Budget", gk.Budget == wk.Budget, gk.Budget, wk.Budget)
-	check("Tenant", got.Tenant == want.Tenant, got.Tenant, want.Tenant)
+	gt, wt := got.Tenant, want.Tenant
+	check("Tenant", gt.ID == wt.ID && gt.Status == wt.Status && gt.PlanID == wt.PlanID, gt, wt)
+	check("Tenant.Plugins", overridesEqual(gt.Plugins, wt.Plugins), gt.Plugins, wt.Plugins)
+	check("Plan.Plugins", overridesEqual(got.Plan.Plugins, want.Plan.Plugins), got.Plan.Plugins, want.Plan.Plugins)
 	gp, wp := got.Plan, want.Plan
 	check("Plan.ID", gp.ID == wp.ID, gp.ID, wp.ID)
 	check("Plan.MonthlyBudgetMicros", gp.MonthlyBudgetMicros == wp.MonthlyBudgetMicros, gp.MonthlyBudgetMicros, wp.MonthlyBudgetMicros)
@@ -222,6 +228,23 @@ func diffSnapshot(got, want *tenant.Snapshot) []string {
 	check("AppendBudgets", budgetsEqual(gb, wb), gb, wb)
 	check("Plan.AllowedModels", slices.Equal(gp.AllowedModels, wp.AllowedModels), gp.AllowedModels, wp.AllowedModels)
 	return d
+}
+
+// overridesEqual compares plugin overrides; configs as JSON values.
+func overridesEqual(a, b tenant.PluginOverrides) bool {
+	return maps.EqualFunc(a, b, func(x, y tenant.PluginOverride) bool {
+		if (x.Enabled == nil) != (y.Enabled == nil) || x.Enabled != nil && *x.Enabled != *y.Enabled {
+			return false
+		}
+		if (x.Config == nil) != (y.Config == nil) {
+			return false
+		}
+		var xv, yv any
+		if x.Config != nil && (json.Unmarshal(x.Config, &xv) != nil || json.Unmarshal(y.Config, &yv) != nil) {
+			return false
+		}
+		return reflect.DeepEqual(xv, yv)
+	})
 }
 
 // budgetsEqual compares rules in order; nil and empty Alerts are equal.
