@@ -65,7 +65,7 @@ type Policy struct {
 	// (routes[].plugins: NAME): each a list of plugin names, in the order
 	// of plugins.
 	Chains        map[string][]string `yaml:"chains"`
-	PluginRuntime PluginRuntime `yaml:"plugin_runtime"`
+	PluginRuntime PluginRuntime       `yaml:"plugin_runtime"`
 	// Redis is shared by replicas for rate limits and budget counters.
 	Redis Redis `yaml:"redis"`
 	// CallLog is the ledger writer (with the Postgres store).
