@@ -30,6 +30,10 @@ type Tenant struct {
 	MaxTokens        int64
 	PlanRPM, PlanTPM int64
 	KeyRPM, KeyTPM   int64
+	// Plugins is the tenant's plan's and own plugin settings, compiled
+	// for the pipeline (Pipeline.Override); nil: none. The plugins after
+	// the one that set the Tenant follow it (chain.go).
+	Plugins *Override
 }
 
 // Services serves the host calls of plugins (`call`). The name selects the
@@ -80,6 +84,8 @@ type Request struct {
 	// Tracer, when set, is told about each plugin callback (tracing);
 	// nil for requests that are not traced.
 	Tracer CallTracer
+	// sel is the request's chain (SetChain) and its tenant's override.
+	sel selection
 
 	// Usage, for the chunk and end phases.
 	PromptTokensUsed, CompletionTokensUsed int64

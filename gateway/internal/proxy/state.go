@@ -96,6 +96,9 @@ func (s *Server) newState(p *config.Policy) (_ *state, err error) {
 		st.health = append(st.health, h)
 	}
 	st.routes = newRouter(p, st.clients, st.bindings, st.filters, health, time.Now())
+	if err := st.routes.bindChains(p, st.pipeline); err != nil {
+		return nil, err
+	}
 	st.files = newFilesRoute(p, st.clients, st.bindings, st.filters, health)
 	st.closers = append(st.closers, s.obs.Attach(st.pipeline, st.tenants))
 	return st, nil
