@@ -66,6 +66,13 @@ func (okStore) SetTenantStatus(context.Context, string, string) error        { r
 func (okStore) SetPrice(context.Context, tenant.Price) error                 { return nil }
 func (okStore) MonthUsage(context.Context, string, time.Time) (int64, error) { return 1_500_000, nil }
 func (okStore) TenantBudget(context.Context, string) (int64, error)          { return 10_000_000, nil }
+func (okStore) PlanPlugins(context.Context, string) (tenant.PluginOverrides, error) {
+	return nil, nil
+}
+func (okStore) TenantPlanPlugins(context.Context, string) (tenant.PluginOverrides, error) {
+	return nil, nil
+}
+func (okStore) SetTenantPlugins(context.Context, string, tenant.PluginOverrides) error { return nil }
 func (okStore) RevokeKeyHash(context.Context, string) (tenant.KeyHash, error) {
 	return tenant.HashKey(fuzzPlaintext), nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/accounting"
 	"github.com/tollgate/tollgate/gateway/internal/balance"
+	"github.com/tollgate/tollgate/gateway/internal/chains"
 	"github.com/tollgate/tollgate/gateway/internal/config"
 	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
 	"github.com/tollgate/tollgate/gateway/internal/provider"
@@ -36,9 +37,10 @@ type state struct {
 	health   []*balance.Upstream
 	pipeline *wasmhost.Pipeline
 	services *hostsvc.Set
-	tenants  *tenant.Cache // the tenant store's cache
-	admin    http.Handler  // nil without the Postgres store
-	closers  []func()      // tenant store, cache, listener
+	plugins  *chains.Compiler // plans' and tenants' plugin overrides (chains.go)
+	tenants  *tenant.Cache    // the tenant store's cache
+	admin    http.Handler     // nil without the Postgres store
+	closers  []func()         // tenant store, cache, listener
 	acct     *accounting.Accounting
 
 	refs      atomic.Int64 // requests in flight + 1 while current
@@ -69,6 +71,9 @@ func (s *Server) newState(p *config.Policy) (_ *state, err error) {
 			return nil, err
 		}
 		st.pipeline = pipe
+	}
+	if err := st.openChains(p, specs); err != nil {
+		return nil, err
 	}
 	health := make(map[string]*balance.Upstream, len(p.Upstreams))
 	for i := range p.Upstreams {

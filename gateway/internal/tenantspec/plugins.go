@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
 )
@@ -22,6 +23,17 @@ type PluginOverrideConfig struct {
 	// the policy (the plan's patch first, then the tenant's): keys given
 	// replace the policy's, null removes one, objects merge.
 	Config any `yaml:"config"`
+}
+
+// PluginOverrides converts a plan's or tenant's plugin overrides (nil
+// for none). The error names the plugin whose config is not JSON.
+func PluginOverrides(cs map[string]PluginOverrideConfig) (tenant.PluginOverrides, error) {
+	b := builder{}
+	ovs := b.pluginOverrides("", cs)
+	if len(b.problems) > 0 {
+		return nil, b.problems[0]
+	}
+	return ovs, nil
 }
 
 // pluginOverrides converts a plan's or tenant's plugin overrides (nil for
@@ -43,7 +55,7 @@ func (b *builder) pluginOverrides(at string, cs map[string]PluginOverrideConfig)
 		if c.Config != nil {
 			raw, err := json.Marshal(c.Config)
 			if err != nil {
-				b.add(fmt.Sprintf("%s.plugins.%s.config", at, name), "cannot be expressed as JSON: %v", err)
+				b.add(strings.TrimPrefix(fmt.Sprintf("%s.plugins.%s.config", at, name), "."), "cannot be expressed as JSON: %v", err)
 				continue
 			}
 			ov.Config = raw
