@@ -84,8 +84,6 @@ type Request struct {
 	// Tracer, when set, is told about each plugin callback (tracing);
 	// nil for requests that are not traced.
 	Tracer CallTracer
-	// sel is the request's chain (SetChain) and its tenant's override.
-	sel selection
 
 	// Usage, for the chunk and end phases.
 	PromptTokensUsed, CompletionTokensUsed int64
@@ -133,6 +131,9 @@ type Request struct {
 	// clock is the end of the phase's last timed callback (since
 	// clockBase), the start of the next one; 0 for none yet.
 	clock time.Duration
+
+	// sel is the request's chain (SetChain) and its tenant's override.
+	sel selection
 
 	// Per-callback scratch, reset by each chunk call.
 	chunkText    []byte

@@ -145,16 +145,16 @@ type Plugin struct {
 	// Builtin names a plugin built into the binary instead of a file:
 	// preflight, ratelimit, budget or holdback (gateway/internal/builtin).
 	Builtin string `yaml:"builtin"`
+	// Enabled (default true): false leaves the plugin out of every
+	// request unless a plan or tenant switches it on (tenants.plans[].plugins,
+	// tenants.tenants[].plugins, or the admin API's plugins field).
+	Enabled *bool `yaml:"enabled"`
 	// OnError is fail_closed (default: a failed plugin fails the request
 	// with a clear error) or fail_open (the failed callback is skipped).
 	OnError string       `yaml:"on_error"`
 	Limits  PluginLimits `yaml:"limits"`
 	// Config is handed to the plugin's on_configure as JSON.
 	Config any `yaml:"config"`
-	// Enabled (default true): false leaves the plugin out of every
-	// request unless a plan or tenant switches it on (tenants.plans[].plugins,
-	// tenants.tenants[].plugins, or the admin API's plugins field).
-	Enabled *bool `yaml:"enabled"`
 
 	// File is Path resolved; set by validation ("" for a built-in).
 	File string `yaml:"-"`
@@ -478,7 +478,6 @@ func (p *Policy) validate(lookupEnv func(string) (string, bool)) Problems {
 		ps.add("routes", "at least one route is required")
 	}
 	p.validatePlugins(&ps)
-	p.validateChains(&ps)
 	p.validateStore(lookupEnv, &ps)
 	p.validateShared(lookupEnv, &ps)
 	p.validatePassthrough(&ps)
@@ -511,6 +510,7 @@ func (p *Policy) validate(lookupEnv func(string) (string, bool)) Problems {
 		p.validateRouteTargets(i, names, &ps)
 	}
 	p.validateFallbacks(&ps)
+	p.validateChains(&ps)
 	return ps
 }
 
