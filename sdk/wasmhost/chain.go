@@ -256,6 +256,31 @@ func (pl *Pipeline) Variants(name string) int {
 	return n
 }
 
+// WithVariants returns the pipeline's plugins in policy order, each
+// followed by the variants of it loaded so far (for counters: a
+// variant's Stats are its own).
+func (pl *Pipeline) WithVariants() []*Plugin {
+	if pl == nil {
+		return nil
+	}
+	out := make([]*Plugin, 0, len(pl.plugins))
+	pl.vars.mu.Lock()
+	defer pl.vars.mu.Unlock()
+	for slot, p := range pl.plugins {
+		out = append(out, p)
+		for _, l := range pl.vars.bySlot[slot] {
+			select {
+			case <-l.done:
+				if l.p != nil {
+					out = append(out, l.p)
+				}
+			default:
+			}
+		}
+	}
+	return out
+}
+
 // closeVariants closes every variant; loads finishing later close theirs.
 func (pl *Pipeline) closeVariants() {
 	vs := pl.vars

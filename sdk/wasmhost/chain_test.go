@@ -216,6 +216,9 @@ func TestChainVariants(t *testing.T) {
 	if n := pl.Variants("p0"); n != 1 {
 		t.Errorf("variants = %d, want 1 (a refused config is not kept)", n)
 	}
+	if all := pl.WithVariants(); len(all) != 2 || all[0] != base || all[1] != a1 {
+		t.Errorf("WithVariants = %v, want the policy's plugin and its one variant", all)
+	}
 	if _, err := pl.Variant(ctx, "p0", []byte(`{"phases":["request"]}`)); err == nil || !strings.Contains(err.Error(), "must not change a plugin's phases") {
 		t.Errorf("a config changing the phases: err %v", err)
 	}
