@@ -83,7 +83,9 @@ func TestPluginWritesChecked(t *testing.T) {
 				t.Errorf("the check saw plan %v, tenant %v; want %v, %v", sawPlan, sawTenant, tt.wantPlan, tt.wantTenant)
 			}
 			if tt.wantStatus == 400 {
-				var e struct{ Error struct{ Code, Param, Message string } }
+				var e struct {
+					Error struct{ Code, Param, Message string }
+				}
 				json.Unmarshal(w.Body.Bytes(), &e)
 				if tt.refuse && (e.Error.Code != "invalid_plugins" || e.Error.Param != "plugins" || !strings.Contains(e.Error.Message, "bad status")) {
 					t.Errorf("error %+v", e.Error)
