@@ -268,3 +268,54 @@ tenants:
 		})
 	}
 }
+
+// A stream's chunk phase follows the chain too: a chunk plugin upper-cases
+// the reply for the tenant that switches it on, on the routes whose chain
+// has it, and the others' streams pass as the model sent them.
+func TestChainsStreamChunkPhase(t *testing.T) {
+	const text = "the quick brown fox"
+	_, mockURL := startMock(t, mockllm.Config{Text: text, ChunkSize: 4})
+	keys := map[string]string{"LOUD_KEY": "tg_loud_chains", "QUIET_KEY": "tg_quiet_chains"}
+	for k, v := range keys {
+		t.Setenv(k, v) // the memory store reads key_env from the process
+	}
+	pol := fmt.Sprintf(`
+version: 1
+upstreams:
+  - name: up
+    base_url: %s/v1
+routes:
+  - models: [mock-1]
+    upstream: up
+  - models: [mock-2]
+    upstream: up
+    plugins: [preflight]
+plugins:
+  - {name: preflight, builtin: preflight}
+  - name: upper
+    path: %s
+    enabled: false
+    config: {chunk: replace_upper, phases: [chunk]}
+tenants:
+  plans: [{id: basic}]
+  tenants:
+    - {id: loud, plan: basic, keys: [{id: l, key_env: LOUD_KEY}], plugins: {upper: {enabled: true}}}
+    - {id: quiet, plan: basic, keys: [{id: q, key_env: QUIET_KEY}]}
+`, mockURL, testPluginPath(t))
+	_, gw := startGateway(t, pol, keys)
+	tests := []struct {
+		key, model, want string
+	}{
+		{"tg_loud_chains", "mock-1", strings.ToUpper(text)},
+		{"tg_quiet_chains", "mock-1", text},
+		{"tg_loud_chains", "mock-2", text},
+	}
+	for _, tt := range tests {
+		body := fmt.Sprintf(`{"model":%q,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, tt.model)
+		status, _, out := post(t, gw+"/v1/chat/completions", body, "Authorization", "Bearer "+tt.key)
+		got, done := sseText(t, out)
+		if status != 200 || got != tt.want || !done {
+			t.Errorf("%s on %s: %d %q (done %v), want %q", tt.key, tt.model, status, got, done, tt.want)
+		}
+	}
+}
