@@ -14,6 +14,10 @@ type Pipeline struct {
 	request, respHeaders, chunk, ends []*Plugin
 	// instruments are per plugin, by slot (see Instrument).
 	instruments []Instruments
+	// all is the chain of a request the gateway set none for; vars the
+	// plugins' other configs (chain.go).
+	all  *Chain
+	vars *variants
 }
 
 // RejectError is a plugin's REJECT: the error the client gets.
@@ -43,6 +47,9 @@ func (e *FailureError) Unwrap() error { return e.Err }
 // NewPipeline loads specs in order. On error, plugins already loaded are
 // closed and the error names the failing plugin.
 func NewPipeline(ctx context.Context, h *Host, specs []Spec) (*Pipeline, error) {
+	if len(specs) > MaxPlugins {
+		return nil, fmt.Errorf("%d plugins: at most %d are supported", len(specs), MaxPlugins)
+	}
 	pl := &Pipeline{}
 	for i, s := range specs {
 		s.Slot = i
@@ -66,6 +73,7 @@ func NewPipeline(ctx context.Context, h *Host, specs []Spec) (*Pipeline, error) 
 		}
 	}
 	pl.instruments = make([]Instruments, len(pl.plugins))
+	pl.initChains(h, specs)
 	return pl, nil
 }
 
@@ -74,6 +82,7 @@ func (pl *Pipeline) Close() {
 	if pl == nil {
 		return
 	}
+	pl.closeVariants()
 	for _, p := range pl.plugins {
 		p.Close()
 	}
@@ -106,7 +115,8 @@ func (pl *Pipeline) Has(ph Phase) bool {
 }
 
 // Wants reports whether any plugin still takes part in phase ph for r:
-// one that has the phase and did not opt out of it with skip_phases.
+// one that has the phase, is in r's chain and did not opt out of it with
+// skip_phases.
 func (pl *Pipeline) Wants(r *Request, ph Phase) bool {
 	if pl == nil || r == nil {
 		return false
@@ -114,7 +124,7 @@ func (pl *Pipeline) Wants(r *Request, ph Phase) bool {
 	var ps []*Plugin
 	switch ph {
 	case PhaseRequest:
-		return len(pl.request) > 0
+		ps = pl.request
 	case PhaseResponseHeaders:
 		ps = pl.respHeaders
 	case PhaseChunk:
@@ -123,7 +133,7 @@ func (pl *Pipeline) Wants(r *Request, ph Phase) bool {
 		ps = pl.ends
 	}
 	for _, p := range ps {
-		if !r.skipped(p.spec.Slot, ph) {
+		if !r.skipped(p.spec.Slot, ph) && pl.chosen(r, p) != nil {
 			return true
 		}
 	}
@@ -135,6 +145,9 @@ func (pl *Pipeline) Wants(r *Request, ph Phase) bool {
 func (pl *Pipeline) Request(r *Request) error {
 	r.clock = 0
 	for _, p := range pl.request {
+		if p = pl.pick(r, p); p == nil {
+			continue
+		}
 		r.stack[0] = uint64(r.id)
 		if err := pl.gate(p, r, PhaseRequest, "on_request"); err != nil {
 			return err
@@ -147,7 +160,7 @@ func (pl *Pipeline) Request(r *Request) error {
 func (pl *Pipeline) ResponseHeaders(r *Request, status int) error {
 	r.clock = 0
 	for _, p := range pl.respHeaders {
-		if r.skipped(p.spec.Slot, PhaseResponseHeaders) {
+		if p = pl.pick(r, p); p == nil || r.skipped(p.spec.Slot, PhaseResponseHeaders) {
 			continue
 		}
 		r.stack[0], r.stack[1] = uint64(r.id), uint64(uint32(status))
@@ -215,7 +228,7 @@ func (pl *Pipeline) Chunk(r *Request, text []byte, flags uint32) (ChunkResult, e
 	replaced, hold, release := false, false, false
 	r.clock = 0
 	for _, p := range pl.chunk {
-		if r.skipped(p.spec.Slot, PhaseChunk) {
+		if p = pl.pick(r, p); p == nil || r.skipped(p.spec.Slot, PhaseChunk) {
 			continue
 		}
 		r.emitted = r.emitted[:0]
@@ -264,7 +277,7 @@ func (pl *Pipeline) Chunk(r *Request, text []byte, flags uint32) (ChunkResult, e
 func (pl *Pipeline) End(r *Request, flags uint32) {
 	r.clock = 0
 	for _, p := range pl.ends {
-		if r.skipped(p.spec.Slot, PhaseEnd) {
+		if p = pl.pick(r, p); p == nil || r.skipped(p.spec.Slot, PhaseEnd) {
 			continue
 		}
 		r.stack[0], r.stack[1] = uint64(r.id), uint64(flags)

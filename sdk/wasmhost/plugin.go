@@ -55,6 +55,9 @@ type Spec struct {
 	// Slot is the plugin's index in its pipeline, used to key per-request
 	// state. Set by NewPipeline.
 	Slot int
+	// Disabled leaves the plugin out of every request whose chain does
+	// not switch it on (chain.go: a plan's or tenant's Override).
+	Disabled bool
 }
 
 // Defaults for Spec fields left zero.

@@ -31,6 +31,10 @@ type Tenant struct {
 	MaxTokens        int64
 	PlanRPM, PlanTPM int64
 	KeyRPM, KeyTPM   int64
+	// Plugins is the tenant's plan's and own plugin settings, compiled
+	// for the pipeline (Pipeline.Override); nil: none. The plugins after
+	// the one that set the Tenant follow it (chain.go).
+	Plugins *Override
 }
 
 // Services serves the host calls of plugins (`call`). The name selects the
@@ -141,6 +145,9 @@ type Request struct {
 	// clock is the end of the phase's last timed callback (since
 	// clockBase), the start of the next one; 0 for none yet.
 	clock time.Duration
+
+	// sel is the request's chain (SetChain) and its tenant's override.
+	sel selection
 
 	// Per-callback scratch, reset by each chunk call.
 	chunkText    []byte

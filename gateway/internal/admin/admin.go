@@ -42,6 +42,7 @@ type Store interface {
 	SetPrice(ctx context.Context, p tenant.Price) error
 	MonthUsage(ctx context.Context, tenantID string, month time.Time) (int64, error)
 	TenantBudget(ctx context.Context, tenantID string) (int64, error)
+	PluginStore
 }
 
 // BudgetCounter is the fast budget counter (Redis or in-process): what is
@@ -90,6 +91,9 @@ type handler struct {
 	budget BudgetCounter // nil: the ledger only
 	prices PriceReader   // nil: GET prices answers 404
 	cancel func(ctx context.Context, id string) (bool, error)
+	// checkPlugins checks plugin overrides before they are stored (nil:
+	// not checked).
+	checkPlugins PluginChecker
 }
 
 // NewHandler returns the admin API. token is the bearer token every request
@@ -113,6 +117,7 @@ func NewHandler(store Store, evict Evictor, token string, log *slog.Logger, opts
 	m.HandleFunc("PUT /v1/admin/plans/{id}", h.updatePlan)
 	m.HandleFunc("POST /v1/admin/tenants", h.createTenant)
 	m.HandleFunc("PUT /v1/admin/tenants/{id}/status", h.setTenantStatus)
+	m.HandleFunc("PUT /v1/admin/tenants/{id}/plugins", h.setTenantPlugins)
 	m.HandleFunc("POST /v1/admin/tenants/{id}/keys", h.createKey)
 	m.HandleFunc("GET /v1/admin/tenants/{id}/keys", h.listKeys)
 	m.HandleFunc("GET /v1/admin/tenants/{id}/usage", h.usage)
@@ -174,6 +179,9 @@ type planJSON struct {
 	// Budgets per scope and window; a tenant/month one replaces
 	// monthly_budget_usd (set one of them).
 	Budgets []budgetJSON `json:"budgets,omitempty"`
+	// Plugins switch the policy's plugins on or off for the plan's
+	// tenants and override their config (a JSON merge patch), by name.
+	Plugins tenant.PluginOverrides `json:"plugins,omitempty"`
 }
 
 // planUpdate is the body of PUT /v1/admin/plans/{id}: a plan without its id,
@@ -185,12 +193,16 @@ type planUpdate struct {
 	MaxTokens        int64        `json:"max_tokens"`
 	AllowedModels    []string     `json:"allowed_models"`
 	Budgets          []budgetJSON `json:"budgets,omitempty"`
+	// Plugins replace the plan's plugin overrides (absent: none).
+	Plugins tenant.PluginOverrides `json:"plugins,omitempty"`
 }
 
 type tenantJSON struct {
 	ID     string `json:"id"`
 	PlanID string `json:"plan_id"`
 	Status string `json:"status,omitempty"`
+	// Plugins are the tenant's own plugin overrides, over its plan's.
+	Plugins tenant.PluginOverrides `json:"plugins,omitempty"`
 }
 
 type statusJSON struct {
@@ -258,7 +270,10 @@ func (h *handler) createPlan(w http.ResponseWriter, r *http.Request) {
 	}
 	p := tenant.Plan{ID: in.ID, MonthlyBudgetMicros: int64(in.MonthlyBudgetUSD),
 		Limits: tenant.Limits{RPM: in.RPM, TPM: in.TPM, MaxTokens: in.MaxTokens}, AllowedModels: in.AllowedModels,
-		Budgets: budgetRules(in.Budgets)}
+		Budgets: budgetRules(in.Budgets), Plugins: in.Plugins}
+	if !h.pluginsOK(w, r, p.Plugins, nil) {
+		return
+	}
 	if err := h.store.CreatePlan(r.Context(), p); err != nil {
 		h.storeError(w, r, err)
 		return
@@ -275,14 +290,17 @@ func (h *handler) updatePlan(w http.ResponseWriter, r *http.Request) {
 	}
 	p := tenant.Plan{ID: r.PathValue("id"), MonthlyBudgetMicros: int64(in.MonthlyBudgetUSD),
 		Limits: tenant.Limits{RPM: in.RPM, TPM: in.TPM, MaxTokens: in.MaxTokens}, AllowedModels: in.AllowedModels,
-		Budgets: budgetRules(in.Budgets)}
+		Budgets: budgetRules(in.Budgets), Plugins: in.Plugins}
+	if !h.pluginsOK(w, r, p.Plugins, nil) {
+		return
+	}
 	if err := h.store.UpdatePlan(r.Context(), p); err != nil {
 		h.storeError(w, r, err)
 		return
 	}
 	h.evict.EvictPlan(p.ID)
 	h.reply(w, http.StatusOK, planJSON{ID: p.ID, MonthlyBudgetUSD: in.MonthlyBudgetUSD,
-		RPM: in.RPM, TPM: in.TPM, MaxTokens: in.MaxTokens, AllowedModels: in.AllowedModels, Budgets: budgetsOut(p.Budgets)})
+		RPM: in.RPM, TPM: in.TPM, MaxTokens: in.MaxTokens, AllowedModels: in.AllowedModels, Budgets: budgetsOut(p.Budgets), Plugins: in.Plugins})
 }
 
 func (h *handler) createTenant(w http.ResponseWriter, r *http.Request) {
@@ -293,7 +311,17 @@ func (h *handler) createTenant(w http.ResponseWriter, r *http.Request) {
 	if in.Status == "" {
 		in.Status = tenant.StatusActive
 	}
-	if err := h.store.CreateTenant(r.Context(), tenant.Tenant{ID: in.ID, PlanID: in.PlanID, Status: in.Status}); err != nil {
+	if len(in.Plugins) > 0 {
+		plan, err := h.store.PlanPlugins(r.Context(), in.PlanID)
+		if err != nil {
+			h.storeError(w, r, err)
+			return
+		}
+		if !h.pluginsOK(w, r, plan, in.Plugins) {
+			return
+		}
+	}
+	if err := h.store.CreateTenant(r.Context(), tenant.Tenant{ID: in.ID, PlanID: in.PlanID, Status: in.Status, Plugins: in.Plugins}); err != nil {
 		h.storeError(w, r, err)
 		return
 	}

@@ -66,6 +66,13 @@ func (okStore) SetTenantStatus(context.Context, string, string) error        { r
 func (okStore) SetPrice(context.Context, tenant.Price) error                 { return nil }
 func (okStore) MonthUsage(context.Context, string, time.Time) (int64, error) { return 1_500_000, nil }
 func (okStore) TenantBudget(context.Context, string) (int64, error)          { return 10_000_000, nil }
+func (okStore) PlanPlugins(context.Context, string) (tenant.PluginOverrides, error) {
+	return nil, nil
+}
+func (okStore) TenantPlanPlugins(context.Context, string) (tenant.PluginOverrides, error) {
+	return nil, nil
+}
+func (okStore) SetTenantPlugins(context.Context, string, tenant.PluginOverrides) error { return nil }
 func (okStore) RevokeKeyHash(context.Context, string) (tenant.KeyHash, error) {
 	return tenant.HashKey(fuzzPlaintext), nil
 }
@@ -88,6 +95,7 @@ var fuzzRoutes = []struct{ method, path string }{
 	{"POST", "/v1/admin/keys/key_1/revoke"},
 	{"PUT", "/v1/admin/prices"},
 	{"GET", "/v1/admin/tenants/acme/usage"},
+	{"PUT", "/v1/admin/tenants/acme/plugins"},
 }
 
 // FuzzAdminBodies sends fuzzed JSON bodies to every admin write route, with
@@ -104,6 +112,7 @@ func FuzzAdminBodies(f *testing.F) {
 		`{"status":"active"}`,
 		`{"expires_at":"2030-12-31T00:00:00Z","rpm":60,"tpm":0,"max_tokens":100}`,
 		`{"tenant_id":"acme"}`,
+		`{"plugins":{"guard":{"enabled":true,"config":{"deny":["x"]}},"hold":{"enabled":false}}}`,
 		`{"model":"gpt-4o","input_usd_per_mtok":"2.5","output_usd_per_mtok":"10","effective_from":"2026-01-01T00:00:00Z"}`,
 		``, `{}`, `{"id":1}`, `{"x":1}`, `{} {}`, `[`, `{"monthly_budget_usd":"-1"}`, `{"monthly_budget_usd":"1e3"}`,
 	}

@@ -60,8 +60,12 @@ type Policy struct {
 	// Pricing is the price catalog and what an unpriced model means.
 	Pricing Pricing `yaml:"pricing"`
 	// Plugins run in this order in every phase they take part in.
-	Plugins       []Plugin      `yaml:"plugins"`
-	PluginRuntime PluginRuntime `yaml:"plugin_runtime"`
+	Plugins []Plugin `yaml:"plugins"`
+	// Chains are named selections of the plugins that routes refer to
+	// (routes[].plugins: NAME): each a list of plugin names, in the order
+	// of plugins.
+	Chains        map[string][]string `yaml:"chains"`
+	PluginRuntime PluginRuntime       `yaml:"plugin_runtime"`
 	// Redis is shared by replicas for rate limits and budget counters.
 	Redis Redis `yaml:"redis"`
 	// CallLog is the ledger writer (with the Postgres store).
@@ -141,6 +145,10 @@ type Plugin struct {
 	// Builtin names a plugin built into the binary instead of a file:
 	// preflight, ratelimit, budget or holdback (gateway/internal/builtin).
 	Builtin string `yaml:"builtin"`
+	// Enabled (default true): false leaves the plugin out of every
+	// request unless a plan or tenant switches it on (tenants.plans[].plugins,
+	// tenants.tenants[].plugins, or the admin API's plugins field).
+	Enabled *bool `yaml:"enabled"`
 	// OnError is fail_closed (default: a failed plugin fails the request
 	// with a clear error) or fail_open (the failed callback is skipped).
 	OnError string       `yaml:"on_error"`
@@ -315,6 +323,15 @@ type Route struct {
 	FallbackModels []string `yaml:"fallback_models"`
 	// Retry bounds the attempts of a request on this route.
 	Retry Retry `yaml:"retry"`
+	// Plugins are the plugins the route's requests run: the name of an
+	// entry of chains, or a list of plugin names (default: every plugin).
+	// Either way they run in the order of the policy's plugins; a plan
+	// or tenant may switch plugins of the route's selection on or off.
+	Plugins *PluginSelection `yaml:"plugins"`
+
+	// PluginNames is Plugins resolved by validation: nil for every
+	// plugin, else the names of the route's plugins (empty for none).
+	PluginNames []string `yaml:"-"`
 }
 
 // Defaults for fields left zero.
@@ -493,6 +510,7 @@ func (p *Policy) validate(lookupEnv func(string) (string, bool)) Problems {
 		p.validateRouteTargets(i, names, &ps)
 	}
 	p.validateFallbacks(&ps)
+	p.validateChains(&ps)
 	return ps
 }
 

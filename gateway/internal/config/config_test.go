@@ -251,7 +251,7 @@ func TestExamplePoliciesLoad(t *testing.T) {
 			}
 		}
 		if _, err := ParseIn(data, filepath.Dir(f), env(map[string]string{"OPENAI_API_KEY": "x", "ANTHROPIC_API_KEY": "x", "AZURE_OPENAI_API_KEY": "x", "DEMO_KEY": "tg_demo_123",
-			"TOLLGATE_DEMO_KEY": "tg_demo_1", "TOLLGATE_DEMO_LIMITED_KEY": "tg_demo_2", "TOLLGATE_DEMO_SPENT_KEY": "tg_demo_3",
+			"TOLLGATE_DEMO_KEY": "tg_demo_1", "ACME_KEY": "tg_acme_1", "GLOBEX_KEY": "tg_globex_1", "TOLLGATE_DEMO_LIMITED_KEY": "tg_demo_2", "TOLLGATE_DEMO_SPENT_KEY": "tg_demo_3",
 			"TOLLGATE_DATABASE_URL": "postgres://tollgate@127.0.0.1/tollgate", "TOLLGATE_ADMIN_TOKEN": "t"})); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}

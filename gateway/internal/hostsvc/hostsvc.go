@@ -107,6 +107,15 @@ func NewSet(cfg Config) *Set {
 	return s
 }
 
+// SetPlugins makes tenant.resolve apply the plans' and tenants' plugin
+// overrides, compiled by pc for the state's pipeline. Call it while
+// building the state, before the Set serves a request.
+func (s *Set) SetPlugins(pc PluginCompiler) {
+	if s.tenants != nil {
+		s.tenants.plugins = pc
+	}
+}
+
 // Register serves svc under the ABI name; a later registration of the
 // same name replaces it. Register only while building the Set.
 func (s *Set) Register(name string, svc Service) { s.byName[name] = svc }

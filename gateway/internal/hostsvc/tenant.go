@@ -18,11 +18,19 @@ type KeyResolver interface {
 	Key(ctx context.Context, h tenant.KeyHash) (*tenant.Snapshot, error)
 }
 
+// PluginCompiler compiles a snapshot's plugin overrides for the policy
+// state's pipeline (chains.Compiler), keeping the result with the
+// snapshot so that a warm request compiles nothing.
+type PluginCompiler interface {
+	Compile(ps *tenant.PluginSet) (*wasmhost.Override, error)
+}
+
 // Tenants is the tenant.resolve service.
 type Tenants struct {
-	log  *slog.Logger
-	keys KeyResolver
-	now  func() time.Time
+	log     *slog.Logger
+	keys    KeyResolver
+	now     func() time.Time
+	plugins PluginCompiler // nil: overrides are not applied
 }
 
 // Serve is tenant.resolve. The request is the API key as the client
@@ -56,6 +64,16 @@ func (t *Tenants) Serve(c *Session, r *wasmhost.Request, key []byte) ([]byte, er
 		}
 		return []byte("invalid"), nil
 	}
+	var plugins *wasmhost.Override
+	if snap.Plugins != nil && t.plugins != nil {
+		if plugins, err = t.plugins.Compile(snap.Plugins); err != nil {
+			// A config the plugin refuses (the admin API checks them;
+			// a plugin upgrade may not): the request fails rather than
+			// running the guard with the policy's config.
+			t.log.Error("tenant's plugin settings cannot be applied", "tenant", snap.Tenant.ID, "plan", snap.Plan.ID, "err", err)
+			return nil, err
+		}
+	}
 	lim := snap.Effective()
 	if c != nil {
 		c.meter.snap = snap // the request's budgets, for budget.reserve
@@ -64,6 +82,7 @@ func (t *Tenants) Serve(c *Session, r *wasmhost.Request, key []byte) ([]byte, er
 		ID: snap.Tenant.ID, KeyID: snap.Key.ID, Plan: snap.Plan.ID, Status: snap.Tenant.Status,
 		RPM: orMinus1(lim.RPM), TPM: orMinus1(lim.TPM), BudgetMicros: orMinus1(snap.Plan.MonthlyBudgetMicros), MaxTokens: orMinus1(lim.MaxTokens),
 		PlanRPM: orMinus1(snap.Plan.RPM), PlanTPM: orMinus1(snap.Plan.TPM), KeyRPM: orMinus1(snap.Key.Limits.RPM), KeyTPM: orMinus1(snap.Key.Limits.TPM),
+		Plugins: plugins,
 	}
 	out := make([]byte, 0, 16+16*len(snap.Plan.AllowedModels))
 	out = append(out, "ok"...)

@@ -322,6 +322,7 @@ func (x *exchange) startPlugins(ctx *fasthttp.RequestCtx, body []byte) {
 	wr.Body = x.reqBody
 	wr.Upstream = x.route.targets[x.try.prefer].name
 	wr.ClientHeader = &ctx.Request.Header
+	wr.SetChain(x.route.chain)
 	x.svc.Bind(x.st.services)
 	wr.Services = &x.svc
 	wr.Tracer = x.trace.CallTracer()

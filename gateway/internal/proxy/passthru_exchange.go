@@ -209,6 +209,7 @@ func (x *exchange) startPassPlugins(ctx *fasthttp.RequestCtx, pe *passEndpoint, 
 	}
 	wr.Upstream = x.route.targets[x.try.prefer].name
 	wr.ClientHeader = &ctx.Request.Header
+	wr.SetChain(x.route.chain)
 	x.svc.Bind(x.st.services)
 	wr.Services = &x.svc
 	wr.Tracer = x.trace.CallTracer()

@@ -29,6 +29,7 @@ func PluginSpecs(p *config.Policy) ([]wasmhost.Spec, error) {
 		if pl.Limits.Interruptible != nil && !*pl.Limits.Interruptible {
 			spec.Uninterruptible = true
 		}
+		spec.Disabled = !pl.PluginEnabled()
 		if pl.OnError == config.FailOpen {
 			spec.OnError = wasmhost.FailOpen
 		}

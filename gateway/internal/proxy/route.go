@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"path"
 	"sort"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/balance"
 	"github.com/tollgate/tollgate/gateway/internal/config"
 	"github.com/tollgate/tollgate/gateway/internal/upstream"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // router maps a request's model to a route: exact names first, then glob
@@ -19,6 +21,8 @@ type router struct {
 	patterns []pattern
 	// models is the GET /v1/models body: the exact names, OpenAI list format.
 	models []byte
+	// routes are the routes in policy order.
+	routes []*route
 }
 
 type pattern struct {
@@ -46,6 +50,9 @@ type route struct {
 	// wait bounds a request's wait for a slot when every upstream is at
 	// its max_concurrent: the longest first_byte timeout among them.
 	wait time.Duration
+	// chain is the route's plugins (routes[].plugins), compiled for the
+	// state's pipeline; nil: every plugin the policy enables.
+	chain *wasmhost.Chain
 }
 
 // target is one upstream of a route.
@@ -104,7 +111,24 @@ func newRouter(p *config.Policy, clients map[string]*upstream.Client, bindings m
 	}
 	sort.Strings(names)
 	r.models = appendModelList(nil, names, created)
+	r.routes = routes
 	return r
+}
+
+// bindChains compiles each route's plugin selection for pipe, once per
+// policy load; a request takes its route's at its start.
+func (r *router) bindChains(p *config.Policy, pipe *wasmhost.Pipeline) error {
+	for i, rt := range p.Routes {
+		if rt.PluginNames == nil || pipe == nil {
+			continue
+		}
+		c, err := pipe.Chain(rt.PluginNames)
+		if err != nil {
+			return fmt.Errorf("routes[%d].plugins: %w", i, err)
+		}
+		r.routes[i].chain = c
+	}
+	return nil
 }
 
 func isGlob(s string) bool { return strings.ContainsAny(s, `*?[\`) }

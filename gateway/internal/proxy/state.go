@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/accounting"
 	"github.com/tollgate/tollgate/gateway/internal/balance"
+	"github.com/tollgate/tollgate/gateway/internal/chains"
 	"github.com/tollgate/tollgate/gateway/internal/config"
 	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
 	"github.com/tollgate/tollgate/gateway/internal/provider"
@@ -36,9 +37,10 @@ type state struct {
 	health   []*balance.Upstream
 	pipeline *wasmhost.Pipeline
 	services *hostsvc.Set
-	tenants  *tenant.Cache // the tenant store's cache
-	admin    http.Handler  // nil without the Postgres store
-	closers  []func()      // tenant store, cache, listener
+	plugins  *chains.Compiler // plans' and tenants' plugin overrides (chains.go)
+	tenants  *tenant.Cache    // the tenant store's cache
+	admin    http.Handler     // nil without the Postgres store
+	closers  []func()         // tenant store, cache, listener
 	acct     *accounting.Accounting
 
 	refs      atomic.Int64 // requests in flight + 1 while current
@@ -70,6 +72,9 @@ func (s *Server) newState(p *config.Policy) (_ *state, err error) {
 		}
 		st.pipeline = pipe
 	}
+	if err := st.openChains(p, specs); err != nil {
+		return nil, err
+	}
 	health := make(map[string]*balance.Upstream, len(p.Upstreams))
 	for i := range p.Upstreams {
 		u := &p.Upstreams[i]
@@ -96,6 +101,9 @@ func (s *Server) newState(p *config.Policy) (_ *state, err error) {
 		st.health = append(st.health, h)
 	}
 	st.routes = newRouter(p, st.clients, st.bindings, st.filters, health, time.Now())
+	if err := st.routes.bindChains(p, st.pipeline); err != nil {
+		return nil, err
+	}
 	st.files = newFilesRoute(p, st.clients, st.bindings, st.filters, health)
 	st.closers = append(st.closers, s.obs.Attach(st.pipeline, st.tenants))
 	return st, nil

@@ -12,7 +12,8 @@ import (
 // openTenants opens the tenant store of p for st (tenantstore), closed
 // with st, and builds st's host services over its cache.
 func (s *Server) openTenants(st *state, p *config.Policy) error {
-	t, err := tenantstore.Open(p, tenantstore.Options{Log: s.log, PGTracer: s.pgTracer, Budget: s.acct.Budget, Cancel: s.AdminCancel})
+	t, err := tenantstore.Open(p, tenantstore.Options{Log: s.log, PGTracer: s.pgTracer, Budget: s.acct.Budget, Cancel: s.AdminCancel,
+		CheckPlugins: s.checkPlugins})
 	if err != nil {
 		return err
 	}

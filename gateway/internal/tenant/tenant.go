@@ -50,6 +50,9 @@ type Plan struct {
 	// AllowedModels are exact names or path.Match patterns; empty allows
 	// every routed model.
 	AllowedModels []string
+	// Plugins switch the policy's plugins on or off for the plan's
+	// tenants and override their config; nil: none.
+	Plugins PluginOverrides
 }
 
 // Tenant is a customer of the gateway.
@@ -57,6 +60,9 @@ type Tenant struct {
 	ID     string
 	Status string
 	PlanID string
+	// Plugins are the tenant's own plugin overrides, applied over its
+	// plan's; nil: none.
+	Plugins PluginOverrides
 }
 
 // Key is an API key's record; the key itself is never stored.
@@ -82,6 +88,9 @@ type Snapshot struct {
 	Plan   Plan
 	// LoadedAt is when the snapshot was read from the store.
 	LoadedAt time.Time
+	// Plugins are the plan's and tenant's plugin overrides; nil when
+	// neither has any (see NewPluginSet).
+	Plugins *PluginSet
 }
 
 // Effective returns the limits that apply: the key's where set, else the

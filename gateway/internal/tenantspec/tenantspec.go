@@ -61,6 +61,9 @@ type PlanConfig struct {
 	// monthly_budget_usd is the tenant/month one, so the two cannot both
 	// name it.
 	Budgets []BudgetConfig `yaml:"budgets"`
+	// Plugins switch the policy's plugins on or off for the plan's
+	// tenants and override their config, by plugin name.
+	Plugins map[string]PluginOverrideConfig `yaml:"plugins"`
 }
 
 // BudgetConfig declares a tenant.BudgetRule.
@@ -83,6 +86,9 @@ type TenantConfig struct {
 	Plan   string      `yaml:"plan"`   // a PlanConfig.ID
 	Status string      `yaml:"status"` // active (default) or suspended
 	Keys   []KeyConfig `yaml:"keys"`
+	// Plugins switch the policy's plugins on or off for this tenant and
+	// override their config, over the plan's, by plugin name.
+	Plugins map[string]PluginOverrideConfig `yaml:"plugins"`
 }
 
 // KeyConfig declares a tenant.Key. Exactly one of KeySHA256 and KeyEnv is
@@ -235,6 +241,7 @@ func (b *builder) plan(at string, pc *PlanConfig) {
 		Budgets:             merged,
 		Limits:              b.limits(at, pc.RPM, pc.TPM, pc.MaxTokens),
 		AllowedModels:       slices.Clone(pc.AllowedModels),
+		Plugins:             b.pluginOverrides(at, pc.Plugins),
 	}
 	if ok {
 		b.plans[pc.ID] = p
@@ -315,12 +322,23 @@ func (b *builder) tenant(at string, tc *TenantConfig, seen map[string]string) *t
 	if !ok || p == nil {
 		return nil
 	}
-	return &tenantRef{tenant: tenant.Tenant{ID: tc.ID, Status: status, PlanID: p.ID}, plan: p}
+	return &tenantRef{tenant: tenant.Tenant{ID: tc.ID, Status: status, PlanID: p.ID, Plugins: b.pluginOverrides(at, tc.Plugins)}, plan: p}
 }
 
 type tenantRef struct {
 	tenant tenant.Tenant
 	plan   *tenant.Plan
+	// set is the tenant's plugin overrides, shared by its keys' snapshots
+	// so that what the gateway compiles from it is compiled once.
+	set     *tenant.PluginSet
+	setDone bool
+}
+
+func (t *tenantRef) plugins() *tenant.PluginSet {
+	if !t.setDone {
+		t.set, t.setDone = tenant.NewPluginSet(t.plan.ID, t.plan.Plugins, t.tenant.ID, t.tenant.Plugins), true
+	}
+	return t.set
 }
 
 func (b *builder) declaredPlans() string {
@@ -360,8 +378,9 @@ func (b *builder) key(at string, kc *KeyConfig, tn *tenantRef, idAt map[string]s
 			ID: kc.ID, TenantID: tn.tenant.ID, Hash: h, Prefix: kc.Prefix,
 			Status: status, ExpiresAt: kc.ExpiresAt, Limits: limits, Budget: own,
 		},
-		Tenant: tn.tenant,
-		Plan:   *tn.plan,
+		Tenant:  tn.tenant,
+		Plan:    *tn.plan,
+		Plugins: tn.plugins(),
 	}
 }
 

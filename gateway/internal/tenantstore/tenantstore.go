@@ -28,6 +28,9 @@ type Options struct {
 	// endpoints (Postgres only).
 	Budget admin.BudgetCounter
 	Cancel func(ctx context.Context, id string) (bool, error)
+	// CheckPlugins checks the plugin overrides of the admin API's plan
+	// and tenant writes (Postgres only; nil: not checked).
+	CheckPlugins admin.PluginChecker
 }
 
 // Tenants is an open tenant store: its cache, and the admin API over it.
@@ -90,7 +93,7 @@ func Open(p *config.Policy, o Options) (_ *Tenants, err error) {
 	t.closers = append(t.closers, cache.Close)
 	t.Cache = cache
 	if isPG {
-		t.Admin = admin.NewHandler(db, cache, p.Admin.Token, o.Log.With("component", "admin"), admin.WithBudget(o.Budget), admin.WithCanceller(o.Cancel), admin.WithPrices(cache))
+		t.Admin = admin.NewHandler(db, cache, p.Admin.Token, o.Log.With("component", "admin"), admin.WithBudget(o.Budget), admin.WithCanceller(o.Cancel), admin.WithPrices(cache), admin.WithPluginCheck(o.CheckPlugins))
 	}
 	return t, nil
 }

@@ -453,6 +453,13 @@ var scalars = map[reflect.Type]scalarDef{
 			PatternErrorMessage: `not a size: write bytes, or a whole number with a unit (B, KB, MB, GB, KiB, MiB, GiB), e.g. 4MiB`,
 		}, nil
 	}},
+	reflect.TypeFor[config.PluginSelection](): {name: "pluginSelection", build: func(*generator) (*schema, error) {
+		// No description: the key's own says what the selection is.
+		return &schema{AnyOf: []*schema{
+			{Type: "string", Pattern: `^.+$`},
+			{Type: "array", Items: &schema{Type: "string"}},
+		}}, nil
+	}},
 	reflect.TypeFor[time.Time](): {name: "timestamp", build: func(*generator) (*schema, error) {
 		// The forms YAML reads as a timestamp, unquoted; a quoted string
 		// is not decoded into a time, so ${VAR} cannot stand for one.

@@ -123,7 +123,7 @@ func (o *Metrics) retire(st *attached) {
 	if c := st.cache; c != nil {
 		addCacheStats(&t.cache, c.Stats())
 	}
-	for _, p := range st.pipeline.Plugins() {
+	for _, p := range st.pipeline.WithVariants() {
 		pt := t.plugins[p.Name()]
 		if pt == nil {
 			pt = &pluginTotals{}
@@ -146,7 +146,7 @@ func (t *stateTotals) sums() (tenant.CacheStats, map[string]*pluginTotals) {
 		if c := st.cache; c != nil {
 			addCacheStats(&cache, c.Stats())
 		}
-		for _, p := range st.pipeline.Plugins() {
+		for _, p := range st.pipeline.WithVariants() {
 			pt := plugins[p.Name()]
 			if pt == nil {
 				pt = &pluginTotals{}

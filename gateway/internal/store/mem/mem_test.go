@@ -3,6 +3,7 @@ package mem
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -37,10 +38,11 @@ func configOf(f storetest.Fixture) (tenantspec.Config, map[string]string) {
 		for _, r := range p.Budgets {
 			pc.Budgets = append(pc.Budgets, tenantspec.BudgetConfig{Scope: r.Scope, Window: r.Window, USD: usd(r.LimitMicros), Alerts: r.Alerts})
 		}
+		pc.Plugins = overrideConfigs(p.Plugins)
 		cfg.Plans = append(cfg.Plans, pc)
 	}
 	for _, tn := range f.Tenants {
-		tc := tenantspec.TenantConfig{ID: tn.ID, Plan: tn.PlanID, Status: tn.Status}
+		tc := tenantspec.TenantConfig{ID: tn.ID, Plan: tn.PlanID, Status: tn.Status, Plugins: overrideConfigs(tn.Plugins)}
 		for _, k := range tn.Keys {
 			kc := tenantspec.KeyConfig{
 				ID: k.ID, Prefix: k.Prefix, Status: k.Status, ExpiresAt: k.ExpiresAt,
@@ -64,6 +66,25 @@ func configOf(f storetest.Fixture) (tenantspec.Config, map[string]string) {
 		})
 	}
 	return cfg, env
+}
+
+// overrideConfigs writes plugin overrides as a policy would (configs as
+// YAML values).
+func overrideConfigs(ovs tenant.PluginOverrides) map[string]tenantspec.PluginOverrideConfig {
+	if ovs == nil {
+		return nil
+	}
+	out := make(map[string]tenantspec.PluginOverrideConfig, len(ovs))
+	for name, ov := range ovs {
+		c := tenantspec.PluginOverrideConfig{Enabled: ov.Enabled}
+		if ov.Config != nil {
+			if err := json.Unmarshal(ov.Config, &c.Config); err != nil {
+				panic(err)
+			}
+		}
+		out[name] = c
+	}
+	return out
 }
 
 func lookup(env map[string]string) func(string) (string, bool) {

@@ -26,11 +26,15 @@ func (s *Store) CreatePlan(ctx context.Context, p tenant.Plan) error {
 	if err != nil {
 		return fmt.Errorf("creating plan %q: %w", p.ID, err)
 	}
+	plugins, err := encodePlugins(p.Plugins)
+	if err != nil {
+		return fmt.Errorf("creating plan %q: %w", p.ID, err)
+	}
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `
-INSERT INTO plans (id, monthly_budget_micros, rpm, tpm, max_tokens, allowed_models, budgets)
-VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-			p.ID, monthly, p.RPM, p.TPM, p.MaxTokens, nonNil(p.AllowedModels), string(budgets))
+INSERT INTO plans (id, monthly_budget_micros, rpm, tpm, max_tokens, allowed_models, budgets, plugins)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+			p.ID, monthly, p.RPM, p.TPM, p.MaxTokens, nonNil(p.AllowedModels), string(budgets), plugins)
 		return err
 	})
 	if err != nil {
@@ -49,12 +53,16 @@ func (s *Store) UpdatePlan(ctx context.Context, p tenant.Plan) error {
 	if err != nil {
 		return fmt.Errorf("updating plan %q: %w", p.ID, err)
 	}
+	plugins, err := encodePlugins(p.Plugins)
+	if err != nil {
+		return fmt.Errorf("updating plan %q: %w", p.ID, err)
+	}
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `
 UPDATE plans SET monthly_budget_micros = $2, rpm = $3, tpm = $4, max_tokens = $5,
-       allowed_models = $6, budgets = $7, updated_at = now()
+       allowed_models = $6, budgets = $7, plugins = $8, updated_at = now()
 WHERE id = $1`,
-			p.ID, monthly, p.RPM, p.TPM, p.MaxTokens, nonNil(p.AllowedModels), string(budgets))
+			p.ID, monthly, p.RPM, p.TPM, p.MaxTokens, nonNil(p.AllowedModels), string(budgets), plugins)
 		if err == nil && tag.RowsAffected() == 0 {
 			err = tenant.ErrNotFound
 		}
@@ -76,9 +84,13 @@ func (s *Store) CreateTenant(ctx context.Context, t tenant.Tenant) error {
 	if err := errors.Join(checkID("tenant", t.ID), checkID("plan", t.PlanID), checkTenantStatus(t.Status)); err != nil {
 		return fmt.Errorf("creating tenant: %w", err)
 	}
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO tenants (id, status, plan_id) VALUES ($1, $2, $3)`,
-			t.ID, t.Status, t.PlanID)
+	plugins, err := encodePlugins(t.Plugins)
+	if err != nil {
+		return fmt.Errorf("creating tenant %q: %w", t.ID, err)
+	}
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO tenants (id, status, plan_id, plugins) VALUES ($1, $2, $3, $4)`,
+			t.ID, t.Status, t.PlanID, plugins)
 		return err
 	})
 	if err != nil {

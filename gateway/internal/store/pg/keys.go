@@ -31,8 +31,8 @@ const keyByHashSQL = `
 SELECT k.id, k.tenant_id, k.prefix, k.status, k.expires_at,
        coalesce(k.rpm, 0), coalesce(k.tpm, 0), coalesce(k.max_tokens, 0),
        coalesce(k.budget_micros, 0), coalesce(k.budget_window, ''),
-       t.status, t.plan_id,
-       p.monthly_budget_micros, p.rpm, p.tpm, p.max_tokens, p.allowed_models, p.budgets
+       t.status, t.plan_id, t.plugins,
+       p.monthly_budget_micros, p.rpm, p.tpm, p.max_tokens, p.allowed_models, p.budgets, p.plugins
 FROM api_keys k
 JOIN tenants t ON t.id = k.tenant_id
 JOIN plans p ON p.id = t.plan_id
@@ -47,16 +47,16 @@ WHERE k.key_hash = $1`
 func (s *Store) KeyByHash(ctx context.Context, h tenant.KeyHash) (*tenant.Snapshot, error) {
 	snap := &tenant.Snapshot{LoadedAt: time.Now()}
 	var (
-		expires *time.Time
-		budgets []byte
+		expires                     *time.Time
+		budgets, tPlugins, pPlugins []byte
 	)
 	k, t, p := &snap.Key, &snap.Tenant, &snap.Plan
 	err := s.pool.QueryRow(ctx, keyByHashSQL, h[:]).Scan(
 		&k.ID, &k.TenantID, &k.Prefix, &k.Status, &expires,
 		&k.Limits.RPM, &k.Limits.TPM, &k.Limits.MaxTokens,
 		&k.Budget.LimitMicros, &k.Budget.Window,
-		&t.Status, &t.PlanID,
-		&p.MonthlyBudgetMicros, &p.RPM, &p.TPM, &p.MaxTokens, &p.AllowedModels, &budgets,
+		&t.Status, &t.PlanID, &tPlugins,
+		&p.MonthlyBudgetMicros, &p.RPM, &p.TPM, &p.MaxTokens, &p.AllowedModels, &budgets, &pPlugins,
 	)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("key %x…: %w", h[:4], tenant.ErrNotFound)
@@ -76,6 +76,13 @@ func (s *Store) KeyByHash(ctx context.Context, h tenant.KeyHash) (*tenant.Snapsh
 	if p.Budgets, err = decodeBudgets(budgets, p.MonthlyBudgetMicros); err != nil {
 		return nil, fmt.Errorf("reading key %x… of plan %q: %w", h[:4], p.ID, err)
 	}
+	if p.Plugins, err = decodePlugins(pPlugins); err != nil {
+		return nil, fmt.Errorf("reading key %x… of plan %q: %w", h[:4], p.ID, err)
+	}
+	if t.Plugins, err = decodePlugins(tPlugins); err != nil {
+		return nil, fmt.Errorf("reading key %x… of tenant %q: %w", h[:4], t.ID, err)
+	}
+	snap.Plugins = tenant.NewPluginSet(p.ID, p.Plugins, t.ID, t.Plugins)
 	return snap, nil
 }
 

@@ -38,7 +38,7 @@ func TestSharedStoreTable(t *testing.T) {
 		}
 		defer conn.Close(ctx)
 		for _, tn := range f.Tenants {
-			if err := st.CreateTenant(ctx, tenant.Tenant{ID: tn.ID, Status: tn.Status, PlanID: tn.PlanID}); err != nil {
+			if err := st.CreateTenant(ctx, tenant.Tenant{ID: tn.ID, Status: tn.Status, PlanID: tn.PlanID, Plugins: tn.Plugins}); err != nil {
 				t.Fatal(err)
 			}
 			for _, k := range tn.Keys {

@@ -11,8 +11,11 @@ package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -31,10 +34,11 @@ type Fixture struct {
 
 // Tenant is a tenant with its keys.
 type Tenant struct {
-	ID     string
-	Status string
-	PlanID string
-	Keys   []Key
+	ID      string
+	Status  string
+	PlanID  string
+	Keys    []Key
+	Plugins tenant.PluginOverrides
 }
 
 // Key is an API key of a Tenant.
@@ -56,6 +60,7 @@ func date(y int, m time.Month, d int) time.Time { return time.Date(y, m, d, 0, 0
 // limit-overriding keys; globex (suspended, free); initech (active, free);
 // and prices with several effective dates. Each call returns fresh slices.
 func NewFixture() Fixture {
+	on, off := true, false
 	return Fixture{
 		Plans: []tenant.Plan{
 			{
@@ -68,11 +73,17 @@ func NewFixture() Fixture {
 				},
 				Limits:        tenant.Limits{RPM: 60, TPM: 10_000, MaxTokens: 256},
 				AllowedModels: []string{"gpt-test", "mock-*"},
+				Plugins: tenant.PluginOverrides{
+					"guard": {Enabled: &on, Config: []byte(`{"keywords":["x"],"mode":{"strict":true}}`)},
+					"hold":  {Enabled: &off},
+				},
 			},
 			{ID: "free"},
 		},
 		Tenants: []Tenant{
-			{ID: "acme", Status: tenant.StatusActive, PlanID: "basic", Keys: []Key{
+			{ID: "acme", Status: tenant.StatusActive, PlanID: "basic", Plugins: tenant.PluginOverrides{
+				"guard": {Config: []byte(`{"mode":null}`)},
+			}, Keys: []Key{
 				{ID: "k-active", Plaintext: "tg_test_active", Prefix: "tg_test_act", Status: tenant.StatusActive},
 				{ID: "k-revoked", Plaintext: "tg_test_revoked", Prefix: "tg_test_rev", Status: tenant.StatusRevoked},
 				{ID: "k-expired", Plaintext: "tg_test_expired", Status: tenant.StatusActive, ExpiresAt: date(2020, 1, 1)},
@@ -185,7 +196,7 @@ func expectedSnapshot(t *testing.T, f Fixture, key string) *tenant.Snapshot {
 					ID: k.ID, TenantID: tn.ID, Hash: tenant.HashKey(k.Plaintext), Prefix: k.Prefix,
 					Status: k.Status, ExpiresAt: k.ExpiresAt, Limits: k.Limits, Budget: k.Budget,
 				},
-				Tenant: tenant.Tenant{ID: tn.ID, Status: tn.Status, PlanID: tn.PlanID},
+				Tenant: tenant.Tenant{ID: tn.ID, Status: tn.Status, PlanID: tn.PlanID, Plugins: tn.Plugins},
 				Plan:   f.Plans[i],
 			}
 		}
@@ -212,7 +223,14 @@ func diffSnapshot(got, want *tenant.Snapshot) []string {
 	check("Key.ExpiresAt", gk.ExpiresAt.Equal(wk.ExpiresAt), gk.ExpiresAt, wk.ExpiresAt)
 	check("Key.Limits", gk.Limits == wk.Limits, gk.Limits, wk.Limits)
 	check("Key.Budget", gk.Budget == wk.Budget, gk.Budget, wk.Budget)
-	check("Tenant", got.Tenant == want.Tenant, got.Tenant, want.Tenant)
+	gt, wt := got.Tenant, want.Tenant
+	check("Tenant", gt.ID == wt.ID && gt.Status == wt.Status && gt.PlanID == wt.PlanID, gt, wt)
+	check("Tenant.Plugins", overridesEqual(gt.Plugins, wt.Plugins), gt.Plugins, wt.Plugins)
+	check("Plan.Plugins", overridesEqual(got.Plan.Plugins, want.Plan.Plugins), got.Plan.Plugins, want.Plan.Plugins)
+	wantSet := len(want.Plan.Plugins)+len(want.Tenant.Plugins) > 0
+	check("Plugins", (got.Plugins != nil) == wantSet && (got.Plugins == nil ||
+		got.Plugins.PlanID == got.Plan.ID && got.Plugins.TenantID == gt.ID &&
+			overridesEqual(got.Plugins.Plan, got.Plan.Plugins) && overridesEqual(got.Plugins.Tenant, gt.Plugins)), got.Plugins, wantSet)
 	gp, wp := got.Plan, want.Plan
 	check("Plan.ID", gp.ID == wp.ID, gp.ID, wp.ID)
 	check("Plan.MonthlyBudgetMicros", gp.MonthlyBudgetMicros == wp.MonthlyBudgetMicros, gp.MonthlyBudgetMicros, wp.MonthlyBudgetMicros)
@@ -222,6 +240,23 @@ func diffSnapshot(got, want *tenant.Snapshot) []string {
 	check("AppendBudgets", budgetsEqual(gb, wb), gb, wb)
 	check("Plan.AllowedModels", slices.Equal(gp.AllowedModels, wp.AllowedModels), gp.AllowedModels, wp.AllowedModels)
 	return d
+}
+
+// overridesEqual compares plugin overrides; configs as JSON values.
+func overridesEqual(a, b tenant.PluginOverrides) bool {
+	return maps.EqualFunc(a, b, func(x, y tenant.PluginOverride) bool {
+		if (x.Enabled == nil) != (y.Enabled == nil) || x.Enabled != nil && *x.Enabled != *y.Enabled {
+			return false
+		}
+		if (x.Config == nil) != (y.Config == nil) {
+			return false
+		}
+		var xv, yv any
+		if x.Config != nil && (json.Unmarshal(x.Config, &xv) != nil || json.Unmarshal(y.Config, &yv) != nil) {
+			return false
+		}
+		return reflect.DeepEqual(xv, yv)
+	})
 }
 
 // budgetsEqual compares rules in order; nil and empty Alerts are equal.
