@@ -147,6 +147,8 @@ type Plugin struct {
 	Limits  PluginLimits `yaml:"limits"`
 	// Config is handed to the plugin's on_configure as JSON.
 	Config any `yaml:"config"`
+	// Callout grants the plugin HTTP call-outs; absent: none.
+	Callout *Callout `yaml:"callout"`
 
 	// File is Path resolved; set by validation ("" for a built-in).
 	File string `yaml:"-"`
@@ -354,6 +356,9 @@ func (p *Policy) applyDefaults() {
 	}
 	for i := range p.Plugins {
 		setDefault(&p.Plugins[i].OnError, FailClosed)
+		if c := p.Plugins[i].Callout; c != nil {
+			c.applyDefaults()
+		}
 	}
 	setDefault(&p.Store.Kind, StoreMemory)
 	setDefault(&p.Admin.TokenEnv, "TOLLGATE_ADMIN_TOKEN")
@@ -460,7 +465,7 @@ func (p *Policy) validate(lookupEnv func(string) (string, bool)) Problems {
 	if len(p.Routes) == 0 {
 		ps.add("routes", "at least one route is required")
 	}
-	p.validatePlugins(&ps)
+	p.validatePlugins(lookupEnv, &ps)
 	p.validateStore(lookupEnv, &ps)
 	p.validateShared(lookupEnv, &ps)
 	p.validatePassthrough(&ps)
@@ -561,7 +566,7 @@ func (u *Upstream) validate(at string, names map[string]int, i int, lookupEnv fu
 	}
 }
 
-func (p *Policy) validatePlugins(ps *Problems) {
+func (p *Policy) validatePlugins(lookupEnv func(string) (string, bool), ps *Problems) {
 	names := map[string]int{}
 	for i := range p.Plugins {
 		pl := &p.Plugins[i]
@@ -589,6 +594,9 @@ func (p *Policy) validatePlugins(ps *Problems) {
 		}
 		if _, err := json.Marshal(pl.Config); err != nil {
 			ps.add(at+".config", "cannot be expressed as JSON: %v", err)
+		}
+		if pl.Callout != nil {
+			pl.Callout.validate(at+".callout", lookupEnv, ps)
 		}
 	}
 }
