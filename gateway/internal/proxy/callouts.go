@@ -1,0 +1,38 @@
+package proxy
+
+import (
+	"fmt"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tollgate/tollgate/gateway/internal/callout"
+	"github.com/tollgate/tollgate/gateway/internal/config"
+)
+
+// newCallouts builds the `http` service of a policy state from its
+// plugins' callout grants: nil when no plugin has one (every call-out is
+// then refused as not allowed).
+func (s *Server) newCallouts(p *config.Policy) (*callout.Service, error) {
+	grants := map[string]*callout.Grant{}
+	for i := range p.Plugins {
+		pl := &p.Plugins[i]
+		c := pl.Callout
+		if c == nil {
+			continue
+		}
+		g, err := callout.NewGrant(callout.GrantSpec{Allow: c.Allow, Timeout: c.Timeout, MaxResponseBytes: int64(c.MaxResponseBytes),
+			MaxInFlight: c.MaxInFlight, HeadersEnv: c.HeadersEnv}, c.LookupEnv)
+		if err != nil {
+			return nil, fmt.Errorf("plugins[%d] (%s): %w", i, pl.Name, err)
+		}
+		grants[pl.Name] = g
+	}
+	if len(grants) == 0 {
+		return nil, nil
+	}
+	var tracer trace.Tracer
+	if s.tracing != nil {
+		tracer = s.tracing.Tracer()
+	}
+	return callout.New(callout.Config{Grants: grants, Metrics: s.callouts, Tracer: tracer, Log: s.log.With("component", "callout")})
+}
