@@ -60,13 +60,13 @@ type Server struct {
 	svcCounts hostsvc.Counts
 	// callouts count the plugins' HTTP call-outs; they outlive reloads.
 	callouts *callout.Metrics
-	cancels   *cancels.Registry
-	fin       *finisher
-	obs       *observe.Metrics
-	tracing   *obs.Tracing // nil: tracing off
-	state     atomic.Pointer[state]
-	srv       *fasthttp.Server
-	ids       *requestIDs
+	cancels  *cancels.Registry
+	fin      *finisher
+	obs      *observe.Metrics
+	tracing  *obs.Tracing // nil: tracing off
+	state    atomic.Pointer[state]
+	srv      *fasthttp.Server
+	ids      *requestIDs
 
 	// base is the parent of every request's context; canceling it ends
 	// every exchange still open.
