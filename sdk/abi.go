@@ -39,6 +39,17 @@ const (
 	// set by [Chunk.SetFinishReason] (default "content_filter"), and the
 	// upstream request is canceled. Chunk phase only.
 	Stop = abi.Stop
+	// Pause makes the verdict wait on the calls the handler dispatched
+	// ([Dispatch]): the [OnCallResponse] handler decides it once they
+	// answer. Valid in the request, response_headers and chunk phases
+	// (and in end, see [OnEnd]) when the handler dispatched a call; else
+	// the callback fails.
+	Pause = abi.Pause
+	// Fail makes the callback a plugin failure: the plugin's on_error
+	// from the policy decides (fail_closed: the client gets an error;
+	// fail_open: as [Continue]). Valid in every phase; this is how a
+	// plugin leaves a call-out's timeout or refusal to the operator.
+	Fail = abi.Fail
 )
 
 // Phases is a set of phases, the bitmask of the tollgate_phases export.
@@ -125,6 +136,12 @@ func (e Error) Error() string {
 		return "tollgate: not allowed in this phase"
 	case ErrUnavailable:
 		return "tollgate: unavailable"
+	case ErrTimeout:
+		return "tollgate: timed out"
+	case ErrTooLarge:
+		return "tollgate: response too large"
+	case ErrBusy:
+		return "tollgate: busy"
 	case errUnstable:
 		return "tollgate: the value's length kept changing between reads"
 	}
@@ -145,6 +162,8 @@ func status(n int32) error {
 		return ErrNotAllowed
 	case n == int32(ErrUnavailable):
 		return ErrUnavailable
+	case n == int32(ErrBusy):
+		return ErrBusy
 	}
 	return Error(n)
 }

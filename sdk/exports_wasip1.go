@@ -30,6 +30,5 @@ func exportChunk(ctx, textLen, flags int32) int32 {
 
 //go:wasmexport on_end
 func exportEnd(ctx, flags int32) int32 {
-	dispatchEnd(uint32(ctx), uint32(flags))
-	return 0
+	return int32(dispatchEnd(uint32(ctx), uint32(flags)))
 }

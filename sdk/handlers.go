@@ -8,6 +8,7 @@ var handlers struct {
 	responseHeaders func(*Response) Verdict
 	chunk           func(*Chunk) Verdict
 	end             func(*End)
+	callResponse    func(*CallResponse) Verdict
 }
 
 // OnConfigure registers the handler of on_configure, called once per
@@ -48,7 +49,9 @@ func OnChunk(f func(c *Chunk) Verdict) { handlers.chunk = f }
 
 // OnEnd registers the handler of the end phase: the exchange is over and
 // its usage is known. It cannot change anything any more; use it for
-// accounting (state, facts, [MetricAdd], [Call]). It runs once the reply
+// accounting (state, facts, [MetricAdd], [Call]). If it dispatched calls
+// ([Dispatch]), the SDK answers [Pause] for it, so the calls are made and
+// their responses handed to the [OnCallResponse] handler. It runs once the reply
 // is flushed to the client and before the gateway reads the next request
 // on that client connection, so a slow handler delays that request.
 func OnEnd(f func(e *End)) { handlers.end = f }
@@ -144,12 +147,19 @@ func dispatchChunk(ctx uint32, textLen int32, flags uint32) Verdict {
 	return f(&curChunk)
 }
 
-func dispatchEnd(ctx uint32, flags uint32) {
+// dispatchEnd runs the end handler: on_end's result is ignored, except
+// PAUSE, which waits for the calls the handler dispatched.
+func dispatchEnd(ctx uint32, flags uint32) Verdict {
 	f := handlers.end
 	if f == nil {
-		return
+		return Continue
 	}
 	calls++
 	curEnd = End{Exchange: Exchange{ctx: ctx, call: calls}, flags: EndFlags(flags)}
+	before := dispatches
 	f(&curEnd)
+	if dispatches != before {
+		return Pause
+	}
+	return Continue
 }

@@ -182,6 +182,7 @@ func TestPhases(t *testing.T) {
 		responseHeaders func(*Response) Verdict
 		chunk           func(*Chunk) Verdict
 		end             func(*End)
+		callResponse    func(*CallResponse) Verdict
 	}{}
 	if p := registeredPhases(); p != 0 {
 		t.Fatal(p)

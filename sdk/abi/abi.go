@@ -28,6 +28,8 @@ const (
 	Release  Verdict = 3 // chunk: forward every held event and this one
 	Replace  Verdict = 4 // chunk: this event's text becomes what was emitted
 	Stop     Verdict = 5 // chunk: end the reply now
+	Pause    Verdict = 6 // request, response_headers, chunk, end: the verdict waits on the calls dispatched
+	Fail     Verdict = 7 // every phase: the callback failed; the plugin's on_error applies
 )
 
 // String returns the verdict's ABI name in lower case ("continue", ...),
@@ -46,6 +48,10 @@ func (v Verdict) String() string {
 		return "replace"
 	case Stop:
 		return "stop"
+	case Pause:
+		return "pause"
+	case Fail:
+		return "fail"
 	}
 	return "verdict(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
@@ -119,6 +125,15 @@ const (
 	CodeInvalid     = -2 // a bad argument, or a value over a limit
 	CodeNotAllowed  = -3 // not available in this phase
 	CodeUnavailable = -4 // the service is not configured or is down
+	CodeTimeout     = -5 // a dispatched call's timeout passed
+	CodeTooLarge    = -6 // a dispatched call's response was over its size cap
+	CodeBusy        = -7 // too many calls in flight: refused at once, not queued
+)
+
+// Limits of dispatched calls (ABI.md, "Dispatched calls").
+const (
+	MaxOutstandingCalls = 16 // calls a plugin may have outstanding per request
+	MaxPauseRounds      = 8  // rounds of calls one callback may wait on
 )
 
 // Log levels of the log import.

@@ -19,6 +19,8 @@ const (
 	Release  = abi.Release
 	Replace  = abi.Replace
 	Stop     = abi.Stop
+	Pause    = abi.Pause
+	Fail     = abi.Fail
 )
 
 // Phase is a bit set of pipeline phases.
@@ -61,6 +63,18 @@ const (
 	codeInvalid     = abi.CodeInvalid
 	codeNotAllowed  = abi.CodeNotAllowed
 	codeUnavailable = abi.CodeUnavailable
+	codeTimeout     = abi.CodeTimeout
+	codeTooLarge    = abi.CodeTooLarge
+	codeBusy        = abi.CodeBusy
+)
+
+// Statuses of a dispatched call that failed (CallResult.Status).
+const (
+	StatusInvalid     = abi.CodeInvalid     // the service could not parse the request
+	StatusUnavailable = abi.CodeUnavailable // connection refused or reset, DNS, TLS, service down
+	StatusTimeout     = abi.CodeTimeout     // the grant's timeout passed
+	StatusTooLarge    = abi.CodeTooLarge    // the response body was over the grant's cap
+	StatusBusy        = abi.CodeBusy        // the plugin's in-flight cap was reached
 )
 
 // Request fields (request_field / request_int).
@@ -127,4 +141,7 @@ const (
 	maxMetrics    = abi.MaxMetrics
 	maxEmit       = abi.MaxEmit
 	maxHeaderSize = abi.MaxHeaderSize
+
+	maxOutstandingCalls = abi.MaxOutstandingCalls
+	maxPauseRounds      = abi.MaxPauseRounds
 )

@@ -75,7 +75,7 @@ var (
 
 func (p *Plugin) instantiateHostModule(ctx context.Context) error {
 	b := p.rt.NewHostModuleBuilder("tollgate")
-	for _, h := range p.hostFuncs() {
+	for _, h := range append(p.hostFuncs(), p.dispatchFuncs()...) {
 		params := make([]api.ValueType, h.params)
 		for i := range params {
 			params[i] = api.ValueTypeI32

@@ -160,7 +160,7 @@ func (pl *Pipeline) ResponseHeaders(r *Request, status int) error {
 
 // gate runs a phase whose verdicts are CONTINUE or REJECT.
 func (pl *Pipeline) gate(p *Plugin, r *Request, ph Phase, export string) error {
-	err := pl.timedCall(p, r, ph, export)
+	err := pl.callback(p, r, ph, export, 0)
 	if err == nil {
 		switch v := Verdict(r.stack[0]); v {
 		case Continue:
@@ -220,7 +220,7 @@ func (pl *Pipeline) Chunk(r *Request, text []byte, flags uint32) (ChunkResult, e
 		}
 		r.emitted = r.emitted[:0]
 		r.stack[0], r.stack[1], r.stack[2] = uint64(r.id), uint64(len(r.chunkText)), uint64(flags)
-		err := pl.timedCall(p, r, PhaseChunk, "on_chunk")
+		err := pl.callback(p, r, PhaseChunk, "on_chunk", flags)
 		if err == nil {
 			switch v := Verdict(r.stack[0]); v {
 			case Continue:
@@ -268,7 +268,7 @@ func (pl *Pipeline) End(r *Request, flags uint32) {
 			continue
 		}
 		r.stack[0], r.stack[1] = uint64(r.id), uint64(flags)
-		if err := pl.timedCall(p, r, PhaseEnd, "on_end"); err != nil && !errors.Is(err, ErrPluginFailed) {
+		if err := pl.callback(p, r, PhaseEnd, "on_end", flags); err != nil && !errors.Is(err, ErrPluginFailed) {
 			p.log.Warn("plugin end phase failed", "err", err)
 		}
 	}

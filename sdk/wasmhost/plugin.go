@@ -120,6 +120,9 @@ type Plugin struct {
 	mod    wazero.CompiledModule
 	phases Phase
 	stats  *Stats
+	// callResponse: the module exports on_call_response, so it may
+	// answer PAUSE (suspend.go).
+	callResponse bool
 
 	mu      sync.Mutex       // guards free, waiters, live and count; never held across I/O or guest calls
 	free    []*instance      // idle instances, a stack (see get)
@@ -207,6 +210,7 @@ func (p *Plugin) load(ctx context.Context) error {
 	}
 	p.mod = mod
 	exports := mod.ExportedFunctions()
+	_, p.callResponse = exports["on_call_response"]
 	if _, ok := exports["tollgate_abi_version"]; !ok {
 		return errors.New("not a Tollgate plugin: it does not export tollgate_abi_version (see sdk/ABI.md)")
 	}

@@ -2,6 +2,7 @@ package wasmhost
 
 import (
 	"bytes"
+	"context"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -80,6 +81,10 @@ type Request struct {
 	// Tracer, when set, is told about each plugin callback (tracing);
 	// nil for requests that are not traced.
 	Tracer CallTracer
+	// Context, when set, is the parent of the request's dispatched calls'
+	// contexts: when it ends they are cancelled and a wait for them ends.
+	// nil means none.
+	Context context.Context
 
 	// Usage, for the chunk and end phases.
 	PromptTokensUsed, CompletionTokensUsed int64
@@ -116,7 +121,7 @@ type Request struct {
 	RejectMessage      []byte
 
 	id          uint32
-	stack       [4]uint64 // params and results of the current callback
+	stack       [6]uint64 // params and results of the current callback
 	configuring bool      // on_configure: Body is the plugin's config
 	facts       []Header
 	states      [][]byte // per plugin slot
@@ -133,6 +138,9 @@ type Request struct {
 	emitted      []byte
 	finishReason []byte
 	callResult   []byte
+
+	// calls are the dispatched calls of the callback being served.
+	calls callQueue
 
 	// messages is the request_messages value, rendered from Body when a
 	// plugin first asks for it (messagesDone) and kept for the request.
@@ -160,6 +168,7 @@ func AcquireRequest() *Request {
 // ReleaseRequest resets r and returns it to the pool; r must not be used
 // afterwards.
 func ReleaseRequest(r *Request) {
+	r.calls.abandon()
 	states := r.states
 	for i := range states {
 		states[i] = states[i][:0]

@@ -11,11 +11,12 @@
 // Config (every key optional; unknown keys are refused):
 //
 //	{
-//	  "configure": "continue",            // or "fail", "messages", "trap", "loop", "membomb", "wildptr", "wildbuf"
+//	  "configure": "continue",            // or "fail", "messages", "dispatch", "trap", "loop", "membomb", "wildptr", "wildbuf"
 //	  "request": "continue",              // an action or a list of actions, run in order
 //	  "response_headers": "continue",
 //	  "chunk": "continue",
 //	  "end": "continue",
+//	  "call_response": "continue",        // on_call_response's actions (see dispatch.go)
 //	  "phases": ["request", "chunk"],     // the phases reported by tollgate_phases (default: all four)
 //	  "reject_status": 429, "reject_type": "", "reject_code": "", "reject_message": "...",
 //	  "finish_reason": "",                // for stop:
@@ -99,6 +100,7 @@ type config struct {
 	ResponseHeaders actions      `json:"response_headers"`
 	Chunk           actions      `json:"chunk"`
 	End             actions      `json:"end"`
+	CallResponse    actions      `json:"call_response"`
 	Phases          *[]string    `json:"phases"`
 	RejectStatus    int          `json:"reject_status"`
 	RejectType      string       `json:"reject_type"`
@@ -129,6 +131,10 @@ func configure(raw []byte) error {
 				cfg.FailMessage = "testplugin: configure_fail"
 			}
 			return errors.New(cfg.FailMessage)
+		case "dispatch":
+			// dispatch is not allowed here: report its error.
+			_, err := sdk.Dispatch("svc", nil)
+			return fmt.Errorf("testplugin: dispatch: %v", err)
 		case "messages":
 			// request_messages is not allowed here: report its code.
 			return fmt.Errorf("testplugin: request_messages: %d", messagesCode())
@@ -137,6 +143,9 @@ func configure(raw []byte) error {
 				return fmt.Errorf("testplugin config: configure: unknown action %q", a)
 			}
 		}
+	}
+	if cfg.CallResponse != nil {
+		sdk.OnCallResponse(onCallResponse)
 	}
 	phases := []string{"request", "response_headers", "chunk", "end"}
 	if cfg.Phases != nil {
@@ -169,6 +178,7 @@ type env struct {
 	resp  *sdk.Response
 	chunk *sdk.Chunk
 	end   *sdk.End
+	cr    *sdk.CallResponse // in on_call_response, besides the phase's view
 }
 
 var sink [][]byte // keeps membomb's blocks alive
@@ -341,6 +351,10 @@ func run(acts actions, e *env) sdk.Verdict {
 				sdk.Log(sdk.LevelInfo, "call "+arg+": "+out)
 			}
 		default:
+			if nv, ok := dispatchAction(name, arg, e, v); ok {
+				v = nv
+				break
+			}
 			if !disaster(a) {
 				panic("testplugin: unknown action " + strconv.Quote(a))
 			}

@@ -1,0 +1,167 @@
+package wasmhost
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+)
+
+// Dispatched calls (sdk/ABI.md, "Dispatched calls"): a guest queues calls
+// with the dispatch import and answers PAUSE; the host starts them once the
+// guest returned, waits with no instance checked out, and hands each
+// response to on_call_response on a freshly checked out instance. A network
+// wait then holds no instance of the pool (docs/adr/0016).
+
+// ErrNotAllowed is returned by Dispatcher.Check for a call the plugin may
+// not make (no grant, a URL outside it); dispatch then returns NOT_ALLOWED.
+var ErrNotAllowed = errors.New("call not allowed")
+
+// Dispatcher is an optional interface of Services: services that start
+// dispatched calls themselves, typically asynchronously (the `http`
+// call-out). Services without it get the calls through Services.Call,
+// one after the other, after the guest returned.
+type Dispatcher interface {
+	// Check runs inside the guest's dispatch import: no I/O, no blocking.
+	// It returns nil, ErrNotAllowed, ErrBadServiceRequest or
+	// ErrNoService (any other error counts as ErrNoService). A refusal
+	// is logged by the Dispatcher, which knows what was refused.
+	Check(r *Request, plugin string, service string, req []byte) error
+	// Start starts the call after the guest returned; it may do the work
+	// inline (a host text service) or asynchronously; it calls c.Finish
+	// exactly once, from any goroutine. Work done asynchronously must
+	// not touch r.
+	Start(r *Request, c *Call)
+}
+
+// Call is one dispatched call.
+type Call struct {
+	Plugin, Service string
+	Request         []byte          // the guest's bytes, copied
+	Ctx             context.Context // cancelled when the host abandons the call or the request ends
+
+	id       int32
+	cancel   context.CancelFunc
+	done     chan struct{}
+	finished atomic.Bool
+	res      CallResult
+	start    time.Time // when it was started, for tracing
+}
+
+// CallResult is a dispatched call's response.
+type CallResult struct {
+	// Status is the HTTP status for `http`, 0 for a host service's
+	// result, or a negative Status* code on failure.
+	Status int
+	Body   []byte
+	Header []Header
+	// Cached reports an answer served from the host's cache.
+	Cached bool
+}
+
+// Finish records the result and wakes the waiting pipeline. Calls after
+// the first are ignored. res belongs to the host from then on.
+func (c *Call) Finish(res CallResult) {
+	if c.finished.Swap(true) {
+		return
+	}
+	c.res = res
+	close(c.done)
+}
+
+// DispatchTracer is an optional interface of a CallTracer: told about each
+// dispatched call whose response reached the guest, so that the gateway
+// can make it a child span of the plugin's callback.
+type DispatchTracer interface {
+	DispatchedCall(plugin string, slot int, ph Phase, service string, start time.Time, d time.Duration, res CallResult)
+}
+
+// callQueue is a request's dispatched calls. They all belong to the
+// callback being served: calls never outlive it.
+type callQueue struct {
+	queued  []*Call // dispatched in the current guest call, not started
+	waiting []*Call // started, responses not yet delivered, in dispatch order
+	next    int32   // the next call id
+	// current is the response on_call_response is handling (result);
+	// nil outside on_call_response.
+	current *Call
+	result  CallResult
+}
+
+// outstanding is the number of calls dispatched and not yet answered.
+func (q *callQueue) outstanding() int { return len(q.queued) + len(q.waiting) }
+
+// dropQueued abandons the calls the guest dispatched and never waited on.
+func (q *callQueue) dropQueued() {
+	clear(q.queued)
+	q.queued = q.queued[:0]
+}
+
+// abandon cancels every call still outstanding.
+func (q *callQueue) abandon() {
+	q.dropQueued()
+	for i, c := range q.waiting {
+		c.cancel()
+		q.waiting[i] = nil
+	}
+	q.waiting = q.waiting[:0]
+	q.current = nil
+	q.result = CallResult{}
+}
+
+// start starts the queued calls: through the Dispatcher, or else one
+// Services.Call after the other.
+func (r *Request) startCalls() {
+	parent := r.Context
+	if parent == nil {
+		parent = context.Background()
+	}
+	d, _ := r.Services.(Dispatcher)
+	q := &r.calls
+	for i, c := range q.queued {
+		q.queued[i] = nil
+		c.Ctx, c.cancel = context.WithCancel(parent)
+		if r.Tracer != nil {
+			c.start = time.Now()
+		}
+		q.waiting = append(q.waiting, c)
+		if d != nil {
+			d.Start(r, c)
+			continue
+		}
+		res, err := r.Services.Call(r, c.Service, c.Request)
+		switch {
+		case errors.Is(err, ErrBadServiceRequest):
+			c.Finish(CallResult{Status: StatusInvalid})
+		case err != nil:
+			c.Finish(CallResult{Status: StatusUnavailable})
+		default:
+			// A service may reuse its result's buffer.
+			c.Finish(CallResult{Body: append([]byte(nil), res...)})
+		}
+	}
+	q.queued = q.queued[:0]
+}
+
+// awaitNext waits for the first waiting call's response and makes it the
+// current one. The request's Context ending abandons the wait: the call
+// then answers UNAVAILABLE.
+func (r *Request) awaitNext() *Call {
+	q := &r.calls
+	c := q.waiting[0]
+	q.waiting[0] = nil
+	q.waiting = q.waiting[1:]
+	var done <-chan struct{}
+	if r.Context != nil {
+		done = r.Context.Done()
+	}
+	select {
+	case <-c.done:
+		q.result = c.res
+	case <-done:
+		q.result = CallResult{Status: StatusUnavailable}
+	}
+	c.cancel() // the call is over: release its context
+	q.current = c
+	return c
+}

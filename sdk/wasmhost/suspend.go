@@ -1,0 +1,79 @@
+package wasmhost
+
+import (
+	"fmt"
+	"time"
+)
+
+// callback runs the phase callback export of p for r and, while the guest
+// answers PAUSE, the calls it dispatched and on_call_response for each
+// response: the final verdict is left in r.stack[0]. flags are the
+// dispatching callback's chunk or end flags (0 in other phases). A FAIL is
+// returned as a plugin failure, so the plugin's on_error applies.
+//
+// Between guest calls no instance is checked out: the wait for the calls
+// holds none of the pool, and is not counted against the deadline, which
+// bounds each guest call alone (docs/adr/0016).
+func (pl *Pipeline) callback(p *Plugin, r *Request, ph Phase, export string, flags uint32) error {
+	err := pl.timedCall(p, r, ph, export)
+	if err != nil {
+		r.calls.abandon()
+		return err // the instance was discarded, and that logged
+	}
+	if Verdict(r.stack[0]) == Pause {
+		err = pl.suspend(p, r, ph, flags)
+	}
+	if r.calls.outstanding() > 0 {
+		// A verdict other than PAUSE abandons the calls: those queued
+		// are never started, those started are cancelled.
+		r.calls.abandon()
+	}
+	if err == nil && Verdict(r.stack[0]) == Fail {
+		err = fmt.Errorf("%w: %s: the plugin answered FAIL in phase %s", ErrPluginFailed, p.spec.Name, ph)
+	}
+	if err != nil && ph == PhaseEnd {
+		p.log.Warn("plugin failed", "phase", ph.String(), "err", err)
+	}
+	return err
+}
+
+// suspend serves a callback that answered PAUSE: it starts the calls the
+// guest queued, waits for each response in dispatch order and hands it to
+// on_call_response, until a verdict other than PAUSE, a failure, or no
+// call left to wait on. Each PAUSE that queued new calls starts a round;
+// at most maxPauseRounds per callback.
+func (pl *Pipeline) suspend(p *Plugin, r *Request, ph Phase, flags uint32) error {
+	q := &r.calls
+	rounds := 0
+	for Verdict(r.stack[0]) == Pause {
+		if len(q.queued) > 0 {
+			if rounds++; rounds > maxPauseRounds {
+				return fmt.Errorf("%w: %s: more than %d rounds of dispatched calls in one callback", ErrPluginFailed, p.spec.Name, maxPauseRounds)
+			}
+			r.startCalls()
+		}
+		if len(q.waiting) == 0 {
+			return fmt.Errorf("%w: %s: PAUSE with no dispatched call outstanding in phase %s", ErrPluginFailed, p.spec.Name, ph)
+		}
+		if !p.callResponse {
+			return fmt.Errorf("%w: %s: PAUSE, but the plugin does not export on_call_response", ErrPluginFailed, p.spec.Name)
+		}
+		c := r.awaitNext()
+		if t, ok := r.Tracer.(DispatchTracer); ok {
+			t.DispatchedCall(p.spec.Name, p.spec.Slot, ph, c.Service, c.start, time.Since(c.start), q.result)
+		}
+		body := 0
+		if q.result.Status >= 0 {
+			body = len(q.result.Body)
+		}
+		r.stack = [6]uint64{uint64(r.id), uint64(uint32(c.id)), uint64(uint32(int32(q.result.Status))),
+			uint64(body), uint64(ph), uint64(flags)}
+		r.clock = 0 // the wait is not the guest's time
+		err := pl.timedCall(p, r, ph, "on_call_response")
+		q.current, q.result = nil, CallResult{}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
