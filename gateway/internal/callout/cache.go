@@ -44,6 +44,7 @@ func (c *cache) get(plugin string, key []byte) (Result, bool) {
 		return Result{}, false
 	}
 	res := *r
+	res.Body = append([]byte(nil), r.Body...) // the host owns a call's result
 	res.Cached = true
 	return res, true
 }
