@@ -1,5 +1,5 @@
 // Package builtin owns the plugins that ship inside the tollgate binary:
-// preflight, ratelimit, budget and holdback, built from plugins/ into
+// preflight, ratelimit, budget, holdback and moderation, built from plugins/ into
 // WebAssembly modules that are committed under modules/ (gzip-compressed)
 // and embedded, so a plain `go build` or `go install` of the gateway has
 // them and nothing needs building first.
@@ -32,8 +32,10 @@ import (
 var modules embed.FS
 
 // names are the built-in plugins in the order a policy usually runs them:
-// preflight first (it resolves the key the others read), holdback last.
-var names = []string{"preflight", "ratelimit", "budget", "holdback"}
+// preflight first (it resolves the key the others read), holdback then
+// moderation last (moderation's reply check sees the reply as holdback
+// left it).
+var names = []string{"preflight", "ratelimit", "budget", "holdback", "moderation"}
 
 // ErrUnknown is returned for a name that is not a built-in plugin.
 var ErrUnknown = errors.New("unknown built-in plugin")
