@@ -148,3 +148,30 @@ func ExampleExchange_Messages() {
 		return sdk.Continue
 	})
 }
+
+// A guard that asks a classifier over HTTP: the request handler dispatches
+// the call and pauses, holding no instance while the classifier thinks;
+// the response handler decides. A failed call answers Fail, so the
+// policy's on_error decides whether the request goes through.
+func ExampleDispatchHTTP() {
+	sdk.OnRequest(func(r *sdk.Request) sdk.Verdict {
+		body := []byte(`{"input":` + strconv.Quote(r.Model()) + `}`)
+		_, err := sdk.DispatchHTTP(sdk.HTTPRequest{
+			Method: "POST", URL: "https://classifier.internal/v1/moderations",
+			Header: [][2]string{{"Content-Type", "application/json"}}, Body: body,
+		})
+		if err != nil {
+			return sdk.Fail
+		}
+		return sdk.Pause
+	})
+	sdk.OnCallResponse(func(c *sdk.CallResponse) sdk.Verdict {
+		if c.Err() != nil || c.Status() != 200 {
+			return sdk.Fail
+		}
+		if bytes.Contains(c.Body(), []byte(`"flagged":true`)) {
+			return c.Request().Reject(400, "invalid_request_error", "content_flagged", "The request was flagged.")
+		}
+		return sdk.Continue
+	})
+}

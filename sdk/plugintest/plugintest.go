@@ -355,6 +355,7 @@ func (p *Plugin) Whole(req Request, text string) StreamResult {
 
 // Services is a fake of the host services plugins reach with `call`:
 // Handle registers a handler per service name; Calls records every call.
+// It answers dispatched calls too (dispatch.go).
 type Services struct {
 	// Models are the host's facts about models (from their prices), by
 	// model name: request_int's MODEL_* numbers and PROMPT_TOKENS_BOUND.
@@ -364,6 +365,7 @@ type Services struct {
 	mu       sync.Mutex
 	handlers map[string]func(req []byte) ([]byte, error)
 	calls    []Call
+	d        dispatchState // dispatched calls (dispatch.go)
 }
 
 // ModelFacts implements wasmhost.ModelFacter from Models.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 
@@ -52,6 +53,13 @@ func TestProbe(t *testing.T) {
 	p.Services.Handle("svc", func(req []byte) ([]byte, error) {
 		return bytes.Repeat([]byte("r"), 5000), nil // longer than call's first buffer
 	})
+	p.Services.AnswerHTTP("https://probe.test/", func(c *plugintest.HTTPCall) plugintest.Answer {
+		if c.Method != "POST" || c.Header["X-A"] != "1" || c.Body != "ping" || c.CacheKey != "k" || c.CacheTTL != time.Minute {
+			return plugintest.Answer{Status: 400}
+		}
+		return plugintest.Answer{Body: "pong", Header: map[string]string{"X-B": "2"}}
+	})
+	p.Services.AnswerService("svc2", func(req []byte) plugintest.Answer { return plugintest.Answer{Body: "r2"} })
 
 	t.Run("imports", func(t *testing.T) { checkImports(t, wasm) })
 
@@ -72,6 +80,7 @@ func TestProbe(t *testing.T) {
 		{action: "tenant", up: "None"},
 		{action: "call", up: "5000", client: map[string]string{"x-nosuch": "Err(Unavailable)"}},
 		{action: "errors", up: "Invalid|tollgate: invalid argument"},
+		{action: "dispatch", up: "0:200:pong:2;1:0:r2:none;", client: map[string]string{"x-dispatch": "0|1|Err(NotAllowed)"}},
 		{action: "reject", rejectd: true},
 		{action: "panic", log: "probe panic"},
 		{action: "fail", log: "probe failing"},
@@ -175,7 +184,7 @@ func checkImports(t *testing.T, wasm string) {
 	}
 	slices.Sort(declared)
 	slices.Sort(linked)
-	if len(declared) < 26 || !slices.Equal(declared, linked) {
+	if len(declared) < 29 || !slices.Equal(declared, linked) {
 		t.Errorf("declared %d imports %v,\nthe probe links %d: %v", len(declared), declared, len(linked), linked)
 	}
 }

@@ -18,7 +18,7 @@ import (
 type dispatcher struct {
 	delay   time.Duration
 	slow    map[string]time.Duration // a delay per service, instead of delay
-	refuse  map[string]error // Check's answer per service
+	refuse  map[string]error         // Check's answer per service
 	results map[string]CallResult
 
 	mu        sync.Mutex
@@ -116,8 +116,8 @@ func TestDispatchRequestPhase(t *testing.T) {
 			config:    `{"request":["dispatch:one=a","dispatch:two=b","pause"],"call_response":["record_response","pause_until:2"]}`,
 			responses: "0:200:one:a:t;1:200:two:b:t;", started: "one=a,two=b"},
 		{name: "a reject on the first response cancels the second call",
-			config:    `{"request":["dispatch:one=a","dispatch:slow=b","pause"],"call_response":["record_response","reject"],"reject_status":400,"reject_message":"flagged"}`,
-			wantErr:   "reject", responses: "0:200:one:a:t;", started: "one=a,slow=b", cancelled: 1},
+			config:  `{"request":["dispatch:one=a","dispatch:slow=b","pause"],"call_response":["record_response","reject"],"reject_status":400,"reject_message":"flagged"}`,
+			wantErr: "reject", responses: "0:200:one:a:t;", started: "one=a,slow=b", cancelled: 1},
 		{name: "a verdict other than pause abandons the calls unstarted",
 			config:  `{"request":["dispatch:svc=a","continue"],"call_response":"record_response"}`,
 			started: ""},
@@ -149,8 +149,8 @@ func TestDispatchRequestPhase(t *testing.T) {
 			config:  `{"request":["dispatch:svc=a","pause"],"call_response":["dispatch:svc=a","pause"]}`,
 			wantErr: "more than 8 rounds", started: strings.Repeat("svc=a,", 7) + "svc=a"},
 		{name: "without Dispatcher, host services answer after the guest returned",
-			config:   `{"request":["dispatch:ratelimit.admit={}","dispatch:bad=x","dispatch:missing=y","pause"],"call_response":["record_response","pause_until:3"]}`,
-			services: func(*dispatcher) Services { return plainServices{} },
+			config:    `{"request":["dispatch:ratelimit.admit={}","dispatch:bad=x","dispatch:missing=y","pause"],"call_response":["record_response","pause_until:3"]}`,
+			services:  func(*dispatcher) Services { return plainServices{} },
 			responses: `0:0:{"allowed":true,"req":{}}:;1:-2::;2:-4::;`},
 		{name: "without services, dispatch is unavailable",
 			config:   `{"request":["dispatch:svc=a","continue"]}`,
@@ -160,7 +160,7 @@ func TestDispatchRequestPhase(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := &dispatcher{delay: 5 * time.Millisecond,
-				refuse: map[string]error{"denied": ErrNotAllowed, "garbled": ErrBadServiceRequest, "none": ErrNoService},
+				refuse:  map[string]error{"denied": ErrNotAllowed, "garbled": ErrBadServiceRequest, "none": ErrNoService},
 				results: map[string]CallResult{"down": {Status: StatusTimeout}}, slow: map[string]time.Duration{"slow": 10 * time.Second}}
 			pl := dispatchPipeline(t, tt.mode, tt.config)
 			r := request(`{}`)

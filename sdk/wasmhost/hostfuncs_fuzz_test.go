@@ -59,6 +59,7 @@ var outWindow = map[string][2]int{
 	"config": {0, 1}, "request_header": {2, 3}, "response_header": {2, 3}, "request_field": {1, 2},
 	"tenant_field": {1, 2}, "fact": {2, 3}, "state_get": {0, 1}, "chunk_text": {0, 1},
 	"chunk_tool_calls": {0, 1}, "call": {4, 5}, "call_result": {0, 1}, "request_messages": {0, 1},
+	"call_response": {0, 1}, "call_response_header": {2, 3},
 }
 
 // fuzzPhases are the phases a fuzzed call runs in; 0 is on_configure.
@@ -74,7 +75,7 @@ var fuzzPhases = [...]Phase{0, PhaseRequest, PhaseResponseHeaders, PhaseChunk, P
 // a plugin's rejection renders as valid JSON.
 func FuzzHostFunctions(f *testing.F) {
 	p := &Plugin{spec: Spec{Name: "fuzz"}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), stats: &Stats{}}
-	funcs := p.hostFuncs()
+	funcs := append(p.hostFuncs(), p.dispatchFuncs()...)
 	index := map[string]byte{}
 	for i, h := range funcs {
 		index[h.name] = byte(i)
@@ -105,6 +106,10 @@ func FuzzHostFunctions(f *testing.F) {
 		{0, [][]byte{call("request_messages", 100, 64)}},
 		{1, [][]byte{call("request_messages", 100, 8), call("request_messages", 100, 128)}},
 		{3, [][]byte{call("request_messages", 0xFFFFFF00, 4096)}},
+		{1, [][]byte{call("dispatch", 38, 4, 16, 5), call("dispatch", 38, 4, 0xFFFFFF00, 4096), call("call_response", 100, 8)}},
+		// Phases from len(fuzzPhases) on run inside on_call_response.
+		{6, [][]byte{call("call_response", 100, 2), call("call_response", 100, 16), call("call_response_header", 0, 8, 100, 16)}},
+		{8, [][]byte{call("call_response_header", 9, 6, 0xFFFFFF00, 4096), call("dispatch", 38, 4, 16, 5)}},
 	}
 	for _, s := range seeds {
 		f.Add(s.phase, bytes.Join(s.prog, nil), mem)
@@ -118,6 +123,11 @@ func FuzzHostFunctions(f *testing.F) {
 		defer ReleaseRequest(r)
 		inst := &instance{p: p, req: r, phase: fuzzPhases[int(phase)%len(fuzzPhases)]}
 		r.configuring = inst.phase == 0
+		if int(phase)/len(fuzzPhases)%2 == 1 && inst.phase != 0 {
+			r.calls.current = &Call{Service: "echo"}
+			r.calls.result = CallResult{Status: 200, Body: []byte("response body"),
+				Header: []Header{{Name: []byte("X-Tenant"), Value: []byte("resp")}}}
+		}
 		ctx := context.WithValue(context.Background(), instanceKey{}, inst)
 		before := make([]byte, len(m.mem.buf))
 		for calls := 0; len(prog) > 0 && calls < 16; calls++ {
@@ -139,6 +149,9 @@ func FuzzHostFunctions(f *testing.F) {
 			}
 			checkWrites(t, h.name, args, before, m.mem.buf)
 			checkRequest(t, p, r)
+			if n := r.calls.outstanding(); n > maxOutstandingCalls {
+				t.Fatalf("%d calls outstanding, over the cap", n)
+			}
 		}
 	})
 }

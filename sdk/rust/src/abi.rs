@@ -32,6 +32,17 @@ pub enum Verdict {
     /// `set_finish_reason` (default `content_filter`), and the upstream
     /// request is canceled. Chunk phase only.
     Stop = 5,
+    /// The verdict waits on the calls this callback dispatched
+    /// ([`dispatch`](crate::dispatch)): [`Plugin::on_call_response`](crate::Plugin::on_call_response)
+    /// gives it once they answer. Request, response_headers and chunk
+    /// phases (and end, see [`Plugin::on_end`](crate::Plugin::on_end));
+    /// without a call outstanding the callback fails.
+    Pause = 6,
+    /// The callback is a plugin failure: the policy's `on_error` decides
+    /// (fail_closed: the client gets an error; fail_open: as `Continue`).
+    /// Every phase; how a plugin leaves a call-out's failure to the
+    /// operator.
+    Fail = 7,
 }
 
 impl Verdict {
@@ -44,6 +55,8 @@ impl Verdict {
             Verdict::Release => "release",
             Verdict::Replace => "replace",
             Verdict::Stop => "stop",
+            Verdict::Pause => "pause",
+            Verdict::Fail => "fail",
         }
     }
 }
@@ -158,8 +171,16 @@ pub enum Error {
     Invalid,
     /// −3 NOT_ALLOWED: the import is not available in this phase.
     NotAllowed,
-    /// −4 UNAVAILABLE: the service is not configured or is down.
+    /// −4 UNAVAILABLE: the service is not configured or is down (for a
+    /// dispatched call: connection refused or reset, DNS, TLS).
     Unavailable,
+    /// −5 TIMEOUT: a dispatched call's timeout passed.
+    Timeout,
+    /// −6 TOO_LARGE: a dispatched call's response was over the host's cap.
+    TooLarge,
+    /// −7 BUSY: too many calls in flight (16 outstanding for the plugin and
+    /// request, or the host's in-flight cap for the plugin).
+    Busy,
     /// Another negative code, from a newer host.
     Host(i32),
     /// The value's length kept changing between reads, which the ABI rules
@@ -179,6 +200,9 @@ impl Error {
             -2 => Some(Error::Invalid),
             -3 => Some(Error::NotAllowed),
             -4 => Some(Error::Unavailable),
+            -5 => Some(Error::Timeout),
+            -6 => Some(Error::TooLarge),
+            -7 => Some(Error::Busy),
             n => Some(Error::Host(n)),
         }
     }
@@ -191,6 +215,9 @@ impl fmt::Display for Error {
             Error::Invalid => f.write_str("tollgate: invalid argument"),
             Error::NotAllowed => f.write_str("tollgate: not allowed in this phase"),
             Error::Unavailable => f.write_str("tollgate: unavailable"),
+            Error::Timeout => f.write_str("tollgate: timed out"),
+            Error::TooLarge => f.write_str("tollgate: response too large"),
+            Error::Busy => f.write_str("tollgate: busy"),
             Error::Host(n) => write!(f, "tollgate: host error {}", n),
             Error::Unstable => {
                 f.write_str("tollgate: the value's length kept changing between reads")

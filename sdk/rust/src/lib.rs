@@ -40,6 +40,7 @@
 
 mod abi;
 mod buffer;
+mod dispatch;
 mod exchange;
 mod host;
 pub mod json;
@@ -49,6 +50,7 @@ mod records;
 mod sys;
 
 pub use abi::{ChunkFlags, EndFlags, Error, Level, Phases, Verdict, ABI_VERSION};
+pub use dispatch::{append_http_request, dispatch, dispatch_http, CallId, CallResponse, HttpRequest, MAX_CACHE_TTL};
 pub use exchange::{Exchange, Messages, Tenant};
 pub use phases::{Chunk, End, Request, Response, ToolCalls, Usage};
 pub use host::{call, fail_callback, log, metric_add};

@@ -5,6 +5,7 @@ use std::cell::UnsafeCell;
 
 use crate::abi::{Phases, Verdict, ABI_VERSION};
 use crate::buffer;
+use crate::dispatch::{self, CallResponse};
 use crate::phases::{Chunk, End, Request, Response};
 use crate::sys;
 
@@ -62,9 +63,26 @@ pub trait Plugin: Default + 'static {
         Verdict::Continue
     }
 
-    /// The end phase: the exchange is over and its usage is known.
+    /// The end phase: the exchange is over and its usage is known. If it
+    /// dispatched calls ([`dispatch`](crate::dispatch)), the SDK answers
+    /// [`Verdict::Pause`] for it, so the calls are made and their
+    /// responses handed to [`Plugin::on_call_response`].
     fn on_end(&mut self, e: &End) {
         let _ = e;
+    }
+
+    /// The response to a call a phase method dispatched before answering
+    /// [`Verdict::Pause`], one call at a time in dispatch order, in the
+    /// dispatching phase ([`CallResponse::request`],
+    /// [`CallResponse::chunk`], …). The verdict is the phase's:
+    /// `Pause` waits for the next response (and for calls dispatched
+    /// here); any other decides, and the responses still due are
+    /// dropped, their calls cancelled. The default answers `Pause`: the
+    /// calls are made, and the phase fails after the last one (except in
+    /// end, whose verdicts are ignored).
+    fn on_call_response(&mut self, r: &CallResponse) -> Verdict {
+        let _ = r;
+        Verdict::Pause
     }
 }
 
@@ -147,8 +165,17 @@ pub mod rt {
     }
 
     pub fn end<P: Plugin>(slot: &Slot<P>, ctx: i32, flags: i32) -> i32 {
+        let before = dispatch::dispatched();
         slot.get().on_end(&End::new(ctx as u32, flags as u32));
+        if dispatch::dispatched() != before {
+            return Verdict::Pause as i32;
+        }
         0
+    }
+
+    pub fn call_response<P: Plugin>(slot: &Slot<P>, ctx: i32, call: i32, status: i32, body_len: i32, phase: i32, flags: i32) -> i32 {
+        let r = CallResponse::new(ctx as u32, call, status, body_len, phase as u32, flags as u32);
+        slot.get().on_call_response(&r) as i32
     }
 
     fn fail(msg: &str) {
@@ -167,7 +194,8 @@ pub mod rt {
 /// Exports a [`Plugin`] type as the module's ABI: `_initialize` (empty:
 /// wasm32-unknown-unknown has no constructors to run),
 /// `tollgate_abi_version`, `tollgate_phases` (the type's
-/// [`Plugin::PHASES`]), `on_configure` and the four phase callbacks. Use it
+/// [`Plugin::PHASES`]), `on_configure`, the four phase callbacks and
+/// `on_call_response`. Use it
 /// once, in the crate root of a `cdylib`:
 ///
 /// ```ignore
@@ -220,6 +248,11 @@ macro_rules! export_plugin {
         #[no_mangle]
         pub extern "C" fn on_end(ctx: i32, flags: i32) -> i32 {
             $crate::__private::rt::end(&__TOLLGATE_PLUGIN, ctx, flags)
+        }
+
+        #[no_mangle]
+        pub extern "C" fn on_call_response(ctx: i32, call: i32, status: i32, body_len: i32, phase: i32, flags: i32) -> i32 {
+            $crate::__private::rt::call_response(&__TOLLGATE_PLUGIN, ctx, call, status, body_len, phase, flags)
         }
     };
 }

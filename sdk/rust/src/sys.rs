@@ -48,6 +48,9 @@ imports! {
     fn call(svc: *const u8, svc_len: usize, req: *const u8, req_len: usize, buf: *mut u8, cap: usize) -> i32;
     fn call_result(buf: *mut u8, cap: usize) -> i32;
     fn skip_phases(mask: i32) -> i32;
+    fn dispatch(svc: *const u8, svc_len: usize, req: *const u8, req_len: usize) -> i32;
+    fn call_response(buf: *mut u8, cap: usize) -> i32;
+    fn call_response_header(name: *const u8, name_len: usize, buf: *mut u8, cap: usize) -> i32;
 }
 
 /// What a stub import answers off wasm32.

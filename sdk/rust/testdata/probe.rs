@@ -3,7 +3,9 @@
 //! chunk phase acts on the event's text or tool calls.
 
 use tollgate::json;
-use tollgate::{Chunk, End, Error, Level, Phases, Plugin, Request, Response, Verdict};
+use std::time::Duration;
+
+use tollgate::{CallResponse, Chunk, End, Error, HttpRequest, Level, Phases, Plugin, Request, Response, Verdict};
 
 #[derive(Default)]
 struct Probe {
@@ -61,6 +63,13 @@ impl Plugin for Probe {
                 c.replace(format!("{}", n + 1).as_bytes())
             }
             _ => Verdict::Continue,
+        }
+    }
+
+    fn on_call_response(&mut self, c: &CallResponse) -> Verdict {
+        match self.respond(c) {
+            Ok(v) => v,
+            Err(e) => tollgate::fail_callback(&format!("probe: {}", e)),
         }
     }
 
@@ -124,8 +133,40 @@ impl Probe {
                 up(&format!("{:?}|{}", e, e))?;
             }
             "skip" => r.skip_phases(Phases::CHUNK.union(Phases::END))?,
+            "dispatch" => {
+                let a = tollgate::dispatch_http(&HttpRequest {
+                    method: "POST",
+                    url: "https://probe.test/classify",
+                    headers: &[("X-A", "1")],
+                    body: b"ping",
+                    cache_key: "k",
+                    cache_ttl: Duration::from_secs(60),
+                })?;
+                let b = tollgate::dispatch("svc2", b"q")?;
+                let refused = tollgate::dispatch_http(&HttpRequest { url: "https://elsewhere.test/", ..Default::default() });
+                r.set_response_header("x-dispatch", &format!("{}|{}|{:?}", a.0, b.0, refused))?;
+                return Ok(Verdict::Pause);
+            }
             _ => {}
         }
+        Ok(Verdict::Continue)
+    }
+}
+
+impl Probe {
+    /// Records each response in the state as "ID:STATUS:BODY:X-B;"; once
+    /// both are in, sends the record upstream as x-up.
+    fn respond(&self, c: &CallResponse) -> Result<Verdict, Error> {
+        let r = c.request().ok_or(Error::NotAllowed)?;
+        let mut st = c.state()?.unwrap_or_default();
+        let body = c.body()?;
+        let hdr = c.header("X-B")?.unwrap_or_else(|| "none".into());
+        st.extend_from_slice(format!("{}:{}:{}:{};", c.id().0, c.status(), String::from_utf8_lossy(&body), hdr).as_bytes());
+        c.set_state(&st)?;
+        if st.iter().filter(|&&b| b == b';').count() < 2 {
+            return Ok(Verdict::Pause);
+        }
+        r.set_header("x-up", &String::from_utf8_lossy(&st))?;
         Ok(Verdict::Continue)
     }
 }

@@ -39,6 +39,9 @@ type Trace struct {
 	upSC   trace.SpanContext
 	// chunks aggregates each plugin's (by slot) chunk-phase callbacks.
 	chunks []chunkCalls
+	// paused carries the span of the last callback that answered PAUSE:
+	// the parent of its dispatched calls' spans (trace_dispatch.go).
+	paused context.Context
 }
 
 type chunkCalls struct {
@@ -108,8 +111,11 @@ func (tr *Trace) PluginCall(plugin string, slot int, ph wasmhost.Phase, start ti
 		return
 	}
 	phase := ph.String()
-	_, sp := tr.tracer.Start(tr.ctx, "plugin "+plugin+" "+phase, trace.WithTimestamp(start),
+	ctx, sp := tr.tracer.Start(tr.ctx, "plugin "+plugin+" "+phase, trace.WithTimestamp(start),
 		trace.WithAttributes(obs.AttrPlugin.String(plugin), obs.AttrPhase.String(phase)))
+	if err == nil && v == wasmhost.Pause {
+		tr.paused = ctx
+	}
 	if err != nil {
 		sp.SetStatus(codes.Error, err.Error())
 	} else {

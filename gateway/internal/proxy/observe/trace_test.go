@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/gateway/internal/obs"
 	"github.com/tollgate/tollgate/sdk/wasmhost"
@@ -80,4 +81,44 @@ func attr(s sdktrace.ReadOnlySpan, key attribute.Key) attribute.Value {
 		}
 	}
 	return attribute.Value{}
+}
+
+// A dispatched call is a client span, the child of the callback that
+// answered PAUSE; a failed call's span is an error.
+func TestTraceDispatchedCalls(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	start := time.Now()
+	tr := StartTrace(tp.Tracer("test"), func(string) string { return "" }, &TraceStart{
+		Operation: "chat", Model: "gpt-x", Route: "/v1/chat/completions", RequestID: "r-1", Start: start})
+	tr.PluginCall("mod", 0, wasmhost.PhaseRequest, start, time.Millisecond, wasmhost.Pause, nil)
+	tr.DispatchedCall("mod", 0, wasmhost.PhaseRequest, "http", start.Add(time.Millisecond), 20*time.Millisecond,
+		wasmhost.CallResult{Status: 200, Cached: true})
+	tr.DispatchedCall("mod", 0, wasmhost.PhaseRequest, "http", start.Add(time.Millisecond), 30*time.Millisecond,
+		wasmhost.CallResult{Status: wasmhost.StatusTimeout})
+	var plugin sdktrace.ReadOnlySpan
+	var calls []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		switch s.Name() {
+		case "plugin mod request":
+			plugin = s
+		case "call http":
+			calls = append(calls, s)
+		}
+	}
+	if plugin == nil || len(calls) != 2 {
+		t.Fatalf("spans %v", rec.Ended())
+	}
+	for i, c := range calls {
+		if c.Parent().SpanID() != plugin.SpanContext().SpanID() || c.SpanKind() != trace.SpanKindClient {
+			t.Errorf("call %d: parent %v, kind %v", i, c.Parent().SpanID(), c.SpanKind())
+		}
+	}
+	if calls[0].Status().Code == codes.Error || !attr(calls[0], "tollgate.call.cached").AsBool() ||
+		attr(calls[0], "tollgate.call.status").AsInt64() != 200 {
+		t.Errorf("ok call: %v %v", calls[0].Status(), calls[0].Attributes())
+	}
+	if calls[1].Status().Code != codes.Error || calls[1].EndTime().Sub(calls[1].StartTime()) != 30*time.Millisecond {
+		t.Errorf("timed out call: %v, %v", calls[1].Status(), calls[1].EndTime().Sub(calls[1].StartTime()))
+	}
 }
