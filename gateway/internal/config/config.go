@@ -139,7 +139,8 @@ type Plugin struct {
 	// Exactly one of Path and Builtin is set.
 	Path string `yaml:"path"`
 	// Builtin names a plugin built into the binary instead of a file:
-	// preflight, ratelimit, budget or holdback (gateway/internal/builtin).
+	// preflight, ratelimit, budget, holdback or moderation
+	// (gateway/internal/builtin).
 	Builtin string `yaml:"builtin"`
 	// OnError is fail_closed (default: a failed plugin fails the request
 	// with a clear error) or fail_open (the failed callback is skipped).
