@@ -289,6 +289,34 @@ func TestDispatchEndPhase(t *testing.T) {
 	}
 }
 
+// In end, PAUSE after the last response is no failure: a plugin without a
+// response handler (the SDK then answers PAUSE) gets its calls made.
+func TestDispatchEndWithoutHandler(t *testing.T) {
+	pl, err := NewPipeline(context.Background(), testHost(t), []Spec{{Name: "endpause", Module: testPlugin(t),
+		Config: []byte(`{"end":"dispatch_n:2:audit"}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pl.Close()
+	r := request(`{}`)
+	defer ReleaseRequest(r)
+	d := &dispatcher{}
+	r.Services = d
+	pl.End(r, EndCompleted)
+	if got := d.startedCalls(); got != "audit=0,audit=1" {
+		t.Fatalf("started %q", got)
+	}
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "plugin=endpause") && strings.Contains(line, "failed") {
+			t.Fatalf("logged a failure: %s", line)
+		}
+	}
+	// on_end, then on_call_response for each call.
+	if n := pl.Plugins()[0].Stats().Calls.Load(); n != 3 {
+		t.Errorf("%d callbacks, want 3", n)
+	}
+}
+
 // The request's Context ending ends the wait: the call is cancelled and
 // answers UNAVAILABLE.
 func TestDispatchRequestContext(t *testing.T) {

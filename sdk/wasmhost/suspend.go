@@ -40,8 +40,9 @@ func (pl *Pipeline) callback(p *Plugin, r *Request, ph Phase, export string, fla
 // suspend serves a callback that answered PAUSE: it starts the calls the
 // guest queued, waits for each response in dispatch order and hands it to
 // on_call_response, until a verdict other than PAUSE, a failure, or no
-// call left to wait on. Each PAUSE that queued new calls starts a round;
-// at most maxPauseRounds per callback.
+// call left to wait on (a failure, except in end, whose verdicts are
+// ignored). Each PAUSE that queued new calls starts a round; at most
+// maxPauseRounds per callback.
 func (pl *Pipeline) suspend(p *Plugin, r *Request, ph Phase, flags uint32) error {
 	q := &r.calls
 	rounds := 0
@@ -53,6 +54,9 @@ func (pl *Pipeline) suspend(p *Plugin, r *Request, ph Phase, flags uint32) error
 			r.startCalls()
 		}
 		if len(q.waiting) == 0 {
+			if ph == PhaseEnd {
+				return nil // end's verdicts are ignored: PAUSE only waits
+			}
 			return fmt.Errorf("%w: %s: PAUSE with no dispatched call outstanding in phase %s", ErrPluginFailed, p.spec.Name, ph)
 		}
 		if !p.callResponse {
