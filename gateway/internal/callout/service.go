@@ -13,12 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/tollgate/tollgate/gateway/internal/callout/allow"
-	"github.com/tollgate/tollgate/gateway/internal/obs"
 	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
@@ -50,10 +45,7 @@ type Config struct {
 	Grants map[string]*Grant
 	// Metrics count the calls; nil: counted nowhere.
 	Metrics *Metrics
-	// Tracer, when set, makes a client span of each call whose context
-	// carries a span.
-	Tracer trace.Tracer
-	Log    *slog.Logger
+	Log     *slog.Logger
 	// CacheBytes caps the answers cached (default 32MiB).
 	CacheBytes int64
 	// Transport replaces the pooled transport (tests); nil: the default.
@@ -67,7 +59,6 @@ type Service struct {
 	client    http.Client
 	transport *http.Transport // nil when Config.Transport replaced it
 	cache     *cache
-	tracer    trace.Tracer
 	log       *slog.Logger
 }
 
@@ -87,7 +78,7 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{plugins: make(map[string]*plugin, len(cfg.Grants)), cache: c, tracer: cfg.Tracer, log: cfg.Log}
+	s := &Service{plugins: make(map[string]*plugin, len(cfg.Grants)), cache: c, log: cfg.Log}
 	for name, g := range cfg.Grants {
 		s.plugins[name] = &plugin{name: name, grant: g, metrics: cfg.Metrics.forPlugin(name)}
 	}
@@ -193,26 +184,13 @@ func (s *Service) Do(ctx context.Context, name string, raw []byte) Result {
 	return res
 }
 
-// roundTrip sends r and reads the answer, in the call's span when traced.
+// roundTrip sends r and reads the answer within the grant's timeout. (The
+// plugin host makes each dispatched call a span of the request's trace,
+// with its status: wasmhost.DispatchTracer.)
 func (s *Service) roundTrip(ctx context.Context, p *plugin, r *Request) (Result, Outcome) {
 	ctx, cancel := context.WithTimeout(ctx, p.grant.timeout)
 	defer cancel()
-	var sp trace.Span
-	if s.tracer != nil && trace.SpanContextFromContext(ctx).IsValid() {
-		ctx, sp = s.tracer.Start(ctx, "callout "+p.name, trace.WithSpanKind(trace.SpanKindClient))
-	}
-	res, out, err := s.send(ctx, p, r)
-	if sp != nil {
-		sp.SetAttributes(obs.AttrPlugin.String(p.name), obs.AttrMethod.String(string(r.Method)),
-			attrURL.String(allow.Redact(string(r.URL))), attrOutcome.String(out.String()))
-		if res.Status > 0 {
-			sp.SetAttributes(obs.AttrStatus.Int(res.Status))
-		}
-		if err != nil {
-			sp.SetStatus(codes.Error, out.String())
-		}
-		sp.End()
-	}
+	res, out, _ := s.send(ctx, p, r)
 	return res, out
 }
 
@@ -249,12 +227,6 @@ func (s *Service) send(ctx context.Context, p *plugin, r *Request) (Result, Outc
 	}
 	return res, OutcomeOK, nil
 }
-
-// Span attributes of a call: its URL without the query, and its outcome.
-var (
-	attrURL     = attribute.Key("url.full")
-	attrOutcome = attribute.Key("tollgate.callout.outcome")
-)
 
 var errTooLarge = errors.New("response body above max_response_bytes")
 

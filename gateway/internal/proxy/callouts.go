@@ -3,8 +3,6 @@ package proxy
 import (
 	"fmt"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/tollgate/tollgate/gateway/internal/callout"
 	"github.com/tollgate/tollgate/gateway/internal/config"
 )
@@ -30,9 +28,5 @@ func (s *Server) newCallouts(p *config.Policy) (*callout.Service, error) {
 	if len(grants) == 0 {
 		return nil, nil
 	}
-	var tracer trace.Tracer
-	if s.tracing != nil {
-		tracer = s.tracing.Tracer()
-	}
-	return callout.New(callout.Config{Grants: grants, Metrics: s.callouts, Tracer: tracer, Log: s.log.With("component", "callout")})
+	return callout.New(callout.Config{Grants: grants, Metrics: s.callouts, Log: s.log.With("component", "callout")})
 }
