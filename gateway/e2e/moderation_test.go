@@ -207,13 +207,11 @@ func TestCalloutNotGranted(t *testing.T) {
 			if strings.Contains(out, "s3cret") {
 				t.Errorf("the log shows the URL's query string:\n%s", out)
 			}
-			if tt.grant != "null" {
-				if !strings.Contains(out, mockURL+"/v1/moderations") {
-					t.Errorf("the warning does not name the URL:\n%s", out)
-				}
-				if got := metric(t, srv.MetricsHandler(), "tollgate_plugin_callouts_total", `outcome="denied"`); got != 1 {
-					t.Errorf("denied counted %v times", got)
-				}
+			if !strings.Contains(out, mockURL+"/v1/moderations") {
+				t.Errorf("the warning does not name the URL:\n%s", out)
+			}
+			if got := metric(t, srv.MetricsHandler(), "tollgate_plugin_callouts_total", `outcome="denied",plugin="moderation"`); got != 1 {
+				t.Errorf("denied counted %v times", got)
 			}
 		})
 	}

@@ -62,4 +62,8 @@ func (c *cache) set(plugin string, key []byte, res Result, ttl time.Duration) {
 	}
 }
 
-func (c *cache) close() { c.c.Close() }
+func (c *cache) close() {
+	if c != nil {
+		c.c.Close()
+	}
+}

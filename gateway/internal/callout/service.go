@@ -59,6 +59,7 @@ type Service struct {
 	client    http.Client
 	transport *http.Transport // nil when Config.Transport replaced it
 	cache     *cache
+	metrics   *Metrics // nil: not counted
 	log       *slog.Logger
 }
 
@@ -74,11 +75,14 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	c, err := newCache(cfg.CacheBytes)
-	if err != nil {
-		return nil, err
+	var c *cache // none without a grant: every call is refused
+	if len(cfg.Grants) > 0 {
+		var err error
+		if c, err = newCache(cfg.CacheBytes); err != nil {
+			return nil, err
+		}
 	}
-	s := &Service{plugins: make(map[string]*plugin, len(cfg.Grants)), cache: c, log: cfg.Log}
+	s := &Service{plugins: make(map[string]*plugin, len(cfg.Grants)), cache: c, metrics: cfg.Metrics, log: cfg.Log}
 	for name, g := range cfg.Grants {
 		s.plugins[name] = &plugin{name: name, grant: g, metrics: cfg.Metrics.forPlugin(name)}
 	}
@@ -143,8 +147,11 @@ func (s *Service) check(name string, raw []byte) (*plugin, Request, error) {
 		err = fmt.Errorf("%w: %s is not under plugin %q's callout.allow", ErrNotAllowed, allow.Redact(string(r.URL)), name)
 	}
 	if err != nil {
-		if p != nil {
+		switch {
+		case p != nil:
 			p.metrics.calls[OutcomeDenied].Inc()
+		case s.metrics != nil: // a plugin without a grant: its label made once, here
+			s.metrics.calls.WithLabelValues(name, OutcomeDenied.String()).Inc()
 		}
 		s.log.Warn("call-out refused", "plugin", name, "service", "http", "url", allow.Redact(string(r.URL)), "err", err)
 		return nil, r, err

@@ -32,7 +32,7 @@ func classifier(t *testing.T) (*httptest.Server, *sync.WaitGroup, chan struct{})
 	})
 	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
 		select {
-		case <-time.After(2 * time.Second):
+		case <-time.After(10 * time.Second):
 		case <-r.Context().Done():
 		}
 	})
@@ -81,7 +81,7 @@ func TestDo(t *testing.T) {
 	closed := closedPort(t)
 	m := NewMetrics()
 	s := newService(t, m, map[string]GrantSpec{
-		"mod": {Allow: []string{srv.URL + "/", closed + "/"}, Timeout: 200 * time.Millisecond, MaxResponseBytes: 64 << 10,
+		"mod": {Allow: []string{srv.URL + "/", closed + "/"}, Timeout: time.Second, MaxResponseBytes: 64 << 10,
 			HeadersEnv: map[string]string{"X-Key": "CLASSIFIER_KEY"}},
 	})
 	tests := []struct {
@@ -181,6 +181,9 @@ func TestCheckDenied(t *testing.T) {
 	}
 	if got := count(m, "mod", OutcomeDenied); got != 2*6 {
 		t.Errorf("denied %d, want 12", got)
+	}
+	if got := count(m, "other", OutcomeDenied); got != 2 {
+		t.Errorf("denied without a grant %d, want 2", got)
 	}
 	if err := s.Check("mod", []byte("GET http://127.0.0.1:9/v1/moderations?key=x\n\n")); err != nil {
 		t.Errorf("a query string under the prefix: %v", err)
@@ -318,4 +321,20 @@ func closedPort(t *testing.T) string {
 	addr := l.Addr().String()
 	l.Close()
 	return "http://" + addr
+}
+
+// A policy without any grant refuses, and counts, every call.
+func TestNoGrants(t *testing.T) {
+	m := NewMetrics()
+	s := newService(t, m, nil)
+	req := []byte("GET http://127.0.0.1:9/x\n\n")
+	if err := s.Check("p", req); !errors.Is(err, ErrNotAllowed) {
+		t.Errorf("Check = %v", err)
+	}
+	if res := s.Do(context.Background(), "p", req); res.Status != StatusUnavailable {
+		t.Errorf("Do: status %d", res.Status)
+	}
+	if got := count(m, "p", OutcomeDenied); got != 2 {
+		t.Errorf("denied %d, want 2", got)
+	}
 }

@@ -24,7 +24,7 @@ func TestSessionDispatchesCallouts(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/slow" {
 			select {
-			case <-time.After(2 * time.Second):
+			case <-time.After(10 * time.Second):
 			case <-r.Context().Done():
 			}
 			return
@@ -34,7 +34,7 @@ func TestSessionDispatchesCallouts(t *testing.T) {
 		io.WriteString(w, r.Method+" "+string(b)+" "+r.Header.Get("Authorization"))
 	}))
 	defer srv.Close()
-	g, err := callout.NewGrant(callout.GrantSpec{Allow: []string{srv.URL + "/v1/"}, Timeout: 200 * time.Millisecond,
+	g, err := callout.NewGrant(callout.GrantSpec{Allow: []string{srv.URL + "/v1/"}, Timeout: time.Second,
 		HeadersEnv: map[string]string{"Authorization": "KEY"}}, func(string) (string, bool) { return "Bearer k", true })
 	if err != nil {
 		t.Fatal(err)

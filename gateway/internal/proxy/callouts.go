@@ -8,8 +8,8 @@ import (
 )
 
 // newCallouts builds the `http` service of a policy state from its
-// plugins' callout grants: nil when no plugin has one (every call-out is
-// then refused as not allowed).
+// plugins' callout grants. Without any, it refuses (and counts) every
+// call-out.
 func (s *Server) newCallouts(p *config.Policy) (*callout.Service, error) {
 	grants := map[string]*callout.Grant{}
 	for i := range p.Plugins {
@@ -24,9 +24,6 @@ func (s *Server) newCallouts(p *config.Policy) (*callout.Service, error) {
 			return nil, fmt.Errorf("plugins[%d] (%s): %w", i, pl.Name, err)
 		}
 		grants[pl.Name] = g
-	}
-	if len(grants) == 0 {
-		return nil, nil
 	}
 	return callout.New(callout.Config{Grants: grants, Metrics: s.callouts, Log: s.log.With("component", "callout")})
 }

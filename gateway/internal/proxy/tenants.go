@@ -22,9 +22,7 @@ func (s *Server) openTenants(st *state, p *config.Policy) error {
 	if err != nil {
 		return err
 	}
-	if co != nil {
-		st.closers = append(st.closers, co.Close)
-	}
+	st.closers = append(st.closers, co.Close)
 	st.services = hostsvc.NewSet(hostsvc.Config{Log: s.log, Tenants: t.Cache, Prices: t.Cache,
 		Limiter: s.acct.Limiter, Budget: s.acct.Budget, Counts: &s.svcCounts, Now: time.Now, NewID: s.ids.append,
 		Alerts: s.acct.Alerts, EndUserHeader: p.Server.EndUserHeader,
