@@ -70,6 +70,17 @@
 // and [Exchange.SetFact] for data other plugins read. Globals are for what
 // is the same for every request, such as the parsed configuration.
 //
+// # Calls that wait on the network
+//
+// A handler holds one of the plugin's few instances while it runs, so it
+// must not wait on the network. It dispatches the call instead
+// ([Dispatch], [DispatchHTTP]) and returns [Pause]; the host makes the call
+// with no instance held and hands the response to the [OnCallResponse]
+// handler, on whatever instance is free, whose verdict is the phase's. What
+// the response handler needs from the dispatching one goes through
+// [Exchange.SetState]. [Fail] leaves a call's failure to the policy's
+// on_error.
+//
 // # Buffers and allocation
 //
 // The host never allocates in the guest: values are copied into buffers the
@@ -96,7 +107,8 @@
 //
 // Setters and host services return the ABI's negative result codes as
 // [Error] values: [ErrAbsent], [ErrInvalid], [ErrNotAllowed] and
-// [ErrUnavailable]. Getters return the value (with a bool where it may be
+// [ErrUnavailable] (and, for dispatched calls, [ErrTimeout], [ErrTooLarge]
+// and [ErrBusy]). Getters return the value (with a bool where it may be
 // absent); each view only offers the getters the ABI allows in its phase,
 // so an error there means the host broke the contract, and the SDK panics
 // rather than let a guard act on text it could not read.

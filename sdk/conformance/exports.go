@@ -119,6 +119,7 @@ func exportProblems(mod wazero.CompiledModule) []string {
 	for _, cb := range callbacks {
 		want[cb.name] = "(" + strings.TrimSuffix(strings.Repeat("i32,", cb.params), ",") + ") → (i32)"
 	}
+	want["on_call_response"] = "(i32,i32,i32,i32,i32,i32) → (i32)" // ABI.md, Dispatched calls
 	for _, name := range []string{"_initialize", "tollgate_abi_version"} {
 		if fns[name] == nil {
 			problems = append(problems, fmt.Sprintf("no %s export (ABI.md, Guest exports%s)", name, map[bool]string{true: "; build Go plugins with -buildmode=c-shared, Rust ones with the SDK's export macro", false: ""}[name == "_initialize"]))

@@ -74,14 +74,14 @@ func (c *checker) growthCheck() Result {
 			}
 			wasmhost.ReleaseRequest(r)
 			var rej *wasmhost.RejectError
-			if err != nil && !errors.As(err, &rej) {
+			if err != nil && !errors.As(err, &rej) && !failVerdict(err) {
 				return c.growthFailure(round, err)
 			}
 		}
 		sr := newStreamRun(text, defaultProbe())
 		for sr.step(l.pipe) {
 		}
-		if sr.out.err != nil {
+		if sr.out.err != nil && !failVerdict(sr.out.err) {
 			return c.growthFailure(round, sr.out.err)
 		}
 		if round >= warm {

@@ -37,7 +37,7 @@ func (c *checker) phasesChecks(main *loaded) {
 		ran++
 		c.note(sr)
 		c.baseline[s.name] = sr.out.String()
-		if err := sr.out.err; err != nil && !failure(err) {
+		if err := sr.out.err; err != nil && !failure(err) && !failVerdict(err) {
 			chunkProblems = append(chunkProblems, fmt.Sprintf("stream %s: %v", s.name, err))
 		}
 		if sr.endFailures > 0 {
@@ -46,7 +46,7 @@ func (c *checker) phasesChecks(main *loaded) {
 	}
 	if ph&wasmhost.PhaseChunk != 0 {
 		c.add(verdictResult("phases.chunk", chunkProblems, ran, "streams",
-			"on_chunk must return CONTINUE, HOLD, RELEASE, REPLACE or STOP and not trap (ABI.md, Verdicts)"))
+			"on_chunk must return CONTINUE, HOLD, RELEASE, REPLACE, STOP or FAIL (or PAUSE after dispatching a call) and not trap (ABI.md, Verdicts)"))
 	}
 	if ph&wasmhost.PhaseEnd != 0 {
 		c.add(verdictResult("phases.end", endProblems, ran, "streams", "on_end must not trap (ABI.md, Guest exports)"))
@@ -63,7 +63,7 @@ func defaultProbe() probe {
 // it passes, the response_headers phase with a 200 and a 500.
 func (c *checker) requestBattery(pl *wasmhost.Pipeline) (req, hdr Result) {
 	var reqProblems, hdrProblems []string
-	var rejected int
+	var rejected, failed int
 	ps := requests(c.words)
 	for _, p := range ps {
 		r := newRequest(p)
@@ -76,6 +76,8 @@ func (c *checker) requestBattery(pl *wasmhost.Pipeline) (req, hdr Result) {
 			rejected++
 		case failure(err):
 			c.overran["request "+p.name] = true
+		case failVerdict(err):
+			failed++ // the plugin left it to on_error
 		case err != nil:
 			reqProblems = append(reqProblems, fmt.Sprintf("request %s: %v", p.name, err))
 		default:
@@ -86,7 +88,7 @@ func (c *checker) requestBattery(pl *wasmhost.Pipeline) (req, hdr Result) {
 				c.timed(time.Since(start))
 				if failure(err) {
 					c.overran["response_headers "+p.name] = true
-				} else if err != nil && !errors.As(err, &rej) {
+				} else if err != nil && !errors.As(err, &rej) && !failVerdict(err) {
 					hdrProblems = append(hdrProblems, fmt.Sprintf("request %s, status %d: %v", p.name, status, err))
 				}
 			}
@@ -94,12 +96,15 @@ func (c *checker) requestBattery(pl *wasmhost.Pipeline) (req, hdr Result) {
 		wasmhost.ReleaseRequest(r)
 	}
 	req = verdictResult("phases.request", reqProblems, len(ps), "requests",
-		"on_request must return CONTINUE or REJECT and not trap (ABI.md, Verdicts)")
+		"on_request must return CONTINUE, REJECT or FAIL (or PAUSE after dispatching a call) and not trap (ABI.md, Verdicts)")
 	if req.OK {
 		req.Detail += fmt.Sprintf(", %d rejected", rejected)
+		if failed > 0 {
+			req.Detail += fmt.Sprintf(", %d failed by the plugin (FAIL)", failed)
+		}
 	}
 	hdr = verdictResult("phases.response_headers", hdrProblems, len(ps), "requests",
-		"on_response_headers must return CONTINUE or REJECT and not trap (ABI.md, Verdicts)")
+		"on_response_headers must return CONTINUE, REJECT or FAIL (or PAUSE after dispatching a call) and not trap (ABI.md, Verdicts)")
 	return req, hdr
 }
 

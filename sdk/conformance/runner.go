@@ -68,6 +68,33 @@ func (services) Call(r *wasmhost.Request, name string, _ []byte) ([]byte, error)
 	return nil, wasmhost.ErrNoService
 }
 
+// Check implements wasmhost.Dispatcher: every service Call serves, and
+// `http` to any URL, may be dispatched.
+func (s services) Check(r *wasmhost.Request, _, name string, _ []byte) error {
+	switch name {
+	case "http", "tenant.resolve", "ratelimit.admit", "budget.reserve", "budget.extend":
+		return nil
+	}
+	return wasmhost.ErrNoService
+}
+
+// Start implements wasmhost.Dispatcher: an `http` call gets a 200 with
+// the body {} (a module must cope with an answer it does not expect:
+// FAIL, not a trap), a host service its Call result.
+func (s services) Start(r *wasmhost.Request, c *wasmhost.Call) {
+	if c.Service == "http" {
+		c.Finish(wasmhost.CallResult{Status: 200, Body: []byte("{}"),
+			Header: []wasmhost.Header{{Name: []byte("Content-Type"), Value: []byte("application/json")}}})
+		return
+	}
+	res, err := s.Call(r, c.Service, c.Request)
+	if err != nil {
+		c.Finish(wasmhost.CallResult{Status: wasmhost.StatusUnavailable})
+		return
+	}
+	c.Finish(wasmhost.CallResult{Body: res})
+}
+
 // newRequest is the host's view of p, as the gateway fills it.
 func newRequest(p probe) *wasmhost.Request {
 	r := wasmhost.AcquireRequest()
@@ -141,6 +168,11 @@ func (o *outcome) String() string {
 func failure(err error) (deadline bool) {
 	return err != nil && strings.Contains(err.Error(), "past its") && strings.Contains(err.Error(), "deadline")
 }
+
+// failVerdict reports a callback the plugin itself failed (FAIL): a
+// verdict every phase allows, which leaves the outcome to the policy's
+// on_error.
+func failVerdict(err error) bool { return errors.Is(err, wasmhost.ErrFailVerdict) }
 
 // streamRun runs one stream of the battery, event by event, applying the
 // verdicts as the gateway's stream does (HOLD queues events; CONTINUE,

@@ -186,6 +186,9 @@ func TestDispatchRequestPhase(t *testing.T) {
 				if !errors.As(err, &f) || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err %v, want a failure %q", err, tt.wantErr)
 				}
+				if fail := strings.Contains(tt.wantErr, "FAIL"); errors.Is(err, ErrFailVerdict) != fail || !errors.Is(err, ErrPluginFailed) {
+					t.Errorf("err %v: ErrFailVerdict %v, want %v", err, errors.Is(err, ErrFailVerdict), fail)
+				}
 			}
 			if got := fact(r, "responses"); got != tt.responses {
 				t.Errorf("responses %q, want %q", got, tt.responses)

@@ -1,9 +1,15 @@
 package wasmhost
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
+
+// ErrFailVerdict is in the error of a callback whose plugin answered FAIL
+// (with ErrPluginFailed): the plugin's own verdict, not a trap or a
+// deadline.
+var ErrFailVerdict = errors.New("the plugin answered FAIL")
 
 // callback runs the phase callback export of p for r and, while the guest
 // answers PAUSE, the calls it dispatched and on_call_response for each
@@ -29,7 +35,7 @@ func (pl *Pipeline) callback(p *Plugin, r *Request, ph Phase, export string, fla
 		r.calls.abandon()
 	}
 	if err == nil && Verdict(r.stack[0]) == Fail {
-		err = fmt.Errorf("%w: %s: the plugin answered FAIL in phase %s", ErrPluginFailed, p.spec.Name, ph)
+		err = fmt.Errorf("%w: %s: %w in phase %s", ErrPluginFailed, p.spec.Name, ErrFailVerdict, ph)
 	}
 	if err != nil && ph == PhaseEnd {
 		p.log.Warn("plugin failed", "phase", ph.String(), "err", err)
