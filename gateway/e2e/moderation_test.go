@@ -331,3 +331,43 @@ func statusCounts(t *testing.T, w *budgetWorld) map[int]int64 {
 	}
 	return out
 }
+
+// TestModerationAnthropicMessages: the native Messages API's last user
+// message is checked the same way (the plugin reads the conversation, not
+// the wire format), a refusal is in Anthropic's error shape, and the
+// classifier gets the credential the grant reads from the environment
+// (the mock wants the upstream's key on every route).
+func TestModerationAnthropicMessages(t *testing.T) {
+	mock, anthURL := startAnthropicMock(t, mockllm.Config{Text: "Fine."})
+	var auth atomic.Value
+	mock.SetOnRequest(func(h http.Header, body []byte) {
+		if strings.Contains(string(body), `"model":"omni-moderation-latest"`) {
+			auth.Store(h.Get("Authorization"))
+		}
+	})
+	endpoint := anthURL + "/v1/moderations"
+	plugins := moderationPlugin(t, "fail_closed", fmt.Sprintf(`{"endpoint": %q}`, endpoint),
+		fmt.Sprintf(`{allow: [%q], headers_env: {Authorization: MODERATION_AUTH}}`, endpoint))
+	vars := map[string]string{"ANTHROPIC_API_KEY": anthropicKey, "MODERATION_AUTH": "Bearer " + anthropicKey}
+	gw, logs := startLoggingGateway(t, anthropicPolicy(anthURL, anthURL, "", "plugins:"+plugins), vars)
+	msgs := func(last string) string {
+		return fmt.Sprintf(`{"model":"claude-x","max_tokens":9,"system":"[hate] in the system prompt","messages":[`+
+			`{"role":"user","content":"[violence] earlier"},{"role":"assistant","content":"ok"},`+
+			`{"role":"user","content":[{"type":"text","text":%q}]}]}`, last)
+	}
+
+	status, _, body := post(t, gw+"/v1/messages", msgs("a clean question"))
+	if status != 200 || !strings.Contains(string(body), "Fine.") {
+		t.Fatalf("clean: %d %s", status, body)
+	}
+	if got, _ := auth.Load().(string); got != "Bearer "+anthropicKey {
+		t.Errorf("the classifier got Authorization %q", got)
+	}
+	status, _, body = post(t, gw+"/v1/messages", msgs("I [self-harm/intent]"))
+	if status != 400 || !strings.Contains(string(body), `"type":"error"`) || !strings.Contains(string(body), "self-harm/intent") {
+		t.Errorf("flagged: %d %s", status, body)
+	}
+	if strings.Contains(logs.String(), anthropicKey) {
+		t.Errorf("the log shows the credential:\n%s", logs.String())
+	}
+}
