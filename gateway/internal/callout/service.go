@@ -48,8 +48,6 @@ type Config struct {
 	Log     *slog.Logger
 	// CacheBytes caps the answers cached (default 32MiB).
 	CacheBytes int64
-	// Transport replaces the pooled transport (tests); nil: the default.
-	Transport http.RoundTripper
 }
 
 // Service is the `http` service of one policy state. Its methods are safe
@@ -57,7 +55,7 @@ type Config struct {
 type Service struct {
 	plugins   map[string]*plugin
 	client    http.Client
-	transport *http.Transport // nil when Config.Transport replaced it
+	transport *http.Transport
 	cache     *cache
 	metrics   *Metrics // nil: not counted
 	log       *slog.Logger
@@ -86,12 +84,8 @@ func New(cfg Config) (*Service, error) {
 	for name, g := range cfg.Grants {
 		s.plugins[name] = &plugin{name: name, grant: g, metrics: cfg.Metrics.forPlugin(name)}
 	}
-	rt := cfg.Transport
-	if rt == nil {
-		s.transport = newTransport()
-		rt = s.transport
-	}
-	s.client = http.Client{Transport: rt, CheckRedirect: func(*http.Request, []*http.Request) error {
+	s.transport = newTransport()
+	s.client = http.Client{Transport: s.transport, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse // a redirect is the answer, never followed
 	}}
 	return s, nil
@@ -117,9 +111,7 @@ func newTransport() *http.Transport {
 
 // Close closes the idle connections and the cache.
 func (s *Service) Close() {
-	if s.transport != nil {
-		s.transport.CloseIdleConnections()
-	}
+	s.transport.CloseIdleConnections()
 	s.cache.close()
 }
 
