@@ -275,6 +275,28 @@ func TestDispatchChunkPhase(t *testing.T) {
 	}
 }
 
+// Response headers: the response handler has the phase's imports
+// (set_response_header, reject) and its verdict is the phase's.
+func TestDispatchResponseHeadersPhase(t *testing.T) {
+	pl := dispatchPipeline(t, FailClosed, `{"response_headers":["dispatch:svc=a","pause"],`+
+		`"call_response":["record_response","set_response_header:X-Checked=1","reject"],"reject_status":502,"reject_message":"bad answer"}`)
+	r := request(`{}`)
+	defer ReleaseRequest(r)
+	r.Services = &dispatcher{}
+	r.UpstreamHeader, r.Status = Headers{}, 200
+	err := pl.ResponseHeaders(r, 200)
+	var rej *RejectError
+	if !errors.As(err, &rej) || rej.Status != 502 || rej.Message != "bad answer" {
+		t.Fatalf("err %v", err)
+	}
+	if got := headers(r.SetClientHeaders); got != "X-Checked=1" {
+		t.Errorf("client headers %q", got)
+	}
+	if got := fact(r, "responses"); got != "0:200:svc:a:t;" {
+		t.Errorf("responses %q", got)
+	}
+}
+
 // End: verdicts are ignored, but the SDK's PAUSE for a handler that
 // dispatched makes the calls, and their responses reach the guest.
 func TestDispatchEndPhase(t *testing.T) {

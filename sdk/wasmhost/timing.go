@@ -20,7 +20,8 @@ type Instruments struct {
 	// callback of that phase: from asking the pool for an
 	// instance to the guest's return, so a wait for a free instance
 	// counts. Callbacks a plugin opted out of (skip_phases) are not
-	// observed.
+	// observed. An on_call_response is a callback of the phase that
+	// dispatched the call; the wait for dispatched calls is in none.
 	Request, ResponseHeaders, Chunk, End Observer
 	// Rejections counts the callbacks that answered REJECT.
 	Rejections Counter
@@ -41,7 +42,8 @@ func (in *Instruments) observer(ph Phase) Observer {
 }
 
 // CallTracer is told about each plugin callback of one request, after it
-// returned. The gateway sets Request.Tracer only on requests it traces; a
+// returned (and, if it is a DispatchTracer too, about each dispatched
+// call). The gateway sets Request.Tracer only on requests it traces; a
 // nil Tracer costs one comparison per callback.
 type CallTracer interface {
 	// PluginCall reports one callback of the plugin in slot (its index in
