@@ -1,5 +1,5 @@
 // Package builtin owns the plugins that ship inside the tollgate binary:
-// preflight, ratelimit, budget, holdback and pii, built from plugins/ into
+// preflight, ratelimit, budget, holdback, pii and moderation, built from plugins/ into
 // WebAssembly modules that are committed under modules/ (gzip-compressed)
 // and embedded, so a plain `go build` or `go install` of the gateway has
 // them and nothing needs building first.
@@ -35,8 +35,9 @@ var modules embed.FS
 // usually runs them: preflight first (it resolves the key the others
 // read), holdback last. pii goes where the policy wants its rewrite seen
 // (policies/pii.yaml: before budget, whose hold then prices the masked
-// prompt).
-var names = []string{"preflight", "ratelimit", "budget", "holdback", "pii"}
+// prompt); moderation after holdback (its reply check sees the reply as
+// holdback left it).
+var names = []string{"preflight", "ratelimit", "budget", "holdback", "pii", "moderation"}
 
 // ErrUnknown is returned for a name that is not a built-in plugin.
 var ErrUnknown = errors.New("unknown built-in plugin")

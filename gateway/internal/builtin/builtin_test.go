@@ -225,6 +225,7 @@ func TestModulesLoad(t *testing.T) {
 		{"budget", `{"default_max_tokens":64}`, wasmhost.PhaseRequest | wasmhost.PhaseChunk},
 		{"holdback", `{"markers":["example.invalid"]}`, wasmhost.PhaseChunk},
 		{"pii", `{"mode":"mask-and-restore"}`, wasmhost.PhaseRequest | wasmhost.PhaseChunk},
+		{"moderation", `{"endpoint":"http://127.0.0.1:9/v1/moderations"}`, wasmhost.PhaseRequest | wasmhost.PhaseChunk},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

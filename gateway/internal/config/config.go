@@ -143,7 +143,8 @@ type Plugin struct {
 	// Exactly one of Path and Builtin is set.
 	Path string `yaml:"path"`
 	// Builtin names a plugin built into the binary instead of a file:
-	// preflight, ratelimit, budget or holdback (gateway/internal/builtin).
+	// preflight, ratelimit, budget, holdback, pii or moderation
+	// (gateway/internal/builtin).
 	Builtin string `yaml:"builtin"`
 	// Enabled (default true): false leaves the plugin out of every
 	// request unless a plan or tenant switches it on (tenants.plans[].plugins,
@@ -155,6 +156,8 @@ type Plugin struct {
 	Limits  PluginLimits `yaml:"limits"`
 	// Config is handed to the plugin's on_configure as JSON.
 	Config any `yaml:"config"`
+	// Callout grants the plugin HTTP call-outs; absent: none.
+	Callout *Callout `yaml:"callout"`
 
 	// File is Path resolved; set by validation ("" for a built-in).
 	File string `yaml:"-"`
@@ -371,6 +374,9 @@ func (p *Policy) applyDefaults() {
 	}
 	for i := range p.Plugins {
 		setDefault(&p.Plugins[i].OnError, FailClosed)
+		if c := p.Plugins[i].Callout; c != nil {
+			c.applyDefaults()
+		}
 	}
 	setDefault(&p.Store.Kind, StoreMemory)
 	setDefault(&p.Admin.TokenEnv, "TOLLGATE_ADMIN_TOKEN")
@@ -477,7 +483,7 @@ func (p *Policy) validate(lookupEnv func(string) (string, bool)) Problems {
 	if len(p.Routes) == 0 {
 		ps.add("routes", "at least one route is required")
 	}
-	p.validatePlugins(&ps)
+	p.validatePlugins(lookupEnv, &ps)
 	p.validateStore(lookupEnv, &ps)
 	p.validateShared(lookupEnv, &ps)
 	p.validatePassthrough(&ps)
@@ -579,7 +585,7 @@ func (u *Upstream) validate(at string, names map[string]int, i int, lookupEnv fu
 	}
 }
 
-func (p *Policy) validatePlugins(ps *Problems) {
+func (p *Policy) validatePlugins(lookupEnv func(string) (string, bool), ps *Problems) {
 	names := map[string]int{}
 	for i := range p.Plugins {
 		pl := &p.Plugins[i]
@@ -607,6 +613,9 @@ func (p *Policy) validatePlugins(ps *Problems) {
 		}
 		if _, err := json.Marshal(pl.Config); err != nil {
 			ps.add(at+".config", "cannot be expressed as JSON: %v", err)
+		}
+		if pl.Callout != nil {
+			pl.Callout.validate(at+".callout", lookupEnv, ps)
 		}
 	}
 }

@@ -148,11 +148,11 @@ upstreams: [{name: a, base_url: "http://x", headers: {"X-A": "v\r\nEvil: 1"}}]
 routes: [{models: [m], upstream: a}]
 `, nil, []string{"upstreams[0].headers.X-A: value must not contain CR, LF or NUL"}},
 		{"unknown built-in plugin", valid + "plugins: [{name: a, builtin: preflight}, {name: b, builtin: keywordguard}]\n", nil,
-			[]string{"plugins[1].builtin: unknown built-in plugin \"keywordguard\" (built-in: preflight, ratelimit, budget, holdback, pii)"}},
+			[]string{"plugins[1].builtin: unknown built-in plugin \"keywordguard\" (built-in: preflight, ratelimit, budget, holdback, pii, moderation)"}},
 		{"built-in and path", valid + "plugins: [{name: a, builtin: budget, path: x.wasm}]\n", nil,
 			[]string{"plugins[0].builtin: cannot be set with path"}},
 		{"neither built-in nor path", valid + "plugins: [{name: a}]\n", nil,
-			[]string{"plugins[0].path: is required (the plugin's .wasm file), or builtin: one of preflight, ratelimit, budget, holdback, pii"}},
+			[]string{"plugins[0].path: is required (the plugin's .wasm file), or builtin: one of preflight, ratelimit, budget, holdback, pii, moderation"}},
 		{"empty file", "", nil, []string{"the policy is empty"}},
 		{"not yaml", "version: [1\n", nil, []string{"not valid YAML"}},
 	}

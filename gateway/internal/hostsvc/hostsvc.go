@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/gateway/internal/budget"
+	"github.com/tollgate/tollgate/gateway/internal/callout"
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
 	"github.com/tollgate/tollgate/sdk/wasmhost"
@@ -66,6 +67,9 @@ type Config struct {
 	// whatever the tenant's budget, and the budget plugin refuses it;
 	// otherwise it is served at no cost.
 	RefuseUnpriced bool
+	// Callout serves the `http` service of dispatched calls; nil: no
+	// plugin may call out.
+	Callout *callout.Service
 }
 
 // Set is the host services of one policy state, registered by their ABI
@@ -76,6 +80,8 @@ type Set struct {
 	rate    *RateLimits
 	budget  *Budget
 	tenants *Tenants
+	callout *callout.Service
+	log     *slog.Logger
 }
 
 // NewSet builds and registers the gateway's services: tenant.resolve (when
@@ -90,7 +96,7 @@ func NewSet(cfg Config) *Set {
 	if cfg.Counts == nil {
 		cfg.Counts = new(Counts)
 	}
-	s := &Set{byName: make(map[string]Service, 4)}
+	s := &Set{byName: make(map[string]Service, 4), callout: cfg.Callout, log: cfg.Log}
 	if cfg.Tenants != nil {
 		s.tenants = &Tenants{log: cfg.Log, keys: cfg.Tenants, now: cfg.Now}
 		s.Register("tenant.resolve", s.tenants)

@@ -181,6 +181,9 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 	}
 
 	rctx := x.openUpstream(ctx)
+	if x.wr != nil {
+		x.wr.Context = rctx // a client gone or a cancel ends the plugins' calls too
+	}
 	x.upSent = time.Since(x.start)
 	x.traceUpstreamStart()
 	ex, err := x.send(ctx, rctx, path, body)
@@ -326,6 +329,7 @@ func (x *exchange) startPlugins(ctx *fasthttp.RequestCtx, body []byte) {
 	x.svc.Bind(x.st.services)
 	wr.Services = &x.svc
 	wr.Tracer = x.trace.CallTracer()
+	wr.Context = x.s.base // the upstream's context once it is opened
 	x.wr = wr
 }
 

@@ -213,6 +213,7 @@ func (x *exchange) startPassPlugins(ctx *fasthttp.RequestCtx, pe *passEndpoint, 
 	x.svc.Bind(x.st.services)
 	wr.Services = &x.svc
 	wr.Tracer = x.trace.CallTracer()
+	wr.Context = x.s.base
 	x.wr = wr
 }
 

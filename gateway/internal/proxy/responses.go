@@ -329,6 +329,7 @@ func (x *exchange) startStorePlugins(ctx *fasthttp.RequestCtx, upstreamName []by
 	wr.ClientHeader = &ctx.Request.Header
 	x.svc.Bind(x.st.services)
 	wr.Services = &x.svc
+	wr.Context = x.s.base
 	x.wr = wr
 }
 

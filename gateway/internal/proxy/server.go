@@ -16,6 +16,7 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/accounting"
 	"github.com/tollgate/tollgate/gateway/internal/anthropic"
+	"github.com/tollgate/tollgate/gateway/internal/callout"
 	"github.com/tollgate/tollgate/gateway/internal/cancels"
 	"github.com/tollgate/tollgate/gateway/internal/config"
 	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
@@ -57,13 +58,15 @@ type Server struct {
 	// svcCounts are the host services' decisions, for metrics; they
 	// outlive reloads.
 	svcCounts hostsvc.Counts
-	cancels   *cancels.Registry
-	fin       *finisher
-	obs       *observe.Metrics
-	tracing   *obs.Tracing // nil: tracing off
-	state     atomic.Pointer[state]
-	srv       *fasthttp.Server
-	ids       *requestIDs
+	// callouts count the plugins' HTTP call-outs; they outlive reloads.
+	callouts *callout.Metrics
+	cancels  *cancels.Registry
+	fin      *finisher
+	obs      *observe.Metrics
+	tracing  *obs.Tracing // nil: tracing off
+	state    atomic.Pointer[state]
+	srv      *fasthttp.Server
+	ids      *requestIDs
 
 	// base is the parent of every request's context; canceling it ends
 	// every exchange still open.
@@ -110,6 +113,8 @@ func New(p *config.Policy, log *slog.Logger, opts ...Option) (*Server, error) {
 	s.host = host
 	s.obs = observe.NewMetrics(s.pgTracer, s.ledgerTracer) // before the pools: it wraps their tracers
 	s.pgTracer, s.ledgerTracer = s.obs.PGTracers()
+	s.callouts = callout.NewMetrics()
+	s.obs.Register(s.callouts.Collectors()...)
 	if s.acct, err = accounting.New(p, log, s.ledgerTracer); err != nil {
 		host.Close()
 		return nil, err

@@ -19,10 +19,15 @@ func (s *Server) openTenants(st *state, p *config.Policy) error {
 	}
 	st.closers = append(st.closers, t.Close)
 	st.tenants, st.admin = t.Cache, t.Admin
+	co, err := s.newCallouts(p)
+	if err != nil {
+		return err
+	}
+	st.closers = append(st.closers, co.Close)
 	st.services = hostsvc.NewSet(hostsvc.Config{Log: s.log, Tenants: t.Cache, Prices: t.Cache,
 		Limiter: s.acct.Limiter, Budget: s.acct.Budget, Counts: &s.svcCounts, Now: time.Now, NewID: s.ids.append,
 		Alerts: s.acct.Alerts, EndUserHeader: p.Server.EndUserHeader,
-		RefuseUnpriced: p.Pricing.Unpriced == config.UnpricedRefuse})
+		RefuseUnpriced: p.Pricing.Unpriced == config.UnpricedRefuse, Callout: co})
 	return nil
 }
 

@@ -40,8 +40,8 @@ import (
 //     Transcriptions report usage in tokens (input a hundredth of the
 //     file's bytes, at least 1; output the mock's token count), or by
 //     duration for whisper-1; translations report none.
-//   - POST /v1/moderations: one result per input; flagged when the input
-//     contains "FLAG".
+//   - POST /v1/moderations: omni-moderation's shape, one result per input,
+//     its verdict following trigger words in the input (moderation.go).
 //   - /v1/files (POST multipart file+purpose, GET list with ?purpose=),
 //     /v1/files/{id} (GET, DELETE), /v1/files/{id}/content (GET), and
 //     /v1/batches (POST with an existing input_file_id, GET list),
@@ -127,7 +127,7 @@ func (s *Server) servePassthru(w http.ResponseWriter, r *http.Request, body []by
 	case r.Method == http.MethodPost && (path == "/v1/audio/transcriptions" || path == "/v1/audio/translations"):
 		s.serveTranscription(w, r, body, p, path == "/v1/audio/translations")
 	case r.Method == http.MethodPost && path == "/v1/moderations":
-		s.serveModeration(w, body)
+		s.serveModeration(w, r, body, p)
 	case strings.HasPrefix(path, "/v1/files"):
 		s.serveFiles(w, r, body)
 	case strings.HasPrefix(path, "/v1/batches"):
@@ -397,41 +397,6 @@ func (s *Server) streamTranscription(w http.ResponseWriter, r *http.Request, pie
 	if send(map[string]any{"type": "transcript.text.done", "text": text, "usage": usage}) {
 		s.completed.Add(1)
 	}
-}
-
-func (s *Server) serveModeration(w http.ResponseWriter, body []byte) {
-	var req struct {
-		Model string          `json:"model"`
-		Input json.RawMessage `json:"input"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		s.badJSON(w, err)
-		return
-	}
-	var inputs []string
-	var one string
-	if json.Unmarshal(req.Input, &one) == nil {
-		inputs = []string{one}
-	} else if err := json.Unmarshal(req.Input, &inputs); err != nil || len(inputs) == 0 {
-		s.writeError(w, http.StatusBadRequest, "invalid_request_error", "", "input must be a string or an array of strings")
-		return
-	}
-	results := make([]map[string]any, len(inputs))
-	for i, in := range inputs {
-		flagged := strings.Contains(in, "FLAG")
-		score := 0.0
-		if flagged {
-			score = 0.99
-		}
-		results[i] = map[string]any{"flagged": flagged,
-			"categories":      map[string]bool{"harassment": flagged, "violence": false},
-			"category_scores": map[string]float64{"harassment": score, "violence": 0}}
-	}
-	model := req.Model
-	if model == "" {
-		model = "omni-moderation-latest"
-	}
-	s.writeValue(w, map[string]any{"id": "modr-mock-" + strconv.FormatInt(s.seq.Add(1), 10), "model": model, "results": results})
 }
 
 func (st *passStore) nextID(prefix string) string {

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/tollgate/tollgate/sdk/jsonscan"
+)
+
+// answer is what the plugin reads of a moderation answer's first result.
+type answer struct {
+	flagged    bool
+	categories []string // those the classifier flagged
+	scores     []score
+}
+
+type score struct {
+	category string
+	value    float64
+}
+
+var errAnswer = errors.New("the classifier's answer is not a moderation result")
+
+// parseAnswer reads an OpenAI moderation answer:
+// {"results": [{"flagged": …, "categories": {…}, "category_scores": {…}}]}.
+// Only the first result counts: the plugin sends one input.
+func parseAnswer(body []byte) (answer, error) {
+	var a answer
+	var s jsonscan.Scanner
+	s.Reset(body)
+	if s.Peek() != '{' {
+		return a, errAnswer
+	}
+	seen := false
+	err := s.Object(func(key []byte) error {
+		if string(key) != "results" {
+			return s.Skip()
+		}
+		if s.Peek() != '[' {
+			return errAnswer
+		}
+		return s.Array(func(i int) error {
+			if i > 0 {
+				return s.Skip()
+			}
+			seen = true
+			return parseResult(&s, &a)
+		})
+	})
+	if err == nil {
+		err = s.End()
+	}
+	if err != nil || !seen {
+		return answer{}, errAnswer
+	}
+	return a, nil
+}
+
+func parseResult(s *jsonscan.Scanner, a *answer) error {
+	if s.Peek() != '{' {
+		return errAnswer
+	}
+	return s.Object(func(key []byte) error {
+		switch string(key) {
+		case "flagged":
+			return boolean(s, "flagged", &a.flagged)
+		case "categories":
+			if s.Peek() != '{' {
+				return errAnswer
+			}
+			return s.Object(func(k []byte) error {
+				name := string(k)
+				var on bool
+				if s.Peek() == 'n' {
+					return s.Literal("null")
+				}
+				if err := boolean(s, name, &on); err != nil {
+					return err
+				}
+				if on {
+					a.categories = append(a.categories, name)
+				}
+				return nil
+			})
+		case "category_scores":
+			if s.Peek() != '{' {
+				return errAnswer
+			}
+			return s.Object(func(k []byte) error {
+				name := string(k)
+				num, err := s.Number()
+				if err != nil {
+					return err
+				}
+				f, err := strconv.ParseFloat(string(num), 64)
+				if err != nil {
+					return errAnswer
+				}
+				a.scores = append(a.scores, score{category: name, value: f})
+				return nil
+			})
+		}
+		return s.Skip()
+	})
+}
+
+// flaggedCategories are the categories that refuse the text: with
+// thresholds, those whose score reaches their threshold; without, those
+// the classifier flagged (or "flagged" alone when it flagged the text but
+// named none).
+func (c *config) flaggedCategories(a answer) []string {
+	if len(c.thresholds) == 0 {
+		if a.flagged && len(a.categories) == 0 {
+			return []string{"flagged"}
+		}
+		return a.categories
+	}
+	var out []string
+	for _, t := range c.thresholds {
+		for _, sc := range a.scores {
+			if sc.category == t.category && sc.value >= t.score {
+				out = append(out, t.category)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// appendRequest appends the classifier's request body for text:
+// {"model": MODEL, "input": TEXT}.
+func (c *config) appendRequest(dst []byte, text []byte) []byte {
+	dst = append(dst, `{"model":`...)
+	dst = appendJSONString(dst, []byte(c.model))
+	dst = append(dst, `,"input":`...)
+	dst = appendJSONString(dst, text)
+	return append(dst, '}')
+}
+
+// cacheKey names a verdict in the host's cache: the model and a hash of
+// the text (never the text itself), so an equal text gets the cached
+// verdict and a changed model does not.
+func (c *config) cacheKey(dst []byte, text []byte) []byte {
+	h := sha256.New()
+	h.Write([]byte(c.model))
+	h.Write([]byte{0})
+	h.Write(text)
+	var sum [sha256.Size]byte
+	dst = append(dst, "moderation:"...)
+	return hex.AppendEncode(dst, h.Sum(sum[:0]))
+}
+
+// appendJSONString appends s as a JSON string; invalid UTF-8 becomes
+// U+FFFD, as encoding/json writes it.
+func appendJSONString(dst, s []byte) []byte {
+	const hexDigits = "0123456789abcdef"
+	dst = append(dst, '"')
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			switch {
+			case b == '"' || b == '\\':
+				dst = append(dst, '\\', b)
+			case b == '\n':
+				dst = append(dst, '\\', 'n')
+			case b == '\r':
+				dst = append(dst, '\\', 'r')
+			case b == '\t':
+				dst = append(dst, '\\', 't')
+			case b < 0x20:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
+			default:
+				dst = append(dst, b)
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			dst = append(dst, `\ufffd`...)
+		} else {
+			dst = append(dst, s[i:i+n]...)
+		}
+		i += n
+	}
+	return append(dst, '"')
+}
+
+// categoryList joins the categories for the client's message.
+func categoryList(cats []string) string {
+	out := ""
+	for i, c := range cats {
+		if i > 0 {
+			out += ", "
+		}
+		out += c
+	}
+	return out
+}
