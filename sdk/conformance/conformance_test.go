@@ -17,6 +17,7 @@ var exampleConfigs = map[string]string{
 	"ratelimit":    `{"default_max_tokens": 512, "models": [{"match": "mock-2", "rpm": 10}]}`,
 	"preflight":    `{"max_messages": 256}`,
 	"holdback":     `{"markers": ["oaidalleapiprodscus.blob.core.windows.net", "files.oaiusercontent.com"], "case_insensitive": true}`,
+	"pii":          `{"mode": "mask-and-restore"}`,
 	"keywordguard": `{"deny": ["(?i)ignore (all )?previous instructions", "(?i)\\bssn\\b"], "message": "This request was blocked by the gateway's content policy.", "status": 400, "header": {"name": "X-Keyword-Guard", "value": "checked"}}`,
 }
 
