@@ -29,10 +29,21 @@ var errAnswer = errors.New("the classifier's answer is not a moderation result")
 // Only the first result counts: the plugin sends one input.
 func parseAnswer(body []byte) (answer, error) {
 	var a answer
+	if err := a.parse(body); err != nil {
+		return answer{}, err
+	}
+	return a, nil
+}
+
+// parse reads body into a (see parseAnswer), reusing a's slices: the
+// guest's allocator and collector are what a callback pays for most, so
+// the category names are the known ones' constants, not copies.
+func (a *answer) parse(body []byte) error {
+	a.flagged, a.categories, a.scores = false, a.categories[:0], a.scores[:0]
 	var s jsonscan.Scanner
 	s.Reset(body)
 	if s.Peek() != '{' {
-		return a, errAnswer
+		return errAnswer
 	}
 	seen := false
 	err := s.Object(func(key []byte) error {
@@ -47,16 +58,33 @@ func parseAnswer(body []byte) (answer, error) {
 				return s.Skip()
 			}
 			seen = true
-			return parseResult(&s, &a)
+			return parseResult(&s, a)
 		})
 	})
 	if err == nil {
 		err = s.End()
 	}
 	if err != nil || !seen {
-		return answer{}, errAnswer
+		a.flagged, a.categories, a.scores = false, a.categories[:0], a.scores[:0]
+		return errAnswer
 	}
-	return a, nil
+	return nil
+}
+
+// knownCategories are omni-moderation's categories.
+var knownCategories = [...]string{
+	"harassment", "harassment/threatening", "hate", "hate/threatening", "illicit", "illicit/violent",
+	"self-harm", "self-harm/intent", "self-harm/instructions", "sexual", "sexual/minors", "violence", "violence/graphic",
+}
+
+// categoryName is k as a string: a known category's constant, else a copy.
+func categoryName(k []byte) string {
+	for _, c := range knownCategories {
+		if string(k) == c {
+			return c
+		}
+	}
+	return string(k)
 }
 
 func parseResult(s *jsonscan.Scanner, a *answer) error {
@@ -72,16 +100,15 @@ func parseResult(s *jsonscan.Scanner, a *answer) error {
 				return errAnswer
 			}
 			return s.Object(func(k []byte) error {
-				name := string(k)
 				var on bool
 				if s.Peek() == 'n' {
 					return s.Literal("null")
 				}
-				if err := boolean(s, name, &on); err != nil {
+				if err := boolean(s, "categories", &on); err != nil {
 					return err
 				}
 				if on {
-					a.categories = append(a.categories, name)
+					a.categories = append(a.categories, categoryName(k))
 				}
 				return nil
 			})
@@ -90,7 +117,7 @@ func parseResult(s *jsonscan.Scanner, a *answer) error {
 				return errAnswer
 			}
 			return s.Object(func(k []byte) error {
-				name := string(k)
+				name := categoryName(k)
 				num, err := s.Number()
 				if err != nil {
 					return err
@@ -144,14 +171,15 @@ func (c *config) appendRequest(dst []byte, text []byte) []byte {
 // the text (never the text itself), so an equal text gets the cached
 // verdict and a changed model does not.
 func (c *config) cacheKey(dst []byte, text []byte) []byte {
-	h := sha256.New()
-	h.Write([]byte(c.model))
-	h.Write([]byte{0})
-	h.Write(text)
-	var sum [sha256.Size]byte
+	// The hash of model, NUL, text, in one buffer: sha256.New's digest and
+	// its Sum escape to the heap.
+	keyInput = append(append(append(keyInput[:0], c.model...), 0), text...)
+	sum := sha256.Sum256(keyInput)
 	dst = append(dst, "moderation:"...)
-	return hex.AppendEncode(dst, h.Sum(sum[:0]))
+	return hex.AppendEncode(dst, sum[:])
 }
+
+var keyInput []byte // cacheKey's buffer, reused
 
 // appendJSONString appends s as a JSON string; invalid UTF-8 becomes
 // U+FFFD, as encoding/json writes it.
