@@ -71,18 +71,35 @@ func (a *answer) parse(body []byte) error {
 	return nil
 }
 
-// knownCategories are omni-moderation's categories.
-var knownCategories = [...]string{
-	"harassment", "harassment/threatening", "hate", "hate/threatening", "illicit", "illicit/violent",
-	"self-harm", "self-harm/intent", "self-harm/instructions", "sexual", "sexual/minors", "violence", "violence/graphic",
-}
-
 // categoryName is k as a string: a known category's constant, else a copy.
 func categoryName(k []byte) string {
-	for _, c := range knownCategories {
-		if string(k) == c {
-			return c
-		}
+	switch string(k) {
+	case "harassment":
+		return "harassment"
+	case "harassment/threatening":
+		return "harassment/threatening"
+	case "hate":
+		return "hate"
+	case "hate/threatening":
+		return "hate/threatening"
+	case "illicit":
+		return "illicit"
+	case "illicit/violent":
+		return "illicit/violent"
+	case "self-harm":
+		return "self-harm"
+	case "self-harm/intent":
+		return "self-harm/intent"
+	case "self-harm/instructions":
+		return "self-harm/instructions"
+	case "sexual":
+		return "sexual"
+	case "sexual/minors":
+		return "sexual/minors"
+	case "violence":
+		return "violence"
+	case "violence/graphic":
+		return "violence/graphic"
 	}
 	return string(k)
 }
@@ -182,11 +199,21 @@ func (c *config) cacheKey(dst []byte, text []byte) []byte {
 var keyInput []byte // cacheKey's buffer, reused
 
 // appendJSONString appends s as a JSON string; invalid UTF-8 becomes
-// U+FFFD, as encoding/json writes it.
+// U+FFFD, as encoding/json writes it. Runs of bytes that need no escape
+// are copied whole: byte by byte, a 500-byte prompt took 15 µs in the
+// guest.
 func appendJSONString(dst, s []byte) []byte {
 	const hexDigits = "0123456789abcdef"
 	dst = append(dst, '"')
 	for i := 0; i < len(s); {
+		j := i
+		for j < len(s) && plainByte[s[j]] {
+			j++
+		}
+		dst = append(dst, s[i:j]...)
+		if i = j; i == len(s) {
+			break
+		}
 		b := s[i]
 		if b < utf8.RuneSelf {
 			switch {
@@ -198,10 +225,8 @@ func appendJSONString(dst, s []byte) []byte {
 				dst = append(dst, '\\', 'r')
 			case b == '\t':
 				dst = append(dst, '\\', 't')
-			case b < 0x20:
+			default: // a control character
 				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
-			default:
-				dst = append(dst, b)
 			}
 			i++
 			continue
@@ -216,6 +241,15 @@ func appendJSONString(dst, s []byte) []byte {
 	}
 	return append(dst, '"')
 }
+
+// plainByte are the bytes a JSON string holds as they are: ASCII but for
+// control characters, '"' and '\\'.
+var plainByte = func() (t [256]bool) {
+	for b := 0x20; b < utf8.RuneSelf; b++ {
+		t[b] = b != '"' && b != '\\'
+	}
+	return t
+}()
 
 // categoryList joins the categories for the client's message.
 func categoryList(cats []string) string {
