@@ -141,7 +141,7 @@ func onCallResponse(c *sdk.CallResponse) sdk.Verdict {
 		return sdk.Fail
 	}
 	a := &ans
-	if err := a.parse(c.Body()); err != nil {
+	if err := a.parse(c.Body(), len(cfg.thresholds) > 0); err != nil {
 		sdk.Log(sdk.LevelWarn, "moderation: request "+c.RequestID()+": "+err.Error())
 		_ = sdk.MetricAdd("classifier_failed", 1)
 		return sdk.Fail

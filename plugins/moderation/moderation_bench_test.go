@@ -83,14 +83,14 @@ func BenchmarkPluginRequest(b *testing.B) {
 }
 
 // BenchmarkParseAnswer is the answer parser natively, on a clean answer,
-// into the answer the plugin reuses.
+// into the answer the plugin reuses, without thresholds (the default).
 func BenchmarkParseAnswer(b *testing.B) {
 	body := []byte(omniAnswer())
 	var a answer
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := a.parse(body); err != nil {
+		if err := a.parse(body, false); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -176,11 +176,11 @@ func FuzzAppendJSONStringRuns(f *testing.F) {
 // category names it does not know are copied, not aliased.
 func TestParseReuses(t *testing.T) {
 	var a answer
-	if err := a.parse([]byte(`{"results":[{"flagged":true,"categories":{"hate":true,"new/kind":true},"category_scores":{"hate":0.9,"new/kind":0.8}}]}`)); err != nil {
+	if err := a.parse([]byte(`{"results":[{"flagged":true,"categories":{"hate":true,"new/kind":true},"category_scores":{"hate":0.9,"new/kind":0.8}}]}`), true); err != nil {
 		t.Fatal(err)
 	}
 	body := []byte(`{"results":[{"flagged":false,"categories":{"hate":false,"other":true},"category_scores":{"other":0.7}}]}`)
-	if err := a.parse(body); err != nil {
+	if err := a.parse(body, true); err != nil {
 		t.Fatal(err)
 	}
 	copy(body, bytes.Repeat([]byte("#"), len(body)))
@@ -188,7 +188,12 @@ func TestParseReuses(t *testing.T) {
 	if !reflect.DeepEqual(a, want) {
 		t.Errorf("got %+v, want %+v", a, want)
 	}
-	if err := a.parse([]byte(`{"results":[{"flagged":true,"categories":{"hate":true}}],`)); err == nil || a.flagged || len(a.categories) != 0 {
+	for _, withScores := range []bool{true, false} {
+		if err := a.parse([]byte(`{"results":[{"category_scores":{"hate":1e999}}]}`), withScores); err != errAnswer {
+			t.Errorf("a score out of range, withScores %v: %v", withScores, err)
+		}
+	}
+	if err := a.parse([]byte(`{"results":[{"flagged":true,"categories":{"hate":true}}],`), true); err == nil || a.flagged || len(a.categories) != 0 {
 		t.Errorf("a malformed answer: %v, %+v", err, a)
 	}
 }
@@ -201,13 +206,19 @@ func FuzzParseAnswer(f *testing.F) {
 	f.Add([]byte(omniAnswer("hate", "violence/graphic")))
 	f.Add([]byte(`{"results": [{"flagged": tru`))
 	f.Add([]byte(`{"results":[{"categories":{"hate":null},"category_scores":{"hate":1e999}}]}`))
+	f.Add([]byte(`{"results":[{"category_scores":{"hate":-0.5e-400,"x":12345678901234567890}}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		fresh, freshErr := parseAnswer(body)
 		var a answer
 		a.flagged, a.categories, a.scores = true, []string{"stale"}, []score{{"stale", 1}}
-		err := a.parse(body)
+		err := a.parse(body, true)
 		if (err == nil) != (freshErr == nil) {
 			t.Fatalf("%q: reused %v, new %v", body, err, freshErr)
+		}
+		var unscored answer
+		if err := unscored.parse(body, false); (err == nil) != (freshErr == nil) || len(unscored.scores) != 0 ||
+			unscored.flagged != fresh.flagged || !slices.Equal(unscored.categories, fresh.categories) {
+			t.Fatalf("%q: without scores %v %+v, with %v %+v", body, err, unscored, freshErr, fresh)
 		}
 		if err != nil {
 			if err != errAnswer || a.flagged || len(a.categories) != 0 || len(a.scores) != 0 {
