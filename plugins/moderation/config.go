@@ -22,7 +22,10 @@ type config struct {
 	checkRequest, checkReply, checkStream bool
 	cacheTTL                              time.Duration // 0: no cache
 	headers                               [][2]string
-	correction                            string
+	// callHeaders are the classifier call's headers: Content-Type, then
+	// headers; built once, not per call.
+	callHeaders [][2]string
+	correction  string
 }
 
 type threshold struct {
@@ -100,6 +103,7 @@ func parseConfig(raw []byte) (*config, error) {
 	case !c.checkRequest && !c.checkReply && !c.checkStream:
 		return nil, errors.New(`"check" turns every check off: enable request, reply or stream`)
 	}
+	c.callHeaders = append([][2]string{{"Content-Type", "application/json"}}, c.headers...)
 	return c, nil
 }
 

@@ -8,6 +8,7 @@ import (
 )
 
 func TestParseConfig(t *testing.T) {
+	contentType := [2]string{"Content-Type", "application/json"}
 	tests := []struct {
 		name string
 		in   string
@@ -15,14 +16,15 @@ func TestParseConfig(t *testing.T) {
 	}{
 		{"defaults", `{"endpoint":"http://127.0.0.1:9/v1/moderations"}`,
 			config{endpoint: "http://127.0.0.1:9/v1/moderations", model: defaultModel, checkRequest: true,
-				cacheTTL: defaultCacheTTL, correction: defaultCorrection}},
+				cacheTTL: defaultCacheTTL, callHeaders: [][2]string{contentType}, correction: defaultCorrection}},
 		{"every key", `{"endpoint":"https://api.openai.com/v1/moderations","model":"m","categories":{"violence":0.7,"hate":1},
 			"check":{"request":false,"reply":true,"stream":true},"cache_ttl":"0s","headers":{"X-Team":"a b"},"correction":"no."}`,
 			config{endpoint: "https://api.openai.com/v1/moderations", model: "m",
 				thresholds: []threshold{{"violence", 0.7}, {"hate", 1}}, checkReply: true, checkStream: true,
-				headers: [][2]string{{"X-Team", "a b"}}, correction: "no."}},
+				headers: [][2]string{{"X-Team", "a b"}}, callHeaders: [][2]string{contentType, {"X-Team", "a b"}}, correction: "no."}},
 		{"cache ttl", `{"endpoint":"https://x/","cache_ttl":"90s"}`,
-			config{endpoint: "https://x/", model: defaultModel, checkRequest: true, cacheTTL: 90 * time.Second, correction: defaultCorrection}},
+			config{endpoint: "https://x/", model: defaultModel, checkRequest: true, cacheTTL: 90 * time.Second,
+				callHeaders: [][2]string{contentType}, correction: defaultCorrection}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -110,6 +110,11 @@ func LoadErr(t testing.TB, path, config string, opts ...Options) (*Plugin, error
 	return &Plugin{t: t, pipe: pipe, Services: &Services{}, logs: logs}, nil
 }
 
+// Instrument sets the plugin's instruments, as the gateway sets them for
+// its per-phase histograms: a benchmark can observe the callbacks' time
+// without the fake services' and the test's own.
+func (p *Plugin) Instrument(in wasmhost.Instruments) { p.pipe.Instrument("plugin", in) }
+
 // Logs returns everything plugins logged so far in this test binary.
 func (p *Plugin) Logs() string { return p.logs.String() }
 
