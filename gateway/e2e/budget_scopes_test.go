@@ -285,34 +285,12 @@ func namesOneOf(message, refusal string) bool {
 // day or month of started_at.
 func (w *budgetWorld) spentBy(t *testing.T, filter, window string) map[string]int64 {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, w.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
 	format := "YYYY-MM-DD"
 	if window == "month" {
 		format = "YYYY-MM"
 	}
-	rows, err := conn.Query(ctx, fmt.Sprintf(`SELECT to_char(started_at AT TIME ZONE 'UTC', '%s'), sum(cost_micros)::bigint
+	return queryMap[string, int64](t, w.dsn, fmt.Sprintf(`SELECT to_char(started_at AT TIME ZONE 'UTC', '%s'), sum(cost_micros)::bigint
 		FROM call_log WHERE tenant_id = 'acme' AND %s GROUP BY 1`, format, filter))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make(map[string]int64)
-	for rows.Next() {
-		var period string
-		var sum int64
-		if err := rows.Scan(&period, &sum); err != nil {
-			t.Fatal(err)
-		}
-		out[period] = sum
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // checkScopeCounters compares every Redis spent counter of acme with the

@@ -271,29 +271,36 @@ func expectNothingLost(t *testing.T, c ledgerCheck) {
 // loggedIDs returns the tenant's call_log request ids and their row counts.
 func (w *drillWorld) loggedIDs(t *testing.T, tenantID string) map[string]int {
 	t.Helper()
+	return queryMap[string, int](t, w.dsn, `SELECT request_id, count(*) FROM call_log WHERE tenant_id = $1 GROUP BY request_id`, tenantID)
+}
+
+// queryMap runs a query of two columns on the Postgres at dsn and returns
+// its rows as a map from the first column to the second.
+func queryMap[K comparable, V any](t *testing.T, dsn, query string, args ...any) map[K]V {
+	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, w.dsn)
+	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT request_id, count(*) FROM call_log WHERE tenant_id = $1 GROUP BY request_id`, tenantID)
+	rows, err := conn.Query(ctx, query, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := map[string]int{}
+	out := make(map[K]V)
 	for rows.Next() {
-		var id string
-		var n int
-		if err := rows.Scan(&id, &n); err != nil {
+		var k K
+		var v V
+		if err := rows.Scan(&k, &v); err != nil {
 			t.Fatal(err)
 		}
-		m[id] = n
+		out[k] = v
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	return m
+	return out
 }
 
 // spendCheck compares spend_month with SUM(call_log.cost_micros) month by

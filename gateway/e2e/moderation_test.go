@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,8 +11,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/tollgate/tollgate/gateway/internal/config"
 	"github.com/tollgate/tollgate/gateway/internal/proxy"
@@ -307,29 +304,7 @@ func TestModerationCallLog(t *testing.T) {
 // statusCounts counts acme's call_log rows by status.
 func statusCounts(t *testing.T, w *budgetWorld) map[int]int64 {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, w.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	rs, err := conn.Query(ctx, `SELECT status, count(*) FROM call_log WHERE tenant_id = 'acme' GROUP BY status`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[int]int64{}
-	for rs.Next() {
-		var st int
-		var c int64
-		if err := rs.Scan(&st, &c); err != nil {
-			t.Fatal(err)
-		}
-		out[st] = c
-	}
-	if err := rs.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return queryMap[int, int64](t, w.dsn, `SELECT status, count(*) FROM call_log WHERE tenant_id = 'acme' GROUP BY status`)
 }
 
 // TestModerationAnthropicMessages: the native Messages API's last user
