@@ -30,6 +30,7 @@ const (
 	Stop     Verdict = 5 // chunk: end the reply now
 	Pause    Verdict = 6 // request, response_headers, chunk, end: the verdict waits on the calls dispatched
 	Fail     Verdict = 7 // every phase: the callback failed; the plugin's on_error applies
+	Defer    Verdict = 8 // request: as PAUSE, and later plugins may run before the response is delivered
 )
 
 // String returns the verdict's ABI name in lower case ("continue", ...),
@@ -52,6 +53,8 @@ func (v Verdict) String() string {
 		return "pause"
 	case Fail:
 		return "fail"
+	case Defer:
+		return "defer"
 	}
 	return "verdict(" + strconv.FormatUint(uint64(v), 10) + ")"
 }

@@ -20,6 +20,7 @@ const (
 	Replace  = abi.Replace
 	Stop     = abi.Stop
 	Pause    = abi.Pause
+	Defer    = abi.Defer
 	Fail     = abi.Fail
 )
 

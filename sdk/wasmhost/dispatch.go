@@ -34,6 +34,29 @@ type Dispatcher interface {
 	Start(r *Request, c *Call)
 }
 
+// BatchDispatcher is an optional interface of a Dispatcher: it starts
+// several calls of one request at once, so that the services may serve
+// them together (the rate limiter's admission and the budget's hold in
+// one Redis script call). The pipeline hands it the calls of the request
+// phase's deferring plugins (verdict DEFER) together with those of the
+// callback that waits, in policy order and, within a plugin, dispatch
+// order. It calls Finish on each call exactly once, from any goroutine;
+// work done asynchronously must not touch r.
+//
+// A batch may skip a call whose answer an earlier call of the batch made
+// moot (a budget hold after the rate limiter refused the request): it
+// finishes it with StatusSkipped. The pipeline never delivers that status
+// to a guest: if the response is still wanted (the earlier plugin went on
+// anyway), the call is started again on its own, with Start.
+type BatchDispatcher interface {
+	Dispatcher
+	StartBatch(r *Request, calls []*Call)
+}
+
+// StatusSkipped is the CallResult.Status of a call a BatchDispatcher
+// skipped; it is host-internal and never reaches a guest.
+const StatusSkipped = -1000
+
 // Call is one dispatched call.
 type Call struct {
 	Plugin, Service string
