@@ -247,3 +247,38 @@ func (b *inlineBatch) StartBatch(r *Request, calls []*Call) {
 		c.Finish(CallResult{Body: []byte(c.Service + "=" + string(c.Request))})
 	}
 }
+
+// deferTracer records callbacks ("<plugin>:<verdict>") and dispatched
+// calls ("<plugin>><service>:<status>") in order.
+type deferTracer struct{ events []string }
+
+func (t *deferTracer) PluginCall(plugin string, slot int, ph Phase, start time.Time, d time.Duration, v Verdict, err error) {
+	t.events = append(t.events, plugin+":"+v.String())
+}
+
+func (t *deferTracer) DispatchedCall(plugin string, slot int, ph Phase, service string, start time.Time, d time.Duration, res CallResult) {
+	if start.IsZero() || d < 0 {
+		t.events = append(t.events, "no start time")
+	}
+	t.events = append(t.events, fmt.Sprintf("%s>%s:%d", plugin, service, res.Status))
+}
+
+// A request's tracer sees deferred callbacks and calls as for PAUSE: each
+// callback, and each call under the plugin whose response it was, in the
+// order they ran; a skipped call's trace is its restart's.
+func TestDeferTraced(t *testing.T) {
+	pl := pluginPipeline(t, plugin{config: deferOne}, plugin{config: `{"request":["dispatch:hold=b","defer"],"call_response":"record_response"}`},
+		plugin{config: `{"request":"continue"}`})
+	r := request(`{}`)
+	defer ReleaseRequest(r)
+	tr := &deferTracer{}
+	r.Tracer = tr
+	r.Services = &batchDispatcher{dispatcher: &dispatcher{}, skip: map[string]bool{"hold": true}}
+	if err := pl.Request(r); err != nil {
+		t.Fatal(err)
+	}
+	want := "p0:defer p1:defer p2:continue p0>one:200 p0:continue p1>hold:200 p1:continue"
+	if got := strings.Join(tr.events, " "); got != want {
+		t.Fatalf("traced %q, want %q", got, want)
+	}
+}
