@@ -1,0 +1,400 @@
+#!/usr/bin/env bash
+# scripts/cpubreak.sh — where a gateway's CPU goes, per request, under load.
+#
+# For each gateway target (the names of scripts/bench.sh: tollgate-all4,
+# tollgate-all4-pg, tollgate-limits-pg, ...), in front of the same mock, it
+# runs the load generator at LEVEL concurrent (non-streaming) and measures:
+#   - CPU per request of the gateway, redis-server, Postgres (the postmaster
+#     and every backend) and the mock: utime + stime deltas of
+#     /proc/PID/stat over the run ÷ the requests the run completed;
+#   - the gateway's CPU split into buckets, from a CPU profile
+#     (net/http/pprof, `tollgate serve -pprof`) taken over the same run;
+#     each sample goes to one bucket (see classify below): the leaf decides
+#     guest wasm, syscalls, copies and the scheduler + GC; otherwise the
+#     innermost frame of a known package does;
+#   - per plugin, the callbacks that waited for a free instance
+#     (tollgate_plugin_pool_waits_total ÷ tollgate_plugin_calls_total,
+#     /metrics deltas) at each of WAIT_LEVELS.
+# Runs repeat REPEATS times, the targets alternating; the tables give each
+# run's figures and the median. Output: markdown on stdout (and CPUBREAK_OUT);
+# progress on stderr.
+#
+# Knobs (environment):
+#   CB_TARGETS="tollgate-all4 tollgate-all4-pg"   gateway targets (bench.sh names)
+#   LEVEL=32             concurrency of the profiled runs
+#   WAIT_LEVELS="32 128" concurrency levels of the pool-wait runs ("" to skip)
+#   DURATION=3s          measured time per run
+#   REPEATS=2            profiled runs per target (pool-wait runs: one per level and round)
+#   WARMUP=2s            load before each target's first run (not measured)
+#   TOLLGATE_BIN=path    use this tollgate binary instead of building one
+#   CPUBREAK_OUT=file    also write the report there
+#   KEEP_WORK=1          keep the temp dir (profiles: $WORK/prof-*.pb.gz)
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=scripts/bench/lib.sh
+source scripts/bench/lib.sh
+# shellcheck source=scripts/bench/targets.sh
+source scripts/bench/targets.sh
+
+CB_TARGETS=${CB_TARGETS:-"tollgate-all4 tollgate-all4-pg"}
+LEVEL=${LEVEL:-32}
+WAIT_LEVELS=${WAIT_LEVELS-"32 128"}
+DURATION=${DURATION:-3s}
+REPEATS=${REPEATS:-2}
+WARMUP=${WARMUP:-2s}
+EXTRA=""
+BENCH_MODEL=mock-1
+BENCH_KEY=tg_bench_key_0123456789 # policies/bench-all4.yaml holds its SHA-256
+BENCH_HEADER="Authorization: Bearer $BENCH_KEY"
+GATEWAY_PPROF=1
+ORDER=()
+for t in $CB_TARGETS; do
+	[[ -n $(variant_of "$t") ]] || die "unknown gateway target '$t' (want tollgate-all4, tollgate-all4-pg, tollgate-limits-pg, ...)"
+	ORDER+=("$t")
+done
+need_mock() { [[ $1 == fast ]]; }
+KNOBS="CB_TARGETS='$CB_TARGETS' LEVEL=$LEVEL WAIT_LEVELS='$WAIT_LEVELS' DURATION=$DURATION REPEATS=$REPEATS WARMUP=$WARMUP"
+[[ -n ${TOLLGATE_BIN:-} ]] && KNOBS+=" TOLLGATE_BIN=$TOLLGATE_BIN"
+LOADAVG_START=$(cut -d' ' -f1-3 /proc/loadavg)
+CLK_TCK=$(getconf CLK_TCK)
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/tollgate-cpubreak.XXXXXX")
+chmod 755 "$WORK"
+BIN=$WORK/bin
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+mkdir -p "$BIN/plugins" "$WORK/policies"
+cmds=(./gateway/cmd/mockllm ./gateway/cmd/loadgen)
+if [[ -n ${TOLLGATE_BIN:-} ]]; then
+	cp "$TOLLGATE_BIN" "$BIN/tollgate" || die "cannot copy TOLLGATE_BIN=$TOLLGATE_BIN"
+else
+	cmds+=(./gateway/cmd/tollgate)
+fi
+log "building ${cmds[*]}"
+go build -o "$BIN/" "${cmds[@]}" || die "go build failed"
+build_plugins
+
+ADMIN_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+for t in "${ORDER[@]}"; do
+	if [[ $(variant_of "$t") == pg:* ]]; then
+		start_pg_redis
+		break
+	fi
+done
+start_mocks
+start_gateways
+
+loadgen() { GOMAXPROCS=1 "$BIN/loadgen" -model "$BENCH_MODEL" -H "$BENCH_HEADER" "$@"; }
+
+# cpu_ticks PID... prints the utime + stime of the processes and their
+# children (Postgres backends, nginx workers), in clock ticks.
+cpu_ticks() {
+	local pid kids=() sum=0 v
+	for pid in "$@"; do
+		read -ra kids <<<"$(pgrep -P "$pid" | tr '\n' ' ')"
+		for v in "$pid" ${kids[@]+"${kids[@]}"}; do
+			# Fields 14 and 15, counted after the ")" closing the command
+			# name (which may hold spaces).
+			v=$(sed 's/.*) //' "/proc/$v/stat" 2>/dev/null | awk '{ print $12 + $13 }') || v=0
+			sum=$((sum + ${v:-0}))
+		done
+	done
+	echo "$sum"
+}
+
+# metric_value ADMINPORT SERIES prints one series' value, or 0 if absent.
+metric_value() {
+	http_get "$1" /metrics | awk -v series="$2" '$1 == series { v = $2 + 0 } END { print v + 0 }'
+}
+
+# plugin_counts ADMINPORT PLUGIN... prints "calls waits" per plugin, one
+# line each.
+plugin_counts() {
+	local admin=$1 p m
+	shift
+	m=$(http_get "$admin" /metrics)
+	for p in "$@"; do
+		awk -v c="tollgate_plugin_calls_total{plugin=\"$p\"}" -v w="tollgate_plugin_pool_waits_total{plugin=\"$p\"}" \
+			'$1 == c { calls = $2 } $1 == w { waits = $2 } END { printf "%d %d\n", calls, waits }' <<<"$m"
+	done
+}
+
+declare -A CPU # "target/round/what" → µs per request; what: gw redis pg mock rps
+declare -A BUCKET # "target/round/bucket" → share of the gateway's profile samples (per mille)
+declare -A WAITS  # "target/level/round/plugin" → "waits/calls"
+
+# profile_run TARGET ROUND: one measured run with a CPU profile.
+profile_run() {
+	local t=$1 r=$2 k=$1:fast secs out n prof=$WORK/prof-$1-r$2.pb.gz
+	local gw0 rd0=0 pg0=0 mk0 gw1 rd1=0 pg1=0 mk1
+	secs=$(($(dur_ms "$DURATION") / 1000))
+	((secs >= 1)) || secs=1
+	gw0=$(cpu_ticks "${GW_PIDS[$k]}") mk0=$(cpu_ticks "$MOCK_PID")
+	[[ -n ${REDIS_PID:-} ]] && rd0=$(cpu_ticks "$REDIS_PID") pg0=$(cpu_ticks "$PG_PID")
+	curl -sf -o "$prof" "http://127.0.0.1:${PPROFS[$k]}/debug/pprof/profile?seconds=$secs" &
+	local curl_pid=$!
+	out=$(loadgen -url "${URL[$k]}" -c "$LEVEL" -d "$DURATION" -warmup 0 -json) || die "loadgen failed against $t"
+	gw1=$(cpu_ticks "${GW_PIDS[$k]}") mk1=$(cpu_ticks "$MOCK_PID")
+	[[ -n ${REDIS_PID:-} ]] && rd1=$(cpu_ticks "$REDIS_PID") pg1=$(cpu_ticks "$PG_PID")
+	wait "$curl_pid" || die "fetching the CPU profile of $t failed"
+	n=$(json_num "$out" '"count":')
+	[[ $(json_num "$out" '"failures":') == 0 ]] || die "requests failed against $t: $out"
+	per_req() { awk -v d="$1" -v n="$n" -v hz="$CLK_TCK" 'BEGIN { printf "%.1f", d / hz * 1e6 / n }'; }
+	CPU[$t/$r/gw]=$(per_req $((gw1 - gw0)))
+	CPU[$t/$r/redis]=$(per_req $((rd1 - rd0)))
+	CPU[$t/$r/pg]=$(per_req $((pg1 - pg0)))
+	CPU[$t/$r/mock]=$(per_req $((mk1 - mk0)))
+	CPU[$t/$r/rps]=$(json_num "$out" '"rps":')
+	CPU[$t/$r/load]=$(cut -d' ' -f1 /proc/loadavg)
+	local b v
+	while read -r b v; do
+		BUCKET[$t/$r/$b]=$v
+	done < <(go tool pprof -traces "$prof" 2>/dev/null | classify)
+	log "$t r$r: ${CPU[$t/$r/rps]} req/s, gateway ${CPU[$t/$r/gw]} µs/req, redis ${CPU[$t/$r/redis]}, postgres ${CPU[$t/$r/pg]}, mock ${CPU[$t/$r/mock]} (load ${CPU[$t/$r/load]})"
+}
+
+# wait_run TARGET LEVEL ROUND: one run reading the plugins' pool waits.
+wait_run() {
+	local t=$1 lv=$2 r=$3 k=$1:fast v p before after i
+	v=$(variant_of "$t")
+	local plugins=(${v#*:})
+	before=$(plugin_counts "${ADMINS[$k]}" "${plugins[@]}")
+	loadgen -url "${URL[$k]}" -c "$lv" -d "$DURATION" -warmup 0 -json >/dev/null || die "loadgen failed against $t"
+	after=$(plugin_counts "${ADMINS[$k]}" "${plugins[@]}")
+	paste <(echo "$before") <(echo "$after") | {
+		i=0
+		while read -r c0 w0 c1 w1; do
+			echo "${plugins[i]} $((w1 - w0)) $((c1 - c0))"
+			i=$((i + 1))
+		done
+	} >"$WORK/waits"
+	while read -r p w c; do WAITS[$t/$lv/$r/$p]="$w/$c"; done <"$WORK/waits"
+	log "$t c=$lv r$r: pool waits/callbacks $(awk '{ printf "%s %d/%d  ", $1, $2, $3 }' "$WORK/waits")"
+}
+
+# classify reads `go tool pprof -traces` and prints "bucket per-mille" for
+# every bucket. Each sample (a stack, leaf first) goes to one bucket:
+#   guest      runtime._ExternalCode: wazero-compiled guest code (no Go symbols)
+#   syscall    a syscall or netpoll frame anywhere in the stack
+#   memmove    the leaf is runtime.memmove (copies)
+#   sched_gc   the scheduler, GC, allocation (mallocgc), stack growth, and
+#              samples the runtime books as System/GC
+#   otherwise by the owner, the innermost frame outside Go's standard
+#   library (encoding/json counts as json): rueidis (and redisx), pgx,
+#   json (fastjson, gateway/internal/openai, sse, proxy/stream, ...), hostsvc
+#   (gateway/internal/hostsvc, limiter, budget, tenant stores, pricing),
+#   wasmhost (sdk/wasmhost, wazero), fasthttp (valyala/fasthttp,
+#   gateway/internal/proxy, upstream, sockio), or other (metrics, call log,
+#   logging, ...).
+# Syscall samples are also split by their owner ("sys_OWNER").
+classify() {
+	awk '
+	function owner(n,    i, f) {
+		for (i = 1; i <= n; i++) {
+			f = stk[i]
+			if (f ~ /^encoding\/json\./) return "json"
+			if (f !~ /^(github\.com|golang\.org|google\.golang\.org|go\.opentelemetry\.io|gopkg\.in)\//) continue
+			if (f ~ /^github\.com\/redis\/rueidis/) return "rueidis"
+			if (f ~ /^github\.com\/jackc\//) return "pgx"
+			if (f ~ /^github\.com\/valyala\/fastjson|^github\.com\/tollgate\/tollgate\/gateway\/internal\/(openai|sse|anthropic|responses|proxy\/stream)[.\/]/) return "json"
+			if (f ~ /^github\.com\/tollgate\/tollgate\/gateway\/internal\/redisx[.\/]/) return "rueidis"
+			if (f ~ /^github\.com\/tollgate\/tollgate\/gateway\/internal\/(hostsvc|limiter|budget|tenant|tenantstore|store|pricing|accounting)[.\/]/) return "hostsvc"
+			if (f ~ /^github\.com\/tollgate\/tollgate\/sdk\/wasmhost|^github\.com\/tetratelabs\/wazero/) return "wasmhost"
+			if (f ~ /^github\.com\/valyala\/(fasthttp|bytebufferpool)|^github\.com\/tollgate\/tollgate\/gateway\/internal\/(proxy|upstream|sockio)[.\/]/) return "fasthttp"
+			if (f ~ /^golang\.org\/x\/sys\//) continue
+			return "other"
+		}
+		return "other"
+	}
+	function bucket_of(n,    i, f) {
+		if (stk[1] ~ /^runtime\._ExternalCode/) return "guest"
+		for (i = 1; i <= n; i++) {
+			f = stk[i]
+			if (f ~ /^(syscall\.|internal\/runtime\/syscall|golang\.org\/x\/sys\/unix\.|runtime\.netpoll|runtime\.write1?$|runtime\.read$|runtime\.epoll|internal\/poll\.runtime_pollWait)/) {
+				sum["sys_" owner(n)] += w
+				return "syscall"
+			}
+		}
+		if (stk[1] ~ /^runtime\.memmove$/) return "memmove"
+		for (i = 1; i <= n; i++) {
+			f = stk[i]
+			if (f ~ /^runtime\.(_System|_GC|_VDSO|schedule|findRunnable|findrunnable|gcBgMarkWorker|gcDrain|gcAssist|mallocgc|newobject|makeslice|growslice|newstack|morestack|bgsweep|bgscavenge|mcall|park_m|goschedImpl|gopreempt_m|mstart|stopm|startm|wakep|notesleep|futex|usleep|osyield|markroot|scanobject|sweepone|gcStart|gcMarkDone|gcMarkTermination|systemstack$|rawstring|rawbyteslice|concatstring)/) return "sched_gc"
+		}
+		return owner(n)
+	}
+	function flush() {
+		if (n > 0 && w > 0) { b = bucket_of(n); sum[b] += w; total += w }
+		n = 0; w = 0
+	}
+	/^-+\+-+$/ { flush(); next }
+	/^ +[0-9.]+(ms|s|us|µs|ns) +[^ ]/ {
+		flush()
+		v = $1; u = v; sub(/^[0-9.]+/, "", u); sub(/[a-zµ]+$/, "", v)
+		w = v * (u == "s" ? 1e9 : u == "ms" ? 1e6 : (u == "us" || u == "µs") ? 1e3 : 1)
+		n = 1; stk[1] = $2; next
+	}
+	n > 0 && /^ +[^ ]/ { stk[++n] = $1; next }
+	END {
+		flush()
+		split("guest wasmhost hostsvc rueidis pgx fasthttp json memmove syscall sched_gc other", names, " ")
+		for (i = 1; i in names; i++) {
+			printf "%s %.0f\n", names[i], (total > 0 ? sum[names[i]] * 1000 / total : 0)
+			printf "sys_%s %.0f\n", names[i], (total > 0 ? sum["sys_" names[i]] * 1000 / total : 0)
+		}
+		printf "samples %.0f\n", total / 1e7
+	}'
+}
+
+T_START=$(date +%s)
+log "warming up: $WARMUP at c=$LEVEL on each target"
+for t in "${ORDER[@]}"; do
+	loadgen -url "${URL[$t:fast]}" -c "$LEVEL" -n 3 -warmup 0 -json | grep -q '"failures":0' || die "smoke test against $t failed"
+	loadgen -url "${URL[$t:fast]}" -c "$LEVEL" -d "$WARMUP" -warmup 0 -json >/dev/null
+done
+for ((r = 1; r <= REPEATS; r++)); do
+	for t in "${ORDER[@]}"; do profile_run "$t" "$r"; done
+done
+for lv in $WAIT_LEVELS; do
+	for ((r = 1; r <= REPEATS; r++)); do
+		for t in "${ORDER[@]}"; do wait_run "$t" "$lv" "$r"; done
+	done
+done
+LOADAVG_END=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# ------------------------------------------------------------------ report
+# median V... prints the median of the numbers.
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { printf "%.1f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# med TARGET WHAT: the median over rounds of CPU[TARGET/round/WHAT].
+med() {
+	local r vs=()
+	for ((r = 1; r <= REPEATS; r++)); do vs+=("${CPU[$1/$r/$2]}"); done
+	median "${vs[@]}"
+}
+
+declare -A BUCKET_NAME=(
+	[guest]="guest wasm (wazero-compiled plugin code)"
+	[wasmhost]="plugin host: sdk/wasmhost + wazero runtime (calls in and out, memory, pool)"
+	[hostsvc]="host services: hostsvc, limiter, budget, tenant store (in-process work)"
+	[rueidis]="Redis client (rueidis + redisx), syscalls excluded"
+	[pgx]="Postgres client (pgx), syscalls excluded"
+	[fasthttp]="fasthttp + proxy (server, upstream client, pipeline glue)"
+	[json]="JSON / SSE parsing and writing (fastjson, openai, sse, proxy/stream)"
+	[memmove]="copies (runtime.memmove)"
+	[syscall]="syscalls (read, write, epoll/netpoll), whoever makes them"
+	[sys_fasthttp]="… of which made by fasthttp + proxy (client and upstream sockets)"
+	[sys_rueidis]="… of which made by the Redis client"
+	[sys_pgx]="… of which made by the Postgres client"
+	[sys_other]="… of which made by the runtime (netpoll from the scheduler) and others"
+	[sched_gc]="scheduler + GC (schedule, findRunnable, gcBgMarkWorker, mallocgc, stacks)"
+	[other]="other (metrics, call log, logging, timers, ...)"
+)
+
+report() {
+	local t r b line
+	echo "### \`scripts/cpubreak.sh\` — $(date -u '+%Y-%m-%d %H:%M UTC')"
+	echo
+	echo "- Command: \`$KNOBS scripts/cpubreak.sh\`; commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$([[ -n $(git status --porcelain --untracked-files=no 2>/dev/null | head -n 1) ]] && echo ' + uncommitted changes'), $(go env GOVERSION)"
+	echo "- Machine: $(nproc) CPUs, load average $LOADAVG_START at the start, $LOADAVG_END at the end (other work on the machine included); wall time $(fmt_secs $(($(date +%s) - T_START)))"
+	echo "- Load: \`loadgen\` (GOMAXPROCS=1) at c=$LEVEL, non-streaming, $DURATION per run, $REPEATS runs per target alternating; CPU from /proc/PID/stat (utime + stime, $CLK_TCK ticks/s) over each run ÷ the requests it completed"
+	echo
+	echo "CPU per request, µs (median of $REPEATS runs; each run's figure in brackets):"
+	echo
+	echo "| target | req/s | gateway | redis-server | postgres | gateway + redis + postgres | mock | load avg (1 min) |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+	for t in "${ORDER[@]}"; do
+		for ((r = 1; r <= REPEATS; r++)); do
+			if [[ $(variant_of "$t") == pg:* ]]; then
+				CPU[$t/$r/sum]=$(awk -v a="${CPU[$t/$r/gw]}" -v b="${CPU[$t/$r/redis]}" -v c="${CPU[$t/$r/pg]}" 'BEGIN { printf "%.1f", a + b + c }')
+			else
+				CPU[$t/$r/sum]=${CPU[$t/$r/gw]}
+			fi
+		done
+		line="| $t"
+		local w
+		for w in rps gw redis pg sum mock load; do
+			local vs=() fmt="%.0f"
+			[[ $w == load ]] && fmt="%.1f"
+			if [[ ($w == redis || $w == pg) && $(variant_of "$t") != pg:* ]]; then
+				line+=" | –"
+				continue
+			fi
+			for ((r = 1; r <= REPEATS; r++)); do vs+=("$(printf "$fmt" "${CPU[$t/$r/$w]}")"); done
+			line+=" | $(printf "$fmt" "$(med "$t" "$w")") [$(
+				IFS=/
+				echo "${vs[*]}"
+			)]"
+		done
+		echo "$line |"
+	done
+	echo
+	echo "The gateway's CPU per request by where it goes: µs (the gateway's median µs/request × the bucket's share of all runs' profile samples pooled) and the share; each run's share in brackets:"
+	echo
+	line="| bucket"
+	local sep="|---"
+	for t in "${ORDER[@]}"; do line+=" | $t"; sep+="|---:"; done
+	echo "$line |"
+	echo "$sep|"
+	for b in guest wasmhost hostsvc rueidis pgx fasthttp json memmove syscall sys_fasthttp sys_rueidis sys_pgx sys_other sched_gc other; do
+		line="| ${BUCKET_NAME[$b]}"
+		for t in "${ORDER[@]}"; do
+			local vs=() pooled
+			for ((r = 1; r <= REPEATS; r++)); do vs+=("$(awk -v pm="${BUCKET[$t/$r/$b]:-0}" 'BEGIN { printf "%.0f", pm / 10 }')"); done
+			pooled=$(for ((r = 1; r <= REPEATS; r++)); do echo "${BUCKET[$t/$r/$b]:-0} ${BUCKET[$t/$r/samples]:-0}"; done |
+				awk '{ s += $1 * $2; n += $2 } END { printf "%.1f", n ? s / n : 0 }')
+			line+=" | $(awk -v pm="$pooled" -v g="$(med "$t" gw)" 'BEGIN { printf "%.0f µs (%.0f%%)", pm * g / 1000, pm / 10 }') [$(
+				IFS=/
+				echo "${vs[*]}"
+			)]"
+		done
+		echo "$line |"
+	done
+	line="| profile samples (10 ms of CPU each), per run"
+	for t in "${ORDER[@]}"; do
+		local vs=()
+		for ((r = 1; r <= REPEATS; r++)); do vs+=("${BUCKET[$t/$r/samples]:-0}"); done
+		line+=" | $(
+			IFS=/
+			echo "${vs[*]}"
+		)"
+	done
+	echo "$line |"
+	[[ -n $WAIT_LEVELS ]] || return 0
+	echo
+	echo "Callbacks that waited for a free plugin instance: tollgate_plugin_pool_waits_total ÷ tollgate_plugin_calls_total, /metrics deltas over each $DURATION run (runs separated by /), then the callbacks of all runs:"
+	echo
+	line="| plugin | conc"
+	sep="|---|---:"
+	for t in "${ORDER[@]}"; do line+=" | $t"; sep+="|---:"; done
+	echo "$line |"
+	echo "$sep|"
+	local p lv plugins=()
+	for t in "${ORDER[@]}"; do
+		local v
+		v=$(variant_of "$t")
+		for p in ${v#*:}; do [[ " ${plugins[*]-} " == *" $p "* ]] || plugins+=("$p"); done
+	done
+	for p in "${plugins[@]}"; do
+		for lv in $WAIT_LEVELS; do
+			line="| $p | $lv"
+			for t in "${ORDER[@]}"; do
+				local cellv="" calls=0
+				for ((r = 1; r <= REPEATS; r++)); do
+					local wc=${WAITS[$t/$lv/$r/$p]:-}
+					[[ -n $wc ]] || continue
+					[[ -n $cellv ]] && cellv+=" / "
+					cellv+=$(awk -v w="${wc%/*}" -v c="${wc#*/}" 'BEGIN { printf "%.0f%%", c ? 100 * w / c : 0 }')
+					calls=$((calls + ${wc#*/}))
+				done
+				[[ -n $cellv ]] && cellv+=" of $calls"
+				line+=" | ${cellv:-–}"
+			done
+			echo "$line |"
+		done
+	done
+}
+
+report | tee ${CPUBREAK_OUT:+"$CPUBREAK_OUT"}
