@@ -70,7 +70,7 @@ set_pin() {
 	# shellcheck disable=SC2046 # one pid a word
 	set_affinity "$want_gw" $(printf '%s\n' "${GW_PIDS[@]}" | sort -u)
 	set_affinity "$want_fx" "${FIXTURE_PIDS[@]}"
-	local want n i
+	local want n i seen=""
 	want=$(cpu_list_expand "$want_gw" | wc -l)
 	for k in "${!ADMINS[@]}"; do
 		for ((i = 0; i < 50; i++)); do
@@ -79,7 +79,9 @@ set_pin() {
 			sleep 0.1
 		done
 		[[ $n == "$want" || -z $n ]] || log "WARNING: $k kept GOMAXPROCS=$n after its CPUs became $want_gw"
+		seen+=" $k=${n:-?}"
 	done
+	log "pinning $1: targets on CPUs $want_gw, fixtures on $want_fx; gateways' GOMAXPROCS:$seen"
 }
 
 # pin_desc MODE describes a pin mode ("" or "pinned") for the report.
