@@ -14,7 +14,8 @@
 #     innermost frame of a known package does;
 #   - per plugin, the callbacks that waited for a free instance
 #     (tollgate_plugin_pool_waits_total ÷ tollgate_plugin_calls_total,
-#     /metrics deltas) at each of WAIT_LEVELS.
+#     /metrics deltas) and the mean request-phase callback (from asking for
+#     an instance to the guest's return) at each of WAIT_LEVELS.
 # Runs repeat REPEATS times, the targets alternating; the tables give each
 # run's figures and the median. Output: markdown on stdout (and CPUBREAK_OUT);
 # progress on stderr.
@@ -26,6 +27,8 @@
 #   DURATION=3s          measured time per run
 #   REPEATS=2            profiled runs per target (pool-wait runs: one per level and round)
 #   WARMUP=2s            load before each target's first run (not measured)
+#   BENCH_PIN=1          the gateways on the last CPU, the load generator, mock,
+#                        Redis and Postgres on the others (scripts/bench/pin.sh)
 #   TOLLGATE_BIN=path    use this tollgate binary instead of building one
 #   CPUBREAK_OUT=file    also write the report there
 #   KEEP_WORK=1          keep the temp dir (profiles: $WORK/prof-*.pb.gz)
@@ -36,6 +39,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/bench/lib.sh
 # shellcheck source=scripts/bench/targets.sh
 source scripts/bench/targets.sh
+# shellcheck source=scripts/bench/pin.sh
+source scripts/bench/pin.sh
 
 CB_TARGETS=${CB_TARGETS:-"tollgate-all4 tollgate-all4-pg"}
 LEVEL=${LEVEL:-32}
@@ -43,6 +48,9 @@ WAIT_LEVELS=${WAIT_LEVELS-"32 128"}
 DURATION=${DURATION:-3s}
 REPEATS=${REPEATS:-2}
 WARMUP=${WARMUP:-2s}
+BENCH_PIN=${BENCH_PIN:-0}
+[[ $BENCH_PIN == 0 || $BENCH_PIN == 1 ]] || die "BENCH_PIN must be 0 or 1, got '$BENCH_PIN'"
+[[ $BENCH_PIN == 1 ]] && pin_init
 EXTRA=""
 BENCH_MODEL=mock-1
 BENCH_KEY=tg_bench_key_0123456789 # policies/bench-all4.yaml holds its SHA-256
@@ -55,6 +63,7 @@ for t in $CB_TARGETS; do
 done
 need_mock() { [[ $1 == fast ]]; }
 KNOBS="CB_TARGETS='$CB_TARGETS' LEVEL=$LEVEL WAIT_LEVELS='$WAIT_LEVELS' DURATION=$DURATION REPEATS=$REPEATS WARMUP=$WARMUP"
+[[ $BENCH_PIN == 1 ]] && KNOBS+=" BENCH_PIN=1"
 [[ -n ${TOLLGATE_BIN:-} ]] && KNOBS+=" TOLLGATE_BIN=$TOLLGATE_BIN"
 LOADAVG_START=$(cut -d' ' -f1-3 /proc/loadavg)
 CLK_TCK=$(getconf CLK_TCK)
@@ -87,7 +96,7 @@ done
 start_mocks
 start_gateways
 
-loadgen() { GOMAXPROCS=1 "$BIN/loadgen" -model "$BENCH_MODEL" -H "$BENCH_HEADER" "$@"; }
+loadgen() { GOMAXPROCS=1 ${PIN_PREFIX[@]+"${PIN_PREFIX[@]}"} "$BIN/loadgen" -model "$BENCH_MODEL" -H "$BENCH_HEADER" "$@"; }
 
 # cpu_ticks PID... prints the utime + stime of the processes and their
 # children (Postgres backends, nginx workers), in clock ticks.
@@ -110,21 +119,27 @@ metric_value() {
 	http_get "$1" /metrics | awk -v series="$2" '$1 == series { v = $2 + 0 } END { print v + 0 }'
 }
 
-# plugin_counts ADMINPORT PLUGIN... prints "calls waits" per plugin, one
-# line each.
+# plugin_counts ADMINPORT PLUGIN... prints "calls waits rsum rcount" per
+# plugin, one line each: its callbacks, those that waited for an instance,
+# and the sum (s) and count of its request-phase callback durations.
 plugin_counts() {
 	local admin=$1 p m
 	shift
 	m=$(http_get "$admin" /metrics)
 	for p in "$@"; do
-		awk -v c="tollgate_plugin_calls_total{plugin=\"$p\"}" -v w="tollgate_plugin_pool_waits_total{plugin=\"$p\"}" \
-			'$1 == c { calls = $2 } $1 == w { waits = $2 } END { printf "%d %d\n", calls, waits }' <<<"$m"
+		awk -v c="tollgate_plugin_calls_total{plugin=\"$p\"}" -v w="tollgate_plugin_pool_waits_total{plugin=\"$p\"}" -v pl="plugin=\"$p\"" '
+			$1 == c { calls = $2 }
+			$1 == w { waits = $2 }
+			index($1, "tollgate_plugin_phase_duration_seconds_sum{") == 1 && index($1, pl) && index($1, "phase=\"request\"") { rsum = $2 }
+			index($1, "tollgate_plugin_phase_duration_seconds_count{") == 1 && index($1, pl) && index($1, "phase=\"request\"") { rcount = $2 }
+			END { printf "%d %d %.9f %d\n", calls, waits, rsum, rcount }' <<<"$m"
 	done
 }
 
 declare -A CPU # "target/round/what" → µs per request; what: gw redis pg mock rps
 declare -A BUCKET # "target/round/bucket" → share of the gateway's profile samples (per mille)
 declare -A WAITS  # "target/level/round/plugin" → "waits/calls"
+declare -A RCB    # "target/level/round/plugin" → mean request-phase callback, µs
 
 # profile_run TARGET ROUND: one measured run with a CPU profile.
 profile_run() {
@@ -158,21 +173,21 @@ profile_run() {
 
 # wait_run TARGET LEVEL ROUND: one run reading the plugins' pool waits.
 wait_run() {
-	local t=$1 lv=$2 r=$3 k=$1:fast v p before after i
+	local t=$1 lv=$2 r=$3 k=$1:fast v p before after i out
 	v=$(variant_of "$t")
 	local plugins=(${v#*:})
 	before=$(plugin_counts "${ADMINS[$k]}" "${plugins[@]}")
-	loadgen -url "${URL[$k]}" -c "$lv" -d "$DURATION" -warmup 0 -json >/dev/null || die "loadgen failed against $t"
+	out=$(loadgen -url "${URL[$k]}" -c "$lv" -d "$DURATION" -warmup 0 -json) || die "loadgen failed against $t"
 	after=$(plugin_counts "${ADMINS[$k]}" "${plugins[@]}")
 	paste <(echo "$before") <(echo "$after") | {
 		i=0
-		while read -r c0 w0 c1 w1; do
-			echo "${plugins[i]} $((w1 - w0)) $((c1 - c0))"
+		while read -r c0 w0 s0 n0 c1 w1 s1 n1; do
+			echo "${plugins[i]} $((w1 - w0)) $((c1 - c0)) $(awk -v s="$s1" -v t="$s0" -v n=$((n1 - n0)) 'BEGIN { if (n) printf "%.0f", (s - t) * 1e6 / n; else printf "-" }')"
 			i=$((i + 1))
 		done
 	} >"$WORK/waits"
-	while read -r p w c; do WAITS[$t/$lv/$r/$p]="$w/$c"; done <"$WORK/waits"
-	log "$t c=$lv r$r: pool waits/callbacks $(awk '{ printf "%s %d/%d  ", $1, $2, $3 }' "$WORK/waits")"
+	while read -r p w c d; do WAITS[$t/$lv/$r/$p]="$w/$c" RCB[$t/$lv/$r/$p]=$d; done <"$WORK/waits"
+	log "$t c=$lv r$r: $(json_num "$out" '"rps":') req/s; pool waits/callbacks, mean request callback µs: $(awk '{ printf "%s %d/%d %s  ", $1, $2, $3, $4 }' "$WORK/waits")"
 }
 
 # classify reads `go tool pprof -traces` and prints "bucket per-mille" for
@@ -249,6 +264,7 @@ classify() {
 }
 
 T_START=$(date +%s)
+[[ $BENCH_PIN == 1 ]] && set_pin on
 log "warming up: $WARMUP at c=$LEVEL on each target"
 for t in "${ORDER[@]}"; do
 	loadgen -url "${URL[$t:fast]}" -c "$LEVEL" -n 3 -warmup 0 -json | grep -q '"failures":0' || die "smoke test against $t failed"
@@ -299,6 +315,7 @@ report() {
 	echo
 	echo "- Command: \`$KNOBS scripts/cpubreak.sh\`; commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$([[ -n $(git status --porcelain --untracked-files=no 2>/dev/null | head -n 1) ]] && echo ' + uncommitted changes'), $(go env GOVERSION)"
 	echo "- Machine: $(nproc) CPUs, load average $LOADAVG_START at the start, $LOADAVG_END at the end (other work on the machine included); wall time $(fmt_secs $(($(date +%s) - T_START)))"
+	[[ $BENCH_PIN == 1 ]] && echo "- Pinned (taskset): $(pin_desc pinned); other work on the machine is not pinned"
 	echo "- Load: \`loadgen\` (GOMAXPROCS=1) at c=$LEVEL, non-streaming, $DURATION per run, $REPEATS runs per target alternating; CPU from /proc/PID/stat (utime + stime, $CLK_TCK ticks/s) over each run ÷ the requests it completed"
 	echo
 	echo "CPU per request, µs (median of $REPEATS runs; each run's figure in brackets):"
@@ -364,11 +381,11 @@ report() {
 	echo "$line |"
 	[[ -n $WAIT_LEVELS ]] || return 0
 	echo
-	echo "Callbacks that waited for a free plugin instance: tollgate_plugin_pool_waits_total ÷ tollgate_plugin_calls_total, /metrics deltas over each $DURATION run (runs separated by /), then the callbacks of all runs:"
+	echo "Plugin callbacks that waited for a free instance (tollgate_plugin_pool_waits_total ÷ tollgate_plugin_calls_total, /metrics deltas over each $DURATION run, runs separated by /, then the callbacks of all runs), and the mean request-phase callback, from asking for an instance to the guest's return (tollgate_plugin_phase_duration_seconds, median of the runs):"
 	echo
 	line="| plugin | conc"
 	sep="|---|---:"
-	for t in "${ORDER[@]}"; do line+=" | $t"; sep+="|---:"; done
+	for t in "${ORDER[@]}"; do line+=" | $t: waited | $t: request callback"; sep+="|---:|---:"; done
 	echo "$line |"
 	echo "$sep|"
 	local p lv plugins=()
@@ -381,16 +398,22 @@ report() {
 		for lv in $WAIT_LEVELS; do
 			line="| $p | $lv"
 			for t in "${ORDER[@]}"; do
-				local cellv="" calls=0
+				local cellv="" calls=0 ds=()
 				for ((r = 1; r <= REPEATS; r++)); do
 					local wc=${WAITS[$t/$lv/$r/$p]:-}
 					[[ -n $wc ]] || continue
 					[[ -n $cellv ]] && cellv+=" / "
 					cellv+=$(awk -v w="${wc%/*}" -v c="${wc#*/}" 'BEGIN { printf "%.0f%%", c ? 100 * w / c : 0 }')
 					calls=$((calls + ${wc#*/}))
+					[[ ${RCB[$t/$lv/$r/$p]} == - ]] || ds+=("${RCB[$t/$lv/$r/$p]}")
 				done
-				[[ -n $cellv ]] && cellv+=" of $calls"
-				line+=" | ${cellv:-–}"
+				if [[ -n $cellv ]]; then
+					local d="– (no request phase)"
+					((${#ds[@]} == 0)) || d="$(printf '%.0f' "$(median "${ds[@]}")") µs"
+					line+=" | $cellv of $calls | $d"
+				else
+					line+=" | – | –"
+				fi
 			done
 			echo "$line |"
 		done
