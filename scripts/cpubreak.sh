@@ -41,6 +41,8 @@ source scripts/bench/lib.sh
 source scripts/bench/targets.sh
 # shellcheck source=scripts/bench/pin.sh
 source scripts/bench/pin.sh
+# shellcheck source=scripts/bench/measure.sh
+source scripts/bench/measure.sh # gateway_warnings; loadgen and metric_value are redefined below
 
 CB_TARGETS=${CB_TARGETS:-"tollgate-all4 tollgate-all4-pg"}
 LEVEL=${LEVEL:-32}
@@ -95,6 +97,9 @@ for t in "${ORDER[@]}"; do
 done
 start_mocks
 start_gateways
+for t in "${ORDER[@]}"; do
+	[[ -n ${ADMINS[$t:fast]:-} ]] || die "$t: its admin listener did not answer GET /metrics"
+done
 
 loadgen() { GOMAXPROCS=1 ${PIN_PREFIX[@]+"${PIN_PREFIX[@]}"} "$BIN/loadgen" -model "$BENCH_MODEL" -H "$BENCH_HEADER" "$@"; }
 
@@ -175,7 +180,8 @@ profile_run() {
 wait_run() {
 	local t=$1 lv=$2 r=$3 k=$1:fast v p before after i out
 	v=$(variant_of "$t")
-	local plugins=(${v#*:})
+	local plugins
+	read -ra plugins <<<"${v#*:}"
 	before=$(plugin_counts "${ADMINS[$k]}" "${plugins[@]}")
 	out=$(loadgen -url "${URL[$k]}" -c "$lv" -d "$DURATION" -warmup 0 -json) || die "loadgen failed against $t"
 	after=$(plugin_counts "${ADMINS[$k]}" "${plugins[@]}")
@@ -333,14 +339,14 @@ report() {
 		line="| $t"
 		local w
 		for w in rps gw redis pg sum mock load; do
-			local vs=() fmt="%.0f"
-			[[ $w == load ]] && fmt="%.1f"
+			local vs=() prec=0
+			[[ $w == load ]] && prec=1
 			if [[ ($w == redis || $w == pg) && $(variant_of "$t") != pg:* ]]; then
 				line+=" | –"
 				continue
 			fi
-			for ((r = 1; r <= REPEATS; r++)); do vs+=("$(printf "$fmt" "${CPU[$t/$r/$w]}")"); done
-			line+=" | $(printf "$fmt" "$(med "$t" "$w")") [$(
+			for ((r = 1; r <= REPEATS; r++)); do vs+=("$(printf '%.*f' "$prec" "${CPU[$t/$r/$w]}")"); done
+			line+=" | $(printf '%.*f' "$prec" "$(med "$t" "$w")") [$(
 				IFS=/
 				echo "${vs[*]}"
 			)]"
@@ -421,3 +427,8 @@ report() {
 }
 
 report | tee ${CPUBREAK_OUT:+"$CPUBREAK_OUT"}
+while IFS= read -r w; do
+	[[ -n $w ]] || continue
+	log "WARNING: gateway log, $w"
+	printf '\nGateway log, %s\n' "$w" | tee -a ${CPUBREAK_OUT:+"$CPUBREAK_OUT"}
+done <<<"$(gateway_warnings)"

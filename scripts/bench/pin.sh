@@ -48,10 +48,10 @@ tree() {
 # set_affinity CPUS PID... moves every thread of the processes and their
 # descendants to CPUS.
 set_affinity() {
-	local cpus=$1 pid
+	local list=$1 pid
 	shift
 	for pid in $(tree "$@"); do
-		taskset -a -pc "$cpus" "$pid" >/dev/null 2>&1 || log "WARNING: could not set the CPU affinity of pid $pid to $cpus"
+		taskset -a -pc "$list" "$pid" >/dev/null 2>&1 || log "WARNING: could not set the CPU affinity of pid $pid to $list"
 	done
 }
 

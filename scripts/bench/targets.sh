@@ -239,8 +239,17 @@ start_gateway() {
 	GW_PIDS[$1:$2]=$STARTED
 	wait_ready "$port" /readyz "$STARTED" || die "$1 ($2 mock) did not become ready (GET /readyz); see $WORK/$1-$2.log"
 	URL[$1:$2]=http://127.0.0.1:$port/v1/chat/completions
-	# Policies without the admin listener (EXTRA, POLICY) get no in-flight wait.
-	[[ $(http_get "$admin" /metrics | head -n 1) == 200 ]] && ADMINS[$1:$2]=$admin
+	# Policies without the admin listener (EXTRA, POLICY) get no in-flight
+	# wait. A busy machine may be slow to answer: a few tries.
+	local i
+	for ((i = 0; i < 5; i++)); do
+		if [[ $(http_get "$admin" /metrics | head -n 1) == 200 ]]; then
+			ADMINS[$1:$2]=$admin
+			break
+		fi
+		(exec 3<>"/dev/tcp/127.0.0.1/$admin") 2>/dev/null || break # nothing listens: no admin listener
+		sleep 0.2
+	done
 	return 0
 }
 
