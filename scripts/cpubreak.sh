@@ -141,7 +141,8 @@ plugin_counts() {
 	done
 }
 
-declare -A CPU # "target/round/what" → µs per request; what: gw redis pg mock rps
+declare -A CPU # "target/round/what" → µs per request; what: gw redis pg mock; also rps, load, failed
+FAILED_NOTES=()
 declare -A BUCKET # "target/round/bucket" → share of the gateway's profile samples (per mille)
 declare -A WAITS  # "target/level/round/plugin" → "waits/calls"
 declare -A RCB    # "target/level/round/plugin" → mean request-phase callback, µs
@@ -161,7 +162,11 @@ profile_run() {
 	[[ -n ${REDIS_PID:-} ]] && rd1=$(cpu_ticks "$REDIS_PID") pg1=$(cpu_ticks "$PG_PID")
 	wait "$curl_pid" || die "fetching the CPU profile of $t failed"
 	n=$(json_num "$out" '"count":')
-	[[ $(json_num "$out" '"failures":') == 0 ]] || die "requests failed against $t: $out"
+	CPU[$t/$r/failed]=$(json_num "$out" '"failures":')
+	if [[ ${CPU[$t/$r/failed]} != 0 ]]; then
+		log "WARNING: ${CPU[$t/$r/failed]} of $n requests failed against $t: $(sed -n 's/.*"errors":\[{"message":"\([^"]*\)".*/\1/p' <<<"$out")"
+		FAILED_NOTES+=("$t, run $r: ${CPU[$t/$r/failed]} of $n requests failed: $(grep -o '"errors":\[[^]]*\]' <<<"$out" | cut -c 1-300)")
+	fi
 	per_req() { awk -v d="$1" -v n="$n" -v hz="$CLK_TCK" 'BEGIN { printf "%.1f", d / hz * 1e6 / n }'; }
 	CPU[$t/$r/gw]=$(per_req $((gw1 - gw0)))
 	CPU[$t/$r/redis]=$(per_req $((rd1 - rd0)))
@@ -193,7 +198,13 @@ wait_run() {
 		done
 	} >"$WORK/waits"
 	while read -r p w c d; do WAITS[$t/$lv/$r/$p]="$w/$c" RCB[$t/$lv/$r/$p]=$d; done <"$WORK/waits"
-	log "$t c=$lv r$r: $(json_num "$out" '"rps":') req/s; pool waits/callbacks, mean request callback µs: $(awk '{ printf "%s %d/%d %s  ", $1, $2, $3, $4 }' "$WORK/waits")"
+	local failed
+	failed=$(json_num "$out" '"failures":')
+	if [[ $failed != 0 ]]; then
+		log "WARNING: $failed requests failed against $t at c=$lv"
+		FAILED_NOTES+=("$t, c=$lv, pool-wait run $r: $failed requests failed: $(grep -o '"errors":\[[^]]*\]' <<<"$out" | cut -c 1-300)")
+	fi
+	log "$t c=$lv r$r: $(json_num "$out" '"rps":') req/s, $failed failed; pool waits/callbacks, mean request callback µs: $(awk '{ printf "%s %d/%d %s  ", $1, $2, $3, $4 }' "$WORK/waits")"
 }
 
 # classify reads `go tool pprof -traces` and prints "bucket per-mille" for
@@ -426,9 +437,15 @@ report() {
 	done
 }
 
-report | tee ${CPUBREAK_OUT:+"$CPUBREAK_OUT"}
+{
+	report
+	for note in ${FAILED_NOTES[@]+"${FAILED_NOTES[@]}"}; do
+		printf '\nFAILED: %s\n' "$note"
+	done
+} | tee ${CPUBREAK_OUT:+"$CPUBREAK_OUT"}
 while IFS= read -r w; do
 	[[ -n $w ]] || continue
 	log "WARNING: gateway log, $w"
 	printf '\nGateway log, %s\n' "$w" | tee -a ${CPUBREAK_OUT:+"$CPUBREAK_OUT"}
 done <<<"$(gateway_warnings)"
+((${#FAILED_NOTES[@]} == 0)) || exit "$EXIT_FAILURES"
