@@ -153,6 +153,8 @@ profile_run() {
 	local gw0 rd0=0 pg0=0 mk0 gw1 rd1=0 pg1=0 mk1
 	secs=$(($(dur_ms "$DURATION") / 1000))
 	((secs >= 1)) || secs=1
+	local rc0 rc1
+	rc0=$(metric_value "${ADMINS[$k]}" tollgate_redis_commands_total)
 	gw0=$(cpu_ticks "${GW_PIDS[$k]}") mk0=$(cpu_ticks "$MOCK_PID")
 	[[ -n ${REDIS_PID:-} ]] && rd0=$(cpu_ticks "$REDIS_PID") pg0=$(cpu_ticks "$PG_PID")
 	curl -sf -o "$prof" "http://127.0.0.1:${PPROFS[$k]}/debug/pprof/profile?seconds=$secs" &
@@ -160,6 +162,7 @@ profile_run() {
 	out=$(loadgen -url "${URL[$k]}" -c "$LEVEL" -d "$DURATION" -warmup 0 -json) || die "loadgen failed against $t"
 	gw1=$(cpu_ticks "${GW_PIDS[$k]}") mk1=$(cpu_ticks "$MOCK_PID")
 	[[ -n ${REDIS_PID:-} ]] && rd1=$(cpu_ticks "$REDIS_PID") pg1=$(cpu_ticks "$PG_PID")
+	rc1=$(metric_value "${ADMINS[$k]}" tollgate_redis_commands_total)
 	wait "$curl_pid" || die "fetching the CPU profile of $t failed"
 	n=$(json_num "$out" '"count":')
 	CPU[$t/$r/failed]=$(json_num "$out" '"failures":')
@@ -173,12 +176,16 @@ profile_run() {
 	CPU[$t/$r/pg]=$(per_req $((pg1 - pg0)))
 	CPU[$t/$r/mock]=$(per_req $((mk1 - mk0)))
 	CPU[$t/$r/rps]=$(json_num "$out" '"rps":')
+	# Redis commands a request (a script call is one), as the gateway
+	# counts them; the requests still open when the counter was read make
+	# it approximate.
+	CPU[$t/$r/rcmd]=$(awk -v d=$((rc1 - rc0)) -v n="$n" 'BEGIN { printf "%.2f", d / n }')
 	CPU[$t/$r/load]=$(cut -d' ' -f1 /proc/loadavg)
 	local b v
 	while read -r b v; do
 		BUCKET[$t/$r/$b]=$v
 	done < <(go tool pprof -traces "$prof" 2>/dev/null | classify)
-	log "$t r$r: ${CPU[$t/$r/rps]} req/s, gateway ${CPU[$t/$r/gw]} µs/req, redis ${CPU[$t/$r/redis]}, postgres ${CPU[$t/$r/pg]}, mock ${CPU[$t/$r/mock]} (load ${CPU[$t/$r/load]})"
+	log "$t r$r: ${CPU[$t/$r/rps]} req/s, gateway ${CPU[$t/$r/gw]} µs/req, redis ${CPU[$t/$r/redis]}, postgres ${CPU[$t/$r/pg]}, mock ${CPU[$t/$r/mock]}; ${CPU[$t/$r/rcmd]} Redis commands/req (load ${CPU[$t/$r/load]})"
 }
 
 # wait_run TARGET LEVEL ROUND: one run reading the plugins' pool waits.
@@ -299,7 +306,7 @@ LOADAVG_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ------------------------------------------------------------------ report
 # median V... prints the median of the numbers.
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { printf "%.1f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { printf "%.3f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 # med TARGET WHAT: the median over rounds of CPU[TARGET/round/WHAT].
 med() {
@@ -337,8 +344,8 @@ report() {
 	echo
 	echo "CPU per request, µs (median of $REPEATS runs; each run's figure in brackets):"
 	echo
-	echo "| target | req/s | gateway | redis-server | postgres | gateway + redis + postgres | mock | load avg (1 min) |"
-	echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+	echo "| target | req/s | gateway | redis-server | postgres | gateway + redis + postgres | mock | Redis commands/request | load avg (1 min) |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 	for t in "${ORDER[@]}"; do
 		for ((r = 1; r <= REPEATS; r++)); do
 			if [[ $(variant_of "$t") == pg:* ]]; then
@@ -349,10 +356,11 @@ report() {
 		done
 		line="| $t"
 		local w
-		for w in rps gw redis pg sum mock load; do
+		for w in rps gw redis pg sum mock rcmd load; do
 			local vs=() prec=0
 			[[ $w == load ]] && prec=1
-			if [[ ($w == redis || $w == pg) && $(variant_of "$t") != pg:* ]]; then
+			[[ $w == rcmd ]] && prec=2
+			if [[ ($w == redis || $w == pg || $w == rcmd) && $(variant_of "$t") != pg:* ]]; then
 				line+=" | –"
 				continue
 			fi
