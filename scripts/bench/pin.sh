@@ -35,13 +35,13 @@ pin_init() {
 	)
 }
 
-# tree PID... prints the pids and all their descendants.
-tree() {
+# with_descendants PID... prints the pids and all their descendants.
+with_descendants() {
 	local pid
 	for pid in "$@"; do
 		echo "$pid"
 		# shellcheck disable=SC2046 # one pid a word
-		tree $(pgrep -P "$pid")
+		with_descendants $(pgrep -P "$pid")
 	done
 }
 
@@ -50,7 +50,7 @@ tree() {
 set_affinity() {
 	local list=$1 pid
 	shift
-	for pid in $(tree "$@"); do
+	for pid in $(with_descendants "$@"); do
 		taskset -a -pc "$list" "$pid" >/dev/null 2>&1 || log "WARNING: could not set the CPU affinity of pid $pid to $list"
 	done
 }
