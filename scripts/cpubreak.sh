@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2030,SC2031 # the base tree's plugins are built in a subshell with its own BIN and ORDER, on purpose
 # scripts/cpubreak.sh — where a gateway's CPU goes, per request, under load.
 #
 # For each gateway target (the names of scripts/bench.sh: tollgate-all4,
@@ -30,6 +31,10 @@
 #   BENCH_PIN=1          the gateways on the last CPU, the load generator, mock,
 #                        Redis and Postgres on the others (scripts/bench/pin.sh)
 #   TOLLGATE_BIN=path    use this tollgate binary instead of building one
+#   BASE_TREE=dir        A/B: also measure every target as built from the source
+#                        tree in dir (tollgate and the plugins; e.g. an export
+#                        of an older commit), named TARGET@base, each run
+#                        right after the same target of this tree
 #   CPUBREAK_OUT=file    also write the report there
 #   KEEP_WORK=1          keep the temp dir (profiles: $WORK/prof-*.pb.gz)
 set -euo pipefail
@@ -58,15 +63,24 @@ BENCH_MODEL=mock-1
 BENCH_KEY=tg_bench_key_0123456789 # policies/bench-all4.yaml holds its SHA-256
 BENCH_HEADER="Authorization: Bearer $BENCH_KEY"
 GATEWAY_PPROF=1
+BASE_TREE=${BASE_TREE:-}
+if [[ -n $BASE_TREE ]]; then
+	[[ -d $BASE_TREE/gateway/cmd/tollgate && -d $BASE_TREE/plugins ]] || die "BASE_TREE=$BASE_TREE is not a source tree of the gateway"
+	BASE_TREE=$(cd "$BASE_TREE" && pwd)
+fi
+# cb_variant TARGET is variant_of without the @base suffix.
+cb_variant() { variant_of "${1%@base}"; }
 ORDER=()
 for t in $CB_TARGETS; do
 	[[ -n $(variant_of "$t") ]] || die "unknown gateway target '$t' (want tollgate-all4, tollgate-all4-pg, tollgate-limits-pg, ...)"
 	ORDER+=("$t")
+	[[ -n $BASE_TREE ]] && ORDER+=("$t@base")
 done
 need_mock() { [[ $1 == fast ]]; }
 KNOBS="CB_TARGETS='$CB_TARGETS' LEVEL=$LEVEL WAIT_LEVELS='$WAIT_LEVELS' DURATION=$DURATION REPEATS=$REPEATS WARMUP=$WARMUP"
 [[ $BENCH_PIN == 1 ]] && KNOBS+=" BENCH_PIN=1"
 [[ -n ${TOLLGATE_BIN:-} ]] && KNOBS+=" TOLLGATE_BIN=$TOLLGATE_BIN"
+[[ -n $BASE_TREE ]] && KNOBS+=" BASE_TREE=$BASE_TREE"
 LOADAVG_START=$(cut -d' ' -f1-3 /proc/loadavg)
 CLK_TCK=$(getconf CLK_TCK)
 
@@ -86,17 +100,37 @@ else
 fi
 log "building ${cmds[*]}"
 go build -o "$BIN/" "${cmds[@]}" || die "go build failed"
-build_plugins
+build_plugins # the @base targets have no variant here: only this tree's
+if [[ -n $BASE_TREE ]]; then
+	mkdir -p "$WORK/base/bin/plugins" "$WORK/base/policies"
+	log "building tollgate and its plugins from $BASE_TREE"
+	(cd "$BASE_TREE" && go build -o "$WORK/base/bin/" ./gateway/cmd/tollgate) || die "go build in $BASE_TREE failed"
+	ln -s "$BIN/loadgen" "$WORK/base/bin/loadgen"
+	(
+		cd "$BASE_TREE" || exit 1
+		BIN=$WORK/base/bin
+		read -ra ORDER <<<"$CB_TARGETS"
+		build_plugins
+	) || die "building the plugins of $BASE_TREE failed"
+fi
 
 ADMIN_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 for t in "${ORDER[@]}"; do
-	if [[ $(variant_of "$t") == pg:* ]]; then
+	if [[ $(cb_variant "$t") == pg:* ]]; then
 		start_pg_redis
 		break
 	fi
 done
 start_mocks
-start_gateways
+for t in "${ORDER[@]}"; do
+	if [[ $t == *@base ]]; then
+		# The base tree's policy, its plugins in $WORK/base/bin/plugins.
+		policy=$(cd "$BASE_TREE" && WORK=$WORK/base policy_for "${t%@base}")
+		BIN=$WORK/base/bin start_gateway "$t" fast "$MOCK_PORT" "$policy"
+	else
+		start_gateway "$t" fast "$MOCK_PORT" "$(policy_for "$t")"
+	fi
+done
 for t in "${ORDER[@]}"; do
 	[[ -n ${ADMINS[$t:fast]:-} ]] || die "$t: its admin listener did not answer GET /metrics"
 done
@@ -191,7 +225,7 @@ profile_run() {
 # wait_run TARGET LEVEL ROUND: one run reading the plugins' pool waits.
 wait_run() {
 	local t=$1 lv=$2 r=$3 k=$1:fast v p before after i out
-	v=$(variant_of "$t")
+	v=$(cb_variant "$t")
 	local plugins
 	read -ra plugins <<<"${v#*:}"
 	before=$(plugin_counts "${ADMINS[$k]}" "${plugins[@]}")
@@ -339,6 +373,7 @@ report() {
 	echo
 	echo "- Command: \`$KNOBS scripts/cpubreak.sh\`; commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$([[ -n $(git status --porcelain --untracked-files=no 2>/dev/null | head -n 1) ]] && echo ' + uncommitted changes'), $(go env GOVERSION)"
 	echo "- Machine: $(nproc) CPUs, load average $LOADAVG_START at the start, $LOADAVG_END at the end (other work on the machine included); wall time $(fmt_secs $(($(date +%s) - T_START)))"
+	[[ -n $BASE_TREE ]] && echo "- TARGET@base: built from $BASE_TREE ($(git -C "$BASE_TREE" log -1 --format='commit %h, %cs' 2>/dev/null || echo 'not a git checkout')), each run right after TARGET's"
 	[[ $BENCH_PIN == 1 ]] && echo "- Pinned (taskset): $(pin_desc pinned); other work on the machine is not pinned"
 	echo "- Load: \`loadgen\` (GOMAXPROCS=1) at c=$LEVEL, non-streaming, $DURATION per run, $REPEATS runs per target alternating; CPU from /proc/PID/stat (utime + stime, $CLK_TCK ticks/s) over each run ÷ the requests it completed"
 	echo
@@ -348,7 +383,7 @@ report() {
 	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 	for t in "${ORDER[@]}"; do
 		for ((r = 1; r <= REPEATS; r++)); do
-			if [[ $(variant_of "$t") == pg:* ]]; then
+			if [[ $(cb_variant "$t") == pg:* ]]; then
 				CPU[$t/$r/sum]=$(awk -v a="${CPU[$t/$r/gw]}" -v b="${CPU[$t/$r/redis]}" -v c="${CPU[$t/$r/pg]}" 'BEGIN { printf "%.1f", a + b + c }')
 			else
 				CPU[$t/$r/sum]=${CPU[$t/$r/gw]}
@@ -360,7 +395,7 @@ report() {
 			local vs=() prec=0
 			[[ $w == load ]] && prec=1
 			[[ $w == rcmd ]] && prec=2
-			if [[ ($w == redis || $w == pg || $w == rcmd) && $(variant_of "$t") != pg:* ]]; then
+			if [[ ($w == redis || $w == pg || $w == rcmd) && $(cb_variant "$t") != pg:* ]]; then
 				line+=" | –"
 				continue
 			fi
@@ -416,7 +451,7 @@ report() {
 	local p lv plugins=()
 	for t in "${ORDER[@]}"; do
 		local v
-		v=$(variant_of "$t")
+		v=$(cb_variant "$t")
 		for p in ${v#*:}; do [[ " ${plugins[*]-} " == *" $p "* ]] || plugins+=("$p"); done
 	done
 	for p in "${plugins[@]}"; do
