@@ -13,8 +13,6 @@
 # processes; Go programs notice the new CPU count within about a second
 # and set GOMAXPROCS to match (Go ≥ 1.25), which set_pin waits for.
 
-ALL_CPUS=$(taskset -pc $$ | sed 's/.*: //')
-
 # cpu_list_expand LIST prints the CPUs of a taskset list ("0-2,5"), one a line.
 cpu_list_expand() {
 	local part
@@ -23,9 +21,12 @@ cpu_list_expand() {
 	done
 }
 
-# pin_init sets TARGET_CPU and FIXTURE_CPUS, or dies on a single CPU.
+# pin_init sets ALL_CPUS (those this script may use), TARGET_CPU and
+# FIXTURE_CPUS, or dies without taskset or on a single CPU.
 pin_init() {
 	local cpus
+	command -v taskset >/dev/null || die "BENCH_PIN needs taskset (util-linux)"
+	ALL_CPUS=$(taskset -pc $$ | sed 's/.*: //')
 	mapfile -t cpus < <(cpu_list_expand "$ALL_CPUS")
 	((${#cpus[@]} >= 2)) || die "BENCH_PIN needs at least 2 CPUs, this script may use only $ALL_CPUS"
 	TARGET_CPU=${cpus[-1]}
