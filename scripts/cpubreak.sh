@@ -10,9 +10,11 @@
 #     /proc/PID/stat over the run ÷ the requests the run completed;
 #   - the gateway's CPU split into buckets, from a CPU profile
 #     (net/http/pprof, `tollgate serve -pprof`) taken over the same run;
-#     each sample goes to one bucket (see classify below): the leaf decides
-#     guest wasm, syscalls, copies and the scheduler + GC; otherwise the
-#     innermost frame of a known package does;
+#     each sample goes to one bucket (`loadgen cpubuckets`, the rules in
+#     gateway/internal/testkit/loadgen/cpubuckets.go): the leaf decides
+#     guest wasm and copies, a syscall frame syscalls, the runtime's frames
+#     the scheduler + GC; otherwise the innermost frame outside Go's
+#     standard library does;
 #   - per plugin, the callbacks that waited for a free instance
 #     (tollgate_plugin_pool_waits_total ÷ tollgate_plugin_calls_total,
 #     /metrics deltas) and the mean request-phase callback (from asking for
@@ -218,7 +220,7 @@ profile_run() {
 	local b v
 	while read -r b v; do
 		BUCKET[$t/$r/$b]=$v
-	done < <(go tool pprof -traces "$prof" 2>/dev/null | classify)
+	done < <(go tool pprof -traces "$prof" 2>/dev/null | "$BIN/loadgen" cpubuckets)
 	log "$t r$r: ${CPU[$t/$r/rps]} req/s, gateway ${CPU[$t/$r/gw]} µs/req, redis ${CPU[$t/$r/redis]}, postgres ${CPU[$t/$r/pg]}, mock ${CPU[$t/$r/mock]}; ${CPU[$t/$r/rcmd]} Redis commands/req (load ${CPU[$t/$r/load]})"
 }
 
@@ -246,79 +248,6 @@ wait_run() {
 		FAILED_NOTES+=("$t, c=$lv, pool-wait run $r: $failed requests failed: $(grep -o '"errors":\[[^]]*\]' <<<"$out" | cut -c 1-300)")
 	fi
 	log "$t c=$lv r$r: $(json_num "$out" '"rps":') req/s, $failed failed; pool waits/callbacks, mean request callback µs: $(awk '{ printf "%s %d/%d %s  ", $1, $2, $3, $4 }' "$WORK/waits")"
-}
-
-# classify reads `go tool pprof -traces` and prints "bucket per-mille" for
-# every bucket. Each sample (a stack, leaf first) goes to one bucket:
-#   guest      runtime._ExternalCode: wazero-compiled guest code (no Go symbols)
-#   syscall    a syscall or netpoll frame anywhere in the stack
-#   memmove    the leaf is runtime.memmove (copies)
-#   sched_gc   the scheduler, GC, allocation (mallocgc), stack growth, and
-#              samples the runtime books as System/GC
-#   otherwise by the owner, the innermost frame outside Go's standard
-#   library (encoding/json counts as json): rueidis (and redisx), pgx,
-#   json (fastjson, gateway/internal/openai, sse, proxy/stream, ...), hostsvc
-#   (gateway/internal/hostsvc, limiter, budget, tenant stores, pricing),
-#   wasmhost (sdk/wasmhost, wazero), fasthttp (valyala/fasthttp,
-#   gateway/internal/proxy, upstream, sockio), or other (metrics, call log,
-#   logging, ...).
-# Syscall samples are also split by their owner ("sys_OWNER").
-classify() {
-	awk '
-	function owner(n,    i, f) {
-		for (i = 1; i <= n; i++) {
-			f = stk[i]
-			if (f ~ /^encoding\/json\./) return "json"
-			if (f !~ /^(github\.com|golang\.org|google\.golang\.org|go\.opentelemetry\.io|gopkg\.in)\//) continue
-			if (f ~ /^github\.com\/redis\/rueidis/) return "rueidis"
-			if (f ~ /^github\.com\/jackc\//) return "pgx"
-			if (f ~ /^github\.com\/valyala\/fastjson|^github\.com\/tollgate\/tollgate\/gateway\/internal\/(openai|sse|anthropic|responses|proxy\/stream)[.\/]/) return "json"
-			if (f ~ /^github\.com\/tollgate\/tollgate\/gateway\/internal\/redisx[.\/]/) return "rueidis"
-			if (f ~ /^github\.com\/tollgate\/tollgate\/gateway\/internal\/(hostsvc|limiter|budget|tenant|tenantstore|store|pricing|accounting)[.\/]/) return "hostsvc"
-			if (f ~ /^github\.com\/tollgate\/tollgate\/sdk\/wasmhost|^github\.com\/tetratelabs\/wazero/) return "wasmhost"
-			if (f ~ /^github\.com\/valyala\/(fasthttp|bytebufferpool)|^github\.com\/tollgate\/tollgate\/gateway\/internal\/(proxy|upstream|sockio)[.\/]/) return "fasthttp"
-			if (f ~ /^golang\.org\/x\/sys\//) continue
-			return "other"
-		}
-		return "other"
-	}
-	function bucket_of(n,    i, f) {
-		if (stk[1] ~ /^runtime\._ExternalCode/) return "guest"
-		for (i = 1; i <= n; i++) {
-			f = stk[i]
-			if (f ~ /^(syscall\.|internal\/runtime\/syscall|golang\.org\/x\/sys\/unix\.|runtime\.netpoll|runtime\.write1?$|runtime\.read$|runtime\.epoll|internal\/poll\.runtime_pollWait)/) {
-				sum["sys_" owner(n)] += w
-				return "syscall"
-			}
-		}
-		if (stk[1] ~ /^runtime\.memmove$/) return "memmove"
-		for (i = 1; i <= n; i++) {
-			f = stk[i]
-			if (f ~ /^runtime\.(_System|_GC|_VDSO|schedule|findRunnable|findrunnable|gcBgMarkWorker|gcDrain|gcAssist|mallocgc|newobject|makeslice|growslice|newstack|morestack|bgsweep|bgscavenge|mcall|park_m|goschedImpl|gopreempt_m|mstart|stopm|startm|wakep|notesleep|futex|usleep|osyield|markroot|scanobject|sweepone|gcStart|gcMarkDone|gcMarkTermination|systemstack$|rawstring|rawbyteslice|concatstring)/) return "sched_gc"
-		}
-		return owner(n)
-	}
-	function flush() {
-		if (n > 0 && w > 0) { b = bucket_of(n); sum[b] += w; total += w }
-		n = 0; w = 0
-	}
-	/^-+\+-+$/ { flush(); next }
-	/^ +[0-9.]+(ms|s|us|µs|ns) +[^ ]/ {
-		flush()
-		v = $1; u = v; sub(/^[0-9.]+/, "", u); sub(/[a-zµ]+$/, "", v)
-		w = v * (u == "s" ? 1e9 : u == "ms" ? 1e6 : (u == "us" || u == "µs") ? 1e3 : 1)
-		n = 1; stk[1] = $2; next
-	}
-	n > 0 && /^ +[^ ]/ { stk[++n] = $1; next }
-	END {
-		flush()
-		split("guest wasmhost hostsvc rueidis pgx fasthttp json memmove syscall sched_gc other", names, " ")
-		for (i = 1; i in names; i++) {
-			printf "%s %.0f\n", names[i], (total > 0 ? sum[names[i]] * 1000 / total : 0)
-			printf "sys_%s %.0f\n", names[i], (total > 0 ? sum["sys_" names[i]] * 1000 / total : 0)
-		}
-		printf "samples %.0f\n", total / 1e7
-	}'
 }
 
 T_START=$(date +%s)
