@@ -296,8 +296,9 @@ declare -A BUCKET_NAME=(
 	[other]="other (metrics, call log, logging, timers, ...)"
 )
 
-report() {
-	local t r b line
+# report_cpu writes the heading and the table of CPU per request.
+report_cpu() {
+	local t r line
 	echo "### \`scripts/cpubreak.sh\` — $(date -u '+%Y-%m-%d %H:%M UTC')"
 	echo
 	echo "- Command: \`$KNOBS scripts/cpubreak.sh\`; commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$([[ -n $(git status --porcelain --untracked-files=no 2>/dev/null | head -n 1) ]] && echo ' + uncommitted changes'), $(go env GOVERSION)"
@@ -336,6 +337,11 @@ report() {
 		done
 		echo "$line |"
 	done
+}
+
+# report_buckets writes the table of the gateway's CPU by bucket.
+report_buckets() {
+	local t r b line
 	echo
 	echo "The gateway's CPU per request by where it goes: µs (the gateway's median µs/request × the bucket's share of all runs' profile samples pooled) and the share; each run's share in brackets:"
 	echo
@@ -368,6 +374,11 @@ report() {
 		)"
 	done
 	echo "$line |"
+}
+
+# report_waits writes the table of pool waits and callback durations.
+report_waits() {
+	local t r line sep
 	[[ -n $WAIT_LEVELS ]] || return 0
 	echo
 	echo "Plugin callbacks that waited for a free instance (tollgate_plugin_pool_waits_total ÷ tollgate_plugin_calls_total, /metrics deltas over each $DURATION run, runs separated by /, then the callbacks of all runs), and the mean request-phase callback, from asking for an instance to the guest's return (tollgate_plugin_phase_duration_seconds, median of the runs):"
@@ -410,7 +421,9 @@ report() {
 }
 
 {
-	report
+	report_cpu
+	report_buckets
+	report_waits
 	for note in ${FAILED_NOTES[@]+"${FAILED_NOTES[@]}"}; do
 		printf '\nFAILED: %s\n' "$note"
 	done
