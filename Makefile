@@ -120,8 +120,11 @@ fuzz:
 # all four built-in plugins), beside a plain fasthttp proxy and nginx, at
 # 1/8/32/128 concurrent, non-streaming and streaming; writes the table into
 # docs/BENCHMARKS.md (and BENCH_OUT if set). BENCH_STORES=pg adds the
-# Postgres + Redis stores; BENCH_QUICK=1 checks the harness in about two
-# minutes without touching the docs; BENCH_PLAN=1 prints the plan.
+# Postgres + Redis stores; BENCH_PIN=1 pins each target to one CPU and the
+# load generator, mocks, Redis and Postgres to the other(s), BENCH_PIN=both
+# measures both ways in one run; BENCH_QUICK=1 checks the harness in about
+# two minutes without touching the docs; BENCH_PLAN=1 prints the plan.
+# Where a gateway's CPU goes per request: scripts/cpubreak.sh.
 bench:
 	@BENCH_INVOKED="make bench" BENCH_DOC_DEFAULT=docs/BENCHMARKS.md scripts/bench.sh
 

@@ -35,6 +35,10 @@
 #                             never writes docs/BENCHMARKS.md unless BENCH_DOC
 #                             is set explicitly
 #   BENCH_PLAN=1              print the plan and its estimated time, then exit
+#   BENCH_PIN=0               1: each target under test on one CPU (the last), the
+#                             load generator, mocks, Redis and Postgres on the
+#                             others (taskset); both: every level measured
+#                             unpinned and pinned, in one run
 #   LEVELS="1 8 32 128"       non-streaming concurrency levels ("" to skip)
 #   STREAM_LEVELS=$LEVELS     streaming levels, 50 ms first token ("" to skip)
 #   STREAM0_LEVELS=$LEVELS    streaming levels, no mock delays ("" to skip)
@@ -71,6 +75,8 @@ source scripts/bench/lib.sh
 source scripts/bench/targets.sh
 # shellcheck source=scripts/bench/measure.sh
 source scripts/bench/measure.sh
+# shellcheck source=scripts/bench/pin.sh
+source scripts/bench/pin.sh
 
 BENCH_QUICK=${BENCH_QUICK:-0}
 if [[ $BENCH_QUICK == 1 ]]; then
@@ -91,6 +97,14 @@ WARMUP=${WARMUP:-$q_warm}
 STREAM_WARMUP=${STREAM_WARMUP:-1}
 STREAM0_WARMUP=${STREAM0_WARMUP:-5}
 PAUSE=${PAUSE:-$q_pause}
+BENCH_PIN=${BENCH_PIN:-0}
+case $BENCH_PIN in
+0) PIN_MODES=("") ;;
+1) PIN_MODES=(pinned) ;;
+both) PIN_MODES=("" pinned) ;;
+*) die "BENCH_PIN must be 0, 1 or both, got '$BENCH_PIN'" ;;
+esac
+[[ $BENCH_PIN == 0 ]] || pin_init
 BENCH_STORES=${BENCH_STORES:-memory}
 case $BENCH_STORES in
 memory) default_targets="direct fasthttp nginx tollgate tollgate-all4" ;;
@@ -150,6 +164,7 @@ KNOBS+=" REPEATS=$REPEATS STREAM_REPEATS=$STREAM_REPEATS STREAM0_REPEATS=$STREAM
 KNOBS+=" DURATION=$DURATION STREAM_DURATION=$STREAM_DURATION STREAM0_DURATION=$STREAM0_DURATION"
 KNOBS+=" WARMUP=$WARMUP STREAM_WARMUP=$STREAM_WARMUP STREAM0_WARMUP=$STREAM0_WARMUP PAUSE=$PAUSE"
 KNOBS+=" BENCH_STORES=$BENCH_STORES TARGETS='$TARGETS' LOADGEN_GOMAXPROCS=$LOADGEN_GOMAXPROCS"
+[[ $BENCH_PIN != 0 ]] && KNOBS+=" BENCH_PIN=$BENCH_PIN"
 [[ $BENCH_QUICK == 1 ]] && KNOBS="BENCH_QUICK=1 $KNOBS"
 [[ -n ${TOLLGATE_BIN:-} ]] && KNOBS+=" TOLLGATE_BIN=$TOLLGATE_BIN"
 [[ $POLICY != policies/passthrough.yaml ]] && KNOBS+=" POLICY=$POLICY"

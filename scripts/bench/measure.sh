@@ -30,11 +30,13 @@ plan_estimate() {
 	for m in "${ACTIVE_MODES[@]}"; do
 		for lv in ${M_LEVELS[$m]}; do
 			levels=$((levels + 1))
-			PLAN_RUNS=$((PLAN_RUNS + M_REPEATS[$m] * n))
-			PLAN_MS=$((PLAN_MS + M_REPEATS[$m] * n * $(run_cost_ms "$m")))
+			PLAN_RUNS=$((PLAN_RUNS + M_REPEATS[$m] * n * ${#PIN_MODES[@]}))
+			PLAN_MS=$((PLAN_MS + M_REPEATS[$m] * n * ${#PIN_MODES[@]} * $(run_cost_ms "$m")))
 		done
 	done
 	PLAN_MS=$((PLAN_MS + (levels - 1) * $(dur_ms "${PAUSE}s")))
+	# Switching the pin mode waits about a second for GOMAXPROCS.
+	[[ $BENCH_PIN == 0 ]] || PLAN_MS=$((PLAN_MS + levels * ${#PIN_MODES[@]} * 1500))
 	PLAN_SECONDS=$((PLAN_MS / 1000))
 }
 
@@ -42,8 +44,8 @@ plan_print() {
 	local m
 	echo "Plan ($INVOKED: $KNOBS)"
 	for m in "${ACTIVE_MODES[@]}"; do
-		printf '  %-8s levels %-12s × %s rounds × %d targets, %s per run (≈ %s ms with overhead)\n' \
-			"$m" "${M_LEVELS[$m]}" "${M_REPEATS[$m]}" "${#ORDER[@]}" "${M_DURATION[$m]}" "$(run_cost_ms "$m")"
+		printf '  %-8s levels %-12s × %s rounds × %d targets × %d pin modes, %s per run (≈ %s ms with overhead)\n' \
+			"$m" "${M_LEVELS[$m]}" "${M_REPEATS[$m]}" "${#ORDER[@]}" "${#PIN_MODES[@]}" "${M_DURATION[$m]}" "$(run_cost_ms "$m")"
 	done
 	echo "  targets: ${ORDER[*]}"
 	echo "  $PLAN_RUNS runs, pauses of ${PAUSE}s between levels: measuring ≈ $(fmt_secs "$PLAN_SECONDS")"
@@ -53,7 +55,7 @@ plan_print() {
 # loadgen ARGS... runs the load generator with the chosen GOMAXPROCS and
 # the bench header.
 loadgen() {
-	GOMAXPROCS=$LOADGEN_GOMAXPROCS "$BIN/loadgen" -model "$BENCH_MODEL" -H "$BENCH_HEADER" "$@"
+	GOMAXPROCS=$LOADGEN_GOMAXPROCS ${PIN_PREFIX[@]+"${PIN_PREFIX[@]}"} "$BIN/loadgen" -model "$BENCH_MODEL" -H "$BENCH_HEADER" "$@"
 }
 
 # smoke_test: every target answers every mode, before any time is spent
@@ -132,15 +134,20 @@ wait_idle() {
 	done
 }
 
-# run_one MODE LEVEL ROUND TARGET appends one JSON line to $RESULTS and
-# prints a progress line.
+# section_key MODE PIN prints the results' mode of a mode measured in a
+# pin mode: "latency", or "latency+pinned".
+section_key() { echo "$1${2:++$2}"; }
+
+# run_one MODE LEVEL ROUND TARGET [PIN] appends one JSON line to $RESULTS
+# and prints a progress line.
 run_one() {
-	local mode=$1 level=$2 round=$3 target=$4 out args
+	local mode=$1 level=$2 round=$3 target=$4 pin=${5:-} out args key
+	key=$(section_key "$mode" "$pin")
 	args=(-url "${URL[$target:${M_MOCK[$mode]}]}" -c "$level" -d "${M_DURATION[$mode]}"
-		-warmup "${M_WARMUP[$mode]}" -label "$mode/$target/c$level/r$round" -json)
+		-warmup "${M_WARMUP[$mode]}" -label "$key/$target/c$level/r$round" -json)
 	[[ $mode != latency ]] && args+=(-stream)
-	out=$(loadgen "${args[@]}") || die "loadgen failed ($mode $target c=$level)"
-	printf '{"mode":"%s","target":"%s","level":%d,"round":%d,%s\n' "$mode" "$target" "$level" "$round" "${out#\{}" >>"$RESULTS"
+	out=$(loadgen "${args[@]}") || die "loadgen failed ($key $target c=$level)"
+	printf '{"mode":"%s","target":"%s","level":%d,"round":%d,%s\n' "$key" "$target" "$level" "$round" "${out#\{}" >>"$RESULTS"
 
 	RUNS_DONE=$((RUNS_DONE + 1))
 	PLANNED_DONE_MS=$((PLANNED_DONE_MS + $(run_cost_ms "$mode")))
@@ -156,17 +163,17 @@ run_one() {
 	fails=$(json_num "$out" '"failures":')
 	local msg
 	msg=$(printf 'run %d/%d %s c=%d r%d %-16s %8s req/s, %s %sµs, %s failed · elapsed %s, ETA %s' \
-		"$RUNS_DONE" "$PLAN_RUNS" "$mode" "$level" "$round" "$target" "$(json_num "$out" '"rps":')" \
+		"$RUNS_DONE" "$PLAN_RUNS" "$key" "$level" "$round" "$target" "$(json_num "$out" '"rps":')" \
 		"$what" "$p50" "$fails" "$(fmt_secs "$elapsed")" "$(fmt_secs "$eta")")
 	[[ $fails != 0 ]] && msg+=" — FAILURES: $(sed -n 's/.*"errors":\[{"message":"\([^"]*\)".*/\1/p' <<<"$out")"
 	log "$msg"
 }
 
-# measure_all runs the matrix: per mode and level, ROUNDS rounds of every
-# target, the order rotating each round; a pause and an idle wait between
-# levels.
+# measure_all runs the matrix: per mode and level, in each pin mode,
+# ROUNDS rounds of every target, the order rotating each round; a pause
+# and an idle wait between levels.
 measure_all() {
-	local m lv r i n=${#ORDER[@]} first=1
+	local m lv r i pin n=${#ORDER[@]} first=1
 	RUNS_DONE=0 PLANNED_DONE_MS=0
 	plan_estimate # targets may have been dropped since the first estimate
 	T_MEASURE=$(date +%s)
@@ -178,9 +185,15 @@ measure_all() {
 				wait_idle
 			fi
 			first=0
-			for ((r = 1; r <= M_REPEATS[$m]; r++)); do
-				for ((i = 0; i < n; i++)); do
-					run_one "$m" "$lv" "$r" "${ORDER[$(((i + r - 1) % n))]}"
+			for pin in "${PIN_MODES[@]}"; do
+				if [[ $BENCH_PIN != 0 ]]; then
+					set_pin "$([[ $pin == pinned ]] && echo on || echo off)"
+					sleep 0.5
+				fi
+				for ((r = 1; r <= M_REPEATS[$m]; r++)); do
+					for ((i = 0; i < n; i++)); do
+						run_one "$m" "$lv" "$r" "${ORDER[$(((i + r - 1) % n))]}" "$pin"
+					done
 				done
 			done
 		done
@@ -246,14 +259,21 @@ write_report() {
 	for t in ${NOTES[@]+"${NOTES[@]}"}; do
 		args+=(-header "$t")
 	done
-	local unit
+	[[ $BENCH_PIN != 0 ]] && args+=(-header "Pinning (BENCH_PIN=$BENCH_PIN, taskset on every thread of the running processes): $(pin_desc pinned); GOMAXPROCS of the Go programs follows their CPUs. Other work on the machine is not pinned: the load average says how much of the targets' CPU it may have taken")
+	local unit pin
 	for m in "${ACTIVE_MODES[@]}"; do
 		unit=stream
 		[[ $m == latency ]] && unit=request
 		((M_WARMUP[$m] == 1)) || unit+=s
-		args+=(-section "$m:${M_NAME[$m]}:${M_MOCKDESC[$m]}; ${M_DURATION[$m]} × ${M_REPEATS[$m]} rounds, ${M_WARMUP[$m]} warmup $unit/worker")
+		for pin in "${PIN_MODES[@]}"; do
+			local name=${M_NAME[$m]}
+			[[ -n $pin ]] && name+=", $pin"
+			[[ -z $pin && $BENCH_PIN == both ]] && name+=", unpinned"
+			args+=(-section "$(section_key "$m" "$pin"):$name:${M_MOCKDESC[$m]}; ${M_DURATION[$m]} × ${M_REPEATS[$m]} rounds, ${M_WARMUP[$m]} warmup $unit/worker")
+		done
 	done
 	has_target fasthttp && args+=(-floor fasthttp)
+	has_target nginx && args+=(-yardstick nginx)
 	has_target tollgate-all4 && args+=(-summary "tollgate-all4=all four plugins on, memory stores")
 	has_target tollgate-all4-pg && args+=(-summary "tollgate-all4-pg=all four plugins on, Postgres + Redis")
 	[[ -n ${BENCH_OUT:-} ]] && args+=(-out "$BENCH_OUT")

@@ -6,6 +6,9 @@
 
 declare -A URL    # "target:fast|slow" → endpoint URL
 declare -A ADMINS # "target:fast|slow" → a gateway's admin port (for /metrics)
+declare -A GW_PIDS # "target:fast|slow" → a gateway's (or proxy's) pid, for pinning and CPU accounting
+declare -A PPROFS  # "target:fast|slow" → a gateway's net/http/pprof port (GATEWAY_PPROF=1)
+FIXTURE_PIDS=()    # the mocks, Redis and Postgres: the processes serving the targets
 
 # variant_of TARGET prints "STORE:PLUGIN..." for a built-in gateway variant
 # (policies/bench-all4*.yaml cut down to those plugins), nothing otherwise.
@@ -117,11 +120,14 @@ start_mocks() {
 	MOCK_PORT=$(free_port)
 	if need_mock fast; then
 		start mock "$BIN/mockllm" -listen "127.0.0.1:$MOCK_PORT" -tokens 20 -ttft 0 -inter-token 0
+		MOCK_PID=$STARTED
+		FIXTURE_PIDS+=("$STARTED")
 		wait_port "$MOCK_PORT" "$STARTED" || die "mockllm did not start"
 	fi
 	SMOCK_PORT=$(free_port)
 	if need_mock slow; then
 		start mock-slow "$BIN/mockllm" -listen "127.0.0.1:$SMOCK_PORT" -tokens 20 -ttft 50ms -inter-token 5ms
+		FIXTURE_PIDS+=("$STARTED")
 		wait_port "$SMOCK_PORT" "$STARTED" || die "mockllm (50 ms) did not start"
 	fi
 	URL[direct:fast]=http://127.0.0.1:$MOCK_PORT/v1/chat/completions
@@ -140,6 +146,7 @@ start_baseproxy() { # start_baseproxy KIND MOCKPORT
 	local port
 	port=$(free_port)
 	start "fasthttp-$1" "$BIN/baseproxy" -listen "127.0.0.1:$port" -upstream "http://127.0.0.1:$2"
+	GW_PIDS[fasthttp:$1]=$STARTED
 	wait_port "$port" "$STARTED" || die "baseproxy did not start"
 	URL[fasthttp:$1]=http://127.0.0.1:$port/v1/chat/completions
 }
@@ -196,6 +203,7 @@ start_nginx() {
 		die "generated nginx config is invalid ($ngx/nginx.conf)"
 	start nginx "$NGINX" -p "$ngx" -e "$WORK/nginx-error.log" -c "$ngx/nginx.conf"
 	STOPSIG[$STARTED]=QUIT
+	GW_PIDS[nginx:fast]=$STARTED GW_PIDS[nginx:slow]=$STARTED # one master, its worker a child
 	local p=$port
 	need_mock fast || p=$sport
 	wait_port "$p" "$STARTED" || die "nginx did not start"
@@ -219,15 +227,29 @@ binary_for() {
 
 # start_gateway TARGET KIND MOCKPORT POLICY
 start_gateway() {
-	local port admin
+	local port admin flags=()
 	port=$(free_port) admin=$(free_port)
+	if [[ ${GATEWAY_PPROF:-0} == 1 ]]; then
+		PPROFS[$1:$2]=$(free_port)
+		flags=(-pprof "127.0.0.1:${PPROFS[$1:$2]}")
+	fi
 	start "$1-$2" env TOLLGATE_MOCK_URL="http://127.0.0.1:$3/v1" TOLLGATE_MOCK_ROOT="http://127.0.0.1:$3" TOLLGATE_SPOOL_DIR="$WORK/spool-$1-$2" \
 		TOLLGATE_ADMIN_LISTEN="127.0.0.1:$admin" TOLLGATE_ADMIN_TOKEN="$ADMIN_TOKEN" \
-		"$(binary_for "$1")" serve -policy "$4" -listen "127.0.0.1:$port" -watch 0
+		"$(binary_for "$1")" serve -policy "$4" -listen "127.0.0.1:$port" -watch 0 ${flags[@]+"${flags[@]}"}
+	GW_PIDS[$1:$2]=$STARTED
 	wait_ready "$port" /readyz "$STARTED" || die "$1 ($2 mock) did not become ready (GET /readyz); see $WORK/$1-$2.log"
 	URL[$1:$2]=http://127.0.0.1:$port/v1/chat/completions
-	# Policies without the admin listener (EXTRA, POLICY) get no in-flight wait.
-	[[ $(http_get "$admin" /metrics | head -n 1) == 200 ]] && ADMINS[$1:$2]=$admin
+	# Policies without the admin listener (EXTRA, POLICY) get no in-flight
+	# wait. A busy machine may be slow to answer: a few tries.
+	local i
+	for ((i = 0; i < 5; i++)); do
+		if [[ $(http_get "$admin" /metrics | head -n 1) == 200 ]]; then
+			ADMINS[$1:$2]=$admin
+			break
+		fi
+		(exec 3<>"/dev/tcp/127.0.0.1/$admin") 2>/dev/null || break # nothing listens: no admin listener
+		sleep 0.2
+	done
 	return 0
 }
 
@@ -281,6 +303,8 @@ start_pg_redis() {
 		-c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off
 	STOPSIG[$STARTED]=INT # fast shutdown
 	local pg_pid=$STARTED
+	PG_PID=$STARTED
+	FIXTURE_PIDS+=("$STARTED")
 	wait_port "$PG_PORT" "$pg_pid" || die "postgres did not start"
 	PG_VERSION=$("$pgbin/postgres" --version | awk '{ print $3 }')
 	export TOLLGATE_DATABASE_URL="postgres://postgres@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
@@ -303,6 +327,8 @@ start_pg_redis() {
 	local rport
 	rport=$(free_port)
 	start redis redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK"
+	REDIS_PID=$STARTED
+	FIXTURE_PIDS+=("$STARTED")
 	wait_port "$rport" "$STARTED" || die "redis-server did not start"
 	REDIS_VERSION=$(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p')
 	export TOLLGATE_REDIS_ADDR=127.0.0.1:$rport

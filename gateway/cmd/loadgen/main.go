@@ -8,6 +8,7 @@
 //	loadgen -url http://127.0.0.1:8080/v1/chat/completions -c 8 -n 5000 -stream -json
 //	loadgen -free-port    # print a free loopback TCP port and exit
 //	loadgen report -section latency:non-streaming results.jsonl   # markdown report of a benchmark run
+//	go tool pprof -traces cpu.pb.gz | loadgen cpubuckets           # a CPU profile's share per bucket (scripts/cpubreak.sh)
 //
 // It prints a human-readable summary, or with -json one JSON object (the
 // loadgen.Result). The exit status is 0 when the run completed (even with
@@ -60,6 +61,9 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "report" {
 		return report(args[1:], os.Stdin, stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "cpubuckets" {
+		return cpuBuckets(args[1:], os.Stdin, stdout, stderr)
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)

@@ -24,7 +24,8 @@ Reads the JSON lines of a benchmark run (loadgen -json results, each with
 "mode", "target", "level" and "round" added; stdin without a file) and
 writes a markdown report: per mode, a table by concurrency and target with
 medians over rounds, the latency added over the baseline target in the same
-round, and its ratio to the floor target's. Exit status: 0, or 3 when the
+round, and its ratio to the floor target's; with -yardstick, a table of
+each target's throughput as a share of the yardstick's. Exit status: 0, or 3 when the
 report was written but requests failed, 1 on errors, 2 on bad flags.
 
 `
@@ -55,6 +56,7 @@ func report(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&targets, "targets", "", "row order of the targets, space-separated; others follow by name")
 	fs.StringVar(&cfg.Baseline, "baseline", "direct", "the target others are compared with in the same round")
 	fs.StringVar(&cfg.Floor, "floor", "", "the target whose added latency the ratio column divides by (none: no column)")
+	fs.StringVar(&cfg.Yardstick, "yardstick", "", "a target (nginx) the others' throughput is shown as a share of, per mode and level (none: no such table)")
 	fs.Var(&summary, "summary", `"TARGET=DESCRIPTION": a target the summary reports (repeatable)`)
 	fs.StringVar(&levels, "summary-levels", "1,32", "comma-separated concurrency levels of the summary")
 	fs.StringVar(&outFile, "out", "", "also write the report to this file")

@@ -81,6 +81,10 @@ type ReportConfig struct {
 	// description, at SummaryLevels.
 	Summary       []SummaryTarget
 	SummaryLevels []int
+	// Yardstick is the target (nginx) whose throughput the yardstick
+	// table divides every other target's by, per section and level.
+	// Empty leaves the table out.
+	Yardstick string
 }
 
 // SummaryTarget is a target named in a report's summary.
@@ -247,6 +251,7 @@ func WriteReport(w io.Writer, runs []Record, cfg ReportConfig) (Totals, error) {
 		bySection[i] = cells(runs, s.Mode, &cfg)
 	}
 	writeSummary(&b, cfg, bySection, tot)
+	writeYardstick(&b, cfg, bySection)
 	for i, s := range cfg.Sections {
 		if len(bySection[i]) == 0 {
 			continue

@@ -76,6 +76,7 @@ func reportConfig() ReportConfig {
 		Floor:         "fasthttp",
 		Summary:       []SummaryTarget{{Target: "tollgate-all4", Description: "all four plugins on, memory stores"}},
 		SummaryLevels: []int{1, 32},
+		Yardstick:     "nginx",
 	}
 }
 
