@@ -78,16 +78,16 @@ type Config struct {
 // names. It is immutable once built and shared by every request of that
 // state.
 type Set struct {
-	byName  map[string]Service
-	rate    *RateLimits
-	budget  *Budget
-	meter   *meterstore.Store // the rate limiter and the budget counter together
+	byName map[string]Service
+	rate   *RateLimits
+	budget *Budget
+	meter  *meterstore.Store // the rate limiter and the budget counter together
 	// together: ratelimit.admit and budget.reserve are the Set's own, so
 	// StartBatch may serve them together.
 	together bool
-	tenants *Tenants
-	callout *callout.Service
-	log     *slog.Logger
+	tenants  *Tenants
+	callout  *callout.Service
+	log      *slog.Logger
 }
 
 // NewSet builds and registers the gateway's services: tenant.resolve (when
