@@ -237,8 +237,13 @@ func joinCall(k1, a1, k2, a2 []string) (keys, args []string) {
 }
 
 // sliceLua splits KEYS and ARGV (see joinCall) into the first part's LK
-// and LA and the second's K and A.
+// and LA and the second's K and A. failed makes the error a pcall caught
+// an error reply again (pcall hands over the message).
 const sliceLua = `
+local function failed(e)
+  if type(e) == 'table' and e.err then return redis.error_reply(e.err) end
+  return redis.error_reply(tostring(e))
+end
 local nk, na = tonumber(ARGV[1]), tonumber(ARGV[2])
 local LK, LA, K, A = {}, {}, {}, {}
 for i = 1, #KEYS do
@@ -258,6 +263,7 @@ var admitReserveScript = rueidis.NewLuaScript(sliceLua + limiter.AdmitLua + budg
 local a = admit(LK, LA)
 if a[1] ~= 1 then return {a} end
 local ok, b = pcall(reserve)
+if not ok then b = failed(b) end
 return {a, b}
 `)
 
@@ -266,6 +272,8 @@ return {a, b}
 // {adjust's reply, settle's reply}, each an error reply if it failed.
 var adjustSettleScript = rueidis.NewLuaScript(sliceLua + limiter.AdjustLua + budget.SettleLua + `
 local ok, a = pcall(adjust, LK, LA)
+if not ok then a = failed(a) end
 local ok2, b = pcall(settle)
+if not ok2 then b = failed(b) end
 return {a, b}
 `)

@@ -1,0 +1,582 @@
+package meterstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/gateway/internal/budget"
+	"github.com/tollgate/tollgate/gateway/internal/limiter"
+	"github.com/tollgate/tollgate/gateway/internal/meterstore"
+	"github.com/tollgate/tollgate/gateway/internal/redisx"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
+)
+
+const month = "2026-12"
+
+// newClient connects a client to srv; its 1s command timeout leaves room
+// for a first EVAL under -race on a busy machine.
+func newClient(t testing.TB, srv *redistest.Server) *redisx.Client {
+	t.Helper()
+	c, err := redisx.New(redisx.Options{Addrs: []string{srv.Addr()}, Timeout: time.Second,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// stores are a one-trip Store and a Store that makes the same calls one
+// after the other (two clients), on one server under distinct prefixes.
+type stores struct {
+	one, two   *meterstore.Store
+	oneB, twoB budget.Counter
+}
+
+func newStores(t testing.TB, srv *redistest.Server, seed budget.Seeder) stores {
+	c1, c2 := newClient(t, srv), newClient(t, srv)
+	var s stores
+	s.oneB = budget.NewRedis(c1, seed, budget.RedisOptions{Prefix: "one:budget:"})
+	s.one = meterstore.New(limiter.NewRedis(c1, limiter.RedisOptions{Prefix: "one:rl:"}), s.oneB)
+	s.twoB = budget.NewRedis(c2, seed, budget.RedisOptions{Prefix: "two:budget:"})
+	s.two = meterstore.New(limiter.NewRedis(c1, limiter.RedisOptions{Prefix: "two:rl:"}), s.twoB)
+	if !s.one.OneTrip() || s.two.OneTrip() {
+		t.Fatalf("OneTrip: %v and %v, want true and false", s.one.OneTrip(), s.two.OneTrip())
+	}
+	return s
+}
+
+func tenantScope(limit int64) budget.Scope {
+	return budget.Scope{Kind: budget.ScopeTenant, Window: budget.Month, Period: month, Limit: limit, Alerts: []int{50, 90}}
+}
+
+// step is one request of a scenario and what it must get.
+type step struct {
+	tokens, amount     int64
+	id                 string // the hold's request id; "" means a fresh one
+	allowed, reserved  bool
+	held, duplicate    bool
+	refusedBy          string // the refusing scope's kind, when refused
+	remainingRequests  int64
+	remainingBudgetMin int64 // Reservation.Remaining when reserved
+}
+
+// TestAdmitReserveAsTwoCalls runs scenarios chosen to refuse at each
+// stage on a one-trip Store and on two calls, and wants the same
+// decisions, reservations and counters from both, and the expected ones.
+func TestAdmitReserveAsTwoCalls(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	seeds := map[string]int64{"cold": 9_000}
+	seed := func(_ context.Context, tenant string, s budget.Scope) (int64, error) { return seeds[tenant], nil }
+	s := newStores(t, srv, seed)
+	key := budget.Scope{Kind: budget.ScopeKey, ID: "k:1", Window: budget.Day, Period: month + "-02", Limit: 1_500}
+	user := budget.Scope{Kind: budget.ScopeUser, ID: "u{1}", Window: budget.Day, Period: month + "-02", Limit: 1_000_000}
+	tests := []struct {
+		name   string
+		tenant string
+		limits []limiter.Limit
+		scopes []budget.Scope
+		steps  []step
+	}{
+		{"rate limit refuses the third", "rpm", []limiter.Limit{{Key: "t", RPM: 2}}, []budget.Scope{tenantScope(10_000)}, []step{
+			{amount: 1000, allowed: true, reserved: true, held: true, remainingRequests: 1, remainingBudgetMin: 9_000},
+			{amount: 1000, allowed: true, reserved: true, held: true, remainingRequests: 0, remainingBudgetMin: 8_000},
+			{amount: 1000, remainingRequests: 0},
+		}},
+		{"budget refuses the third", "budget", []limiter.Limit{{Key: "t", RPM: 100, TPM: 10_000}}, []budget.Scope{tenantScope(2_500)}, []step{
+			{tokens: 100, amount: 1000, allowed: true, reserved: true, held: true, remainingRequests: 99, remainingBudgetMin: 1_500},
+			{tokens: 100, amount: 1000, allowed: true, reserved: true, held: true, remainingRequests: 98, remainingBudgetMin: 500},
+			{tokens: 100, amount: 1000, allowed: true, reserved: true, refusedBy: budget.ScopeTenant, remainingRequests: 97, remainingBudgetMin: 500},
+		}},
+		{"cold scope seeded", "cold", []limiter.Limit{{Key: "t", RPM: 10}}, []budget.Scope{tenantScope(10_000)}, []step{
+			{amount: 600, allowed: true, reserved: true, held: true, remainingRequests: 9, remainingBudgetMin: 400},
+			{amount: 600, allowed: true, reserved: true, refusedBy: budget.ScopeTenant, remainingRequests: 8, remainingBudgetMin: 400},
+		}},
+		{"key budget of three refuses", "scopes{x}", []limiter.Limit{{Key: "t", RPM: 10}, {Key: "k:1", RPM: 5}}, []budget.Scope{tenantScope(1_000_000), key, user}, []step{
+			{amount: 1000, allowed: true, reserved: true, held: true, remainingRequests: 4, remainingBudgetMin: 500},
+			{amount: 1000, allowed: true, reserved: true, refusedBy: budget.ScopeKey, remainingRequests: 3, remainingBudgetMin: 500},
+		}},
+		{"tokens above the TPM", "tpm", []limiter.Limit{{Key: "t", TPM: 50}}, []budget.Scope{tenantScope(10_000)}, []step{
+			{tokens: 100, amount: 10},
+		}},
+		{"limits without rates", "norate", []limiter.Limit{{Key: "t"}}, []budget.Scope{tenantScope(10_000)}, []step{
+			{amount: 10, allowed: true, reserved: true, held: true, remainingBudgetMin: 9_990},
+		}},
+		{"one hold id twice", "dup", []limiter.Limit{{Key: "t", RPM: 10}}, []budget.Scope{tenantScope(10_000)}, []step{
+			{id: "same", amount: 100, allowed: true, reserved: true, held: true, remainingRequests: 9, remainingBudgetMin: 9_900},
+			{id: "same", amount: 100, allowed: true, reserved: true, held: true, duplicate: true, remainingRequests: 8, remainingBudgetMin: 9_900},
+		}},
+	}
+	ctx := context.Background()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for i, st := range tt.steps {
+				id := st.id
+				if id == "" {
+					id = fmt.Sprint("r", i)
+				}
+				var got [2]meterstore.Admitted
+				for j, m := range []*meterstore.Store{s.one, s.two} {
+					lr := &limiter.Request{Tenant: tt.tenant, Limits: tt.limits, Tokens: st.tokens}
+					got[j] = m.AdmitReserve(ctx, lr, &meterstore.Hold{Tenant: tt.tenant, RequestID: id, Scopes: tt.scopes, Amount: st.amount, Lease: time.Minute})
+				}
+				one, two := got[0], got[1]
+				if one.AdmitErr != nil || one.ReserveErr != nil || two.AdmitErr != nil || two.ReserveErr != nil {
+					t.Fatalf("step %d: errors %v %v / %v %v", i, one.AdmitErr, one.ReserveErr, two.AdmitErr, two.ReserveErr)
+				}
+				if !sameDecision(one.Decision, two.Decision) || !sameReservation(one.Reservation, two.Reservation) || one.Reserved != two.Reserved {
+					t.Fatalf("step %d: one trip %+v, two calls %+v", i, one, two)
+				}
+				refusedBy := ""
+				if r := one.Reservation.Refused; r != nil {
+					refusedBy = r.Kind
+				}
+				if one.Decision.Allowed != st.allowed || one.Reserved != st.reserved || one.Reservation.Admitted != st.held ||
+					one.Reservation.Duplicate != st.duplicate || refusedBy != st.refusedBy || one.Decision.RemainingRequests != st.remainingRequests {
+					t.Fatalf("step %d: %+v, want %+v", i, one, st)
+				}
+				if st.reserved && one.Reservation.Remaining != st.remainingBudgetMin {
+					t.Fatalf("step %d: remaining budget %d, want %d", i, one.Reservation.Remaining, st.remainingBudgetMin)
+				}
+			}
+			for _, sc := range tt.scopes {
+				s1, r1, err1 := s.oneB.Status(ctx, tt.tenant, sc)
+				s2, r2, err2 := s.twoB.Status(ctx, tt.tenant, sc)
+				if err1 != nil || err2 != nil || s1 != s2 || r1 != r2 {
+					t.Errorf("%s: one trip spent %d reserved %d (%v), two calls %d %d (%v)", sc, s1, r1, err1, s2, r2, err2)
+				}
+			}
+		})
+	}
+}
+
+// sameDecision compares decisions, their durations within the second the
+// Redis clock moves between the two stores' calls and what comes back
+// meanwhile (a request, a second's tokens).
+func sameDecision(a, b limiter.Decision) bool {
+	near := func(x, y time.Duration) bool { return (x - y).Abs() < time.Second }
+	within := func(x, y, by int64) bool { return x-y <= by && y-x <= by }
+	ok := near(a.ResetRequests, b.ResetRequests) && near(a.ResetTokens, b.ResetTokens) && near(a.RetryAfter, b.RetryAfter) &&
+		within(a.RemainingRequests, b.RemainingRequests, 1) && within(a.RemainingTokens, b.RemainingTokens, a.LimitTokens/60+1)
+	a.ResetRequests, a.ResetTokens, a.RetryAfter, a.RemainingRequests, a.RemainingTokens = 0, 0, 0, 0, 0
+	b.ResetRequests, b.ResetTokens, b.RetryAfter, b.RemainingRequests, b.RemainingTokens = 0, 0, 0, 0, 0
+	return ok && a == b
+}
+
+func sameReservation(a, b budget.Reservation) bool {
+	if (a.Refused == nil) != (b.Refused == nil) || a.Refused != nil && a.Refused.String() != b.Refused.String() {
+		return false
+	}
+	a.Refused, b.Refused = nil, nil
+	return a == b
+}
+
+// TestAdjustSettleAsTwoCalls corrects and settles on both stores and
+// wants the same counters, crossings and next decision.
+func TestAdjustSettleAsTwoCalls(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	s := newStores(t, srv, nil)
+	ctx := context.Background()
+	limits := []limiter.Limit{{Key: "t", RPM: 100, TPM: 1_000}}
+	scopes := []budget.Scope{tenantScope(10_000)}
+	tests := []struct {
+		name          string
+		tokens, delta int64 // charged, then corrected by delta
+		hold, actual  int64
+		wantTokens    int64 // remaining tokens at the next admission (of 0 tokens)
+		wantSpent     int64
+		wantCrossed   []int
+	}{
+		{"give back, cross 50%", 600, -400, 6_000, 5_500, 800, 5_500, []int{50}},
+		{"debt, cross 90%", 100, 150, 4_000, 3_600, 550, 9_100, []int{90}},
+		{"nothing to correct", 0, 0, 100, 100, 550, 9_200, nil},
+	}
+	for i, tt := range tests {
+		id := fmt.Sprint("settle-", i)
+		for j, m := range []*meterstore.Store{s.one, s.two} {
+			lr := &limiter.Request{Tenant: "acme", Limits: limits, Tokens: tt.tokens}
+			a := m.AdmitReserve(ctx, lr, &meterstore.Hold{Tenant: "acme", RequestID: id, Scopes: scopes, Amount: tt.hold, Lease: time.Minute})
+			if !a.Reservation.Admitted {
+				t.Fatalf("%s: store %d: %+v", tt.name, j, a)
+			}
+			var c *meterstore.Correction
+			if tt.delta != 0 {
+				c = &meterstore.Correction{Tenant: "acme", Limits: limits, Delta: tt.delta}
+			}
+			out := m.AdjustSettle(ctx, c, &meterstore.Settlement{Tenant: "acme", RequestID: id, Scopes: scopes, Actual: tt.actual})
+			if out.AdjustErr != nil || out.SettleErr != nil {
+				t.Fatalf("%s: store %d: %+v", tt.name, j, out)
+			}
+			var crossed []int
+			for _, x := range out.Crossed {
+				crossed = append(crossed, x.Threshold)
+			}
+			if fmt.Sprint(crossed) != fmt.Sprint(tt.wantCrossed) {
+				t.Errorf("%s: store %d crossed %v, want %v", tt.name, j, crossed, tt.wantCrossed)
+			}
+			b := []budget.Counter{s.oneB, s.twoB}[j]
+			spent, reserved, err := b.Status(ctx, "acme", scopes[0])
+			if err != nil || spent != tt.wantSpent || reserved != 0 {
+				t.Errorf("%s: store %d spent %d reserved %d (%v), want %d and 0", tt.name, j, spent, reserved, err, tt.wantSpent)
+			}
+			// Read the tokens left without charging any.
+			d := m.AdmitReserve(ctx, &limiter.Request{Tenant: "acme", Limits: limits}, &meterstore.Hold{Tenant: "acme", RequestID: id + "-probe", Scopes: scopes, Amount: 0, Lease: time.Minute})
+			if d.Decision.RemainingTokens != tt.wantTokens {
+				t.Errorf("%s: store %d: %d tokens left, want %d", tt.name, j, d.Decision.RemainingTokens, tt.wantTokens)
+			}
+			m.AdjustSettle(ctx, nil, &meterstore.Settlement{Tenant: "acme", RequestID: id + "-probe", Scopes: scopes})
+		}
+	}
+}
+
+// TestOneTripCommands counts the commands the one-trip Store sends: one
+// script call for a warm admission and hold (refused or not) and one for
+// a correction and settle; cold scopes add a seed (SET NX) each and a
+// second script call.
+func TestOneTripCommands(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c := newClient(t, srv)
+	m := meterstore.New(limiter.NewRedis(c, limiter.RedisOptions{}), budget.NewRedis(c, nil, budget.RedisOptions{}))
+	ctx := context.Background()
+	limits := []limiter.Limit{{Key: "t", RPM: 2, TPM: 1_000}}
+	scopes := []budget.Scope{tenantScope(10_000), {Kind: budget.ScopeKey, ID: "k", Window: budget.Day, Period: month + "-01", Limit: 5_000}}
+	hold := func(tenant, id string) *meterstore.Hold {
+		return &meterstore.Hold{Tenant: tenant, RequestID: id, Scopes: scopes, Amount: 100, Lease: time.Minute}
+	}
+	// Load the scripts (a first call is EVALSHA, NOSCRIPT, EVAL).
+	m.AdmitReserve(ctx, &limiter.Request{Tenant: "warm", Limits: limits, Tokens: 10}, hold("warm", "w"))
+	m.AdjustSettle(ctx, &meterstore.Correction{Tenant: "warm", Limits: limits, Delta: -5},
+		&meterstore.Settlement{Tenant: "warm", RequestID: "w", Scopes: scopes, Actual: 50})
+	tests := []struct {
+		name string
+		run  func() bool
+		want int64
+	}{
+		{"cold admit and hold: two scripts, two seeds", func() bool {
+			a := m.AdmitReserve(ctx, &limiter.Request{Tenant: "acme", Limits: limits, Tokens: 10}, hold("acme", "a"))
+			return a.Reservation.Admitted
+		}, 4},
+		{"warm admit and hold", func() bool {
+			a := m.AdmitReserve(ctx, &limiter.Request{Tenant: "acme", Limits: limits, Tokens: 10}, hold("acme", "b"))
+			return a.Reservation.Admitted
+		}, 1},
+		{"admission refused", func() bool {
+			a := m.AdmitReserve(ctx, &limiter.Request{Tenant: "acme", Limits: limits, Tokens: 10}, hold("acme", "c"))
+			return !a.Decision.Allowed && !a.Reserved
+		}, 1},
+		{"correct and settle", func() bool {
+			out := m.AdjustSettle(ctx, &meterstore.Correction{Tenant: "acme", Limits: limits, Delta: -5},
+				&meterstore.Settlement{Tenant: "acme", RequestID: "b", Scopes: scopes, Actual: 50})
+			return out.AdjustErr == nil && out.SettleErr == nil
+		}, 1},
+	}
+	for _, tt := range tests {
+		before := c.Commands()
+		if !tt.run() {
+			t.Fatalf("%s: unexpected outcome", tt.name)
+		}
+		if got := c.Commands() - before; got != tt.want {
+			t.Errorf("%s: %d commands, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestOneSlot checks that a combined call's keys all carry one hash tag,
+// for tenant ids that must be hashed into the tag too, and runs the calls
+// on a one-node Redis Cluster, which refuses keys of two slots.
+func TestOneSlot(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, "--cluster-enabled", "yes")
+	if _, err := srv.Do("CLUSTER", "ADDSLOTSRANGE", "0", "16383"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := srv.Do("CLUSTER", "INFO")
+		if err == nil && strings.Contains(info, "cluster_state:ok") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the one-node cluster did not become ok")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c := newClient(t, srv)
+	b := budget.NewRedis(c, nil, budget.RedisOptions{})
+	l := limiter.NewRedis(c, limiter.RedisOptions{})
+	m := meterstore.New(l, b)
+	limits := []limiter.Limit{{Key: "t", RPM: 5, TPM: 1000}, {Key: "k:key-1", RPM: 5}, {Key: "m:gpt-*", TPM: 500}}
+	scopes := []budget.Scope{tenantScope(10_000), {Kind: budget.ScopeUser, ID: "u:{1}", Window: budget.Day, Period: month + "-01", Limit: 500}}
+	ctx := context.Background()
+	for _, tenant := range []string{"acme", "{acme}", "a}b{c", "#x", "t:1"} {
+		lr := &limiter.Request{Tenant: tenant, Limits: limits, Tokens: 10}
+		a, err := l.PrepareAdmit(lr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := b.PrepareReserve(tenant, "r1", scopes, 100, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := b.PrepareSettle(tenant, "r1", scopes, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		adj, err := l.PrepareAdjust(tenant, limits, 5, limiter.FailClosed, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys := append(append(append(append([]string(nil), a.Keys()...), h.Keys()...), adj.Keys()...), st.Keys()...)
+		want := "{" + redisx.TenantTag(tenant) + "}"
+		for _, k := range keys {
+			if tag := hashTag(k); tag != want {
+				t.Errorf("tenant %q: key %q has hash tag %q, want %q", tenant, k, tag, want)
+			}
+		}
+		a.Release()
+		adj.Release()
+		for i, wantHeld := range []bool{true, true, false} { // the user's 500 refuses the third
+			res := m.AdmitReserve(ctx, lr, &meterstore.Hold{Tenant: tenant, RequestID: fmt.Sprint("r", i), Scopes: scopes, Amount: 200, Lease: time.Minute})
+			if res.AdmitErr != nil || res.ReserveErr != nil || res.Reservation.Admitted != wantHeld {
+				t.Fatalf("tenant %q request %d: %+v, want held=%v", tenant, i, res, wantHeld)
+			}
+		}
+		out := m.AdjustSettle(ctx, &meterstore.Correction{Tenant: tenant, Limits: limits, Delta: -5},
+			&meterstore.Settlement{Tenant: tenant, RequestID: "r0", Scopes: scopes, Actual: 150})
+		if out.AdjustErr != nil || out.SettleErr != nil {
+			t.Fatalf("tenant %q: %+v", tenant, out)
+		}
+	}
+}
+
+// hashTag is the part of key Redis Cluster hashes, braces included: from
+// the first '{' to the next '}', when that is not empty.
+func hashTag(key string) string {
+	i := strings.IndexByte(key, '{')
+	if i < 0 {
+		return ""
+	}
+	j := strings.IndexByte(key[i+1:], '}')
+	if j <= 0 {
+		return ""
+	}
+	return key[i : i+j+2]
+}
+
+// TestReserveFailureKeepsAdmission breaks the budget's keys (a hash
+// where a string belongs): the admission stays charged and the hold
+// fails, as with two calls.
+func TestReserveFailureKeepsAdmission(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	s := newStores(t, srv, nil)
+	ctx := context.Background()
+	for _, p := range []string{"one", "two"} {
+		if _, err := srv.Do("HSET", p+":budget:{acme}:tenant::"+month+":spent", "x", "1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	limits := []limiter.Limit{{Key: "t", RPM: 3}}
+	for j, m := range []*meterstore.Store{s.one, s.two} {
+		for i := range 2 {
+			a := m.AdmitReserve(ctx, &limiter.Request{Tenant: "acme", Limits: limits},
+				&meterstore.Hold{Tenant: "acme", RequestID: fmt.Sprint("w", i), Scopes: []budget.Scope{tenantScope(1000)}, Amount: 1, Lease: time.Minute})
+			if a.AdmitErr != nil || !a.Decision.Allowed || !a.Reserved || a.ReserveErr == nil ||
+				!strings.Contains(a.ReserveErr.Error(), "WRONGTYPE") || a.Decision.RemainingRequests != int64(2-i) {
+				t.Fatalf("store %d request %d: %+v, want admitted (%d left) and a WRONGTYPE hold", j, i, a, 2-i)
+			}
+		}
+	}
+}
+
+// TestRedisDown stops Redis: fail_closed admissions are unavailable and
+// no hold is asked for; fail_open ones are decided by the fallback and
+// the hold, asked for alone, is unavailable.
+func TestRedisDown(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, err := redisx.New(redisx.Options{Addrs: []string{srv.Addr()}, Timeout: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m := meterstore.New(limiter.NewRedis(c, limiter.RedisOptions{}), budget.NewRedis(c, nil, budget.RedisOptions{}))
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	hold := &meterstore.Hold{Tenant: "acme", RequestID: "r", Scopes: []budget.Scope{tenantScope(1000)}, Amount: 1, Lease: time.Minute}
+	limits := []limiter.Limit{{Key: "t", RPM: 3}}
+	a := m.AdmitReserve(ctx, &limiter.Request{Tenant: "acme", Limits: limits, OnError: limiter.FailClosed}, hold)
+	if a.Reserved || a.AdmitErr == nil || !isUnavailable(a.AdmitErr) {
+		t.Fatalf("fail_closed: %+v, want unavailable and no hold", a)
+	}
+	a = m.AdmitReserve(ctx, &limiter.Request{Tenant: "acme", Limits: limits, OnError: limiter.FailOpen}, hold)
+	if a.AdmitErr != nil || !a.Decision.Allowed || !a.Decision.Fallback || !a.Reserved || !isBudgetUnavailable(a.ReserveErr) {
+		t.Fatalf("fail_open: %+v, want a fallback admission and an unavailable hold", a)
+	}
+	out := m.AdjustSettle(ctx, &meterstore.Correction{Tenant: "acme", Limits: []limiter.Limit{{Key: "t", TPM: 10}}, Delta: 5},
+		&meterstore.Settlement{Tenant: "acme", RequestID: "r", Scopes: hold.Scopes, Actual: 1})
+	if !isUnavailable(out.AdjustErr) || !isBudgetUnavailable(out.SettleErr) {
+		t.Fatalf("settle: %+v, want both unavailable", out)
+	}
+}
+
+func isUnavailable(err error) bool       { return errors.Is(err, limiter.ErrUnavailable) }
+func isBudgetUnavailable(err error) bool { return errors.Is(err, budget.ErrUnavailable) }
+
+// TestUnderContention has 64 goroutines admit, hold and settle against
+// rate limits and budgets that refuse most of them, with the budget's
+// scopes cold at the start, on the one-trip Store and on the in-process
+// counters: at most RPM requests are admitted, the settled cost stays
+// within every budget, and no request the rate limiter refused has a hold.
+func TestUnderContention(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	seed := func(_ context.Context, tenant string, s budget.Scope) (int64, error) {
+		time.Sleep(2 * time.Millisecond) // a Postgres read, for the seed race
+		switch {
+		case s.Kind == budget.ScopeTenant:
+			return 1_000, nil
+		case s.ID == "k:0":
+			return 500, nil
+		}
+		return 0, nil
+	}
+	c := newClient(t, srv)
+	rb := budget.NewRedis(c, seed, budget.RedisOptions{})
+	backends := []struct {
+		name string
+		m    *meterstore.Store
+		b    budget.Counter
+	}{
+		{"redis", meterstore.New(limiter.NewRedis(c, limiter.RedisOptions{}), rb), rb},
+		{"memory", nil, nil},
+	}
+	mb := budget.NewMemory(seed, nil)
+	backends[1].m, backends[1].b = meterstore.New(limiter.NewMemory(nil), mb), mb
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			contend(t, be.m, be.b, c, be.name == "redis")
+		})
+	}
+}
+
+func contend(t *testing.T, m *meterstore.Store, b budget.Counter, c *redisx.Client, redis bool) {
+	const (
+		workers  = 64
+		perEach  = 6
+		rpm      = 150
+		tpm      = 200_000
+		tenantLB = 60_000
+		keyLB    = 20_000
+	)
+	limits := []limiter.Limit{{Key: "t", RPM: rpm, TPM: tpm}, {Key: "k:0", RPM: rpm * 2}}
+	tenant := budget.Scope{Kind: budget.ScopeTenant, Window: budget.Month, Period: month, Limit: tenantLB}
+	keys := []budget.Scope{
+		{Kind: budget.ScopeKey, ID: "k:0", Window: budget.Day, Period: month + "-03", Limit: keyLB},
+		{Kind: budget.ScopeKey, ID: "k:1", Window: budget.Day, Period: month + "-03", Limit: 1 << 60},
+	}
+	var admitted, refusedRate, held, refusedBudget atomic.Int64
+	var served [2]atomic.Int64 // settled cost by key
+	var mu sync.Mutex
+	var rateRefused []string
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range perEach {
+				id := fmt.Sprintf("w%d-%d", w, i)
+				k := (w + i) % 2
+				scopes := []budget.Scope{tenant, keys[k]}
+				amount := int64(200 + (w*37+i*101)%900) // 200..1099
+				tokens := int64(100 + (w*13+i*7)%1500)
+				a := m.AdmitReserve(ctx, &limiter.Request{Tenant: "race", Limits: limits, Tokens: tokens},
+					&meterstore.Hold{Tenant: "race", RequestID: id, Scopes: scopes, Amount: amount, Lease: time.Minute})
+				if a.AdmitErr != nil || a.ReserveErr != nil {
+					t.Errorf("%s: %v %v", id, a.AdmitErr, a.ReserveErr)
+					return
+				}
+				if !a.Decision.Allowed {
+					refusedRate.Add(1)
+					if a.Reserved {
+						t.Errorf("%s: refused by the rate limit, yet a hold was asked for", id)
+					}
+					mu.Lock()
+					rateRefused = append(rateRefused, id)
+					mu.Unlock()
+					continue
+				}
+				admitted.Add(1)
+				if !a.Reservation.Admitted {
+					refusedBudget.Add(1)
+					continue
+				}
+				held.Add(1)
+				actual := amount - int64(i*w%150) // a cost within the hold
+				out := m.AdjustSettle(ctx, &meterstore.Correction{Tenant: "race", Limits: limits, Delta: -tokens / 3},
+					&meterstore.Settlement{Tenant: "race", RequestID: id, Scopes: scopes, Actual: actual})
+				if out.AdjustErr != nil || out.SettleErr != nil {
+					t.Errorf("%s: settle %+v", id, out)
+					return
+				}
+				served[k].Add(actual)
+			}
+		})
+	}
+	wg.Wait()
+	total := served[0].Load() + served[1].Load()
+	t.Logf("attempts=%d admitted=%d rate_refused=%d held=%d budget_refused=%d served=%d (key0 %d)",
+		workers*perEach, admitted.Load(), refusedRate.Load(), held.Load(), refusedBudget.Load(), total, served[0].Load())
+	if admitted.Load() > rpm {
+		t.Errorf("admitted %d, above the limit of %d a minute", admitted.Load(), rpm)
+	}
+	if refusedRate.Load() == 0 || refusedBudget.Load() == 0 {
+		t.Errorf("rate refusals %d, budget refusals %d: the inputs must make both refuse", refusedRate.Load(), refusedBudget.Load())
+	}
+	spent, reserved, err := b.Status(ctx, "race", tenant)
+	if err != nil || spent != 1_000+total || spent > tenantLB || reserved != 0 {
+		t.Errorf("tenant: spent %d reserved %d (%v), want %d ≤ %d and 0", spent, reserved, err, 1_000+total, tenantLB)
+	}
+	spent, reserved, err = b.Status(ctx, "race", keys[0])
+	if err != nil || spent != 500+served[0].Load() || spent > keyLB || reserved != 0 {
+		t.Errorf("key 0: spent %d reserved %d (%v), want %d ≤ %d and 0", spent, reserved, err, 500+served[0].Load(), keyLB)
+	}
+	if !redis {
+		return
+	}
+	raw, err := c.Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		holds := "tollgate:budget:{race}:key:" + strings.ReplaceAll(k.ID, ":", "%3A") + ":" + k.Period + ":holds"
+		for _, id := range rateRefused {
+			n, err := raw.Do(ctx, raw.B().Hexists().Key(holds).Field(id).Build()).AsInt64()
+			if err != nil || n != 0 {
+				t.Fatalf("%s: refused by the rate limit, yet held in %s (%v)", id, holds, err)
+			}
+		}
+		if n, err := raw.Do(ctx, raw.B().Hlen().Key(holds).Build()).AsInt64(); err != nil || n > 1 {
+			t.Errorf("%s: %d fields (%v), want only the sum", holds, n, err)
+		}
+	}
+}
