@@ -55,21 +55,22 @@ func (c *Session) Start(r *wasmhost.Request, call *wasmhost.Call) {
 		return
 	}
 	res, err := c.Call(r, call.Service, call.Request)
-	finishText(call, res, err)
+	call.Finish(textResult(res, err))
 }
 
-// finishText finishes a text service's call with its result res (copied)
-// or error.
-func finishText(call *wasmhost.Call, res []byte, err error) {
+// textResult is the response of a text service's call that answered res
+// (copied: a service may reuse its buffer) or err.
+func textResult(res []byte, err error) wasmhost.CallResult {
 	switch {
 	case errors.Is(err, wasmhost.ErrBadServiceRequest):
-		call.Finish(wasmhost.CallResult{Status: wasmhost.StatusInvalid})
+		return wasmhost.CallResult{Status: wasmhost.StatusInvalid}
 	case err != nil:
-		call.Finish(wasmhost.CallResult{Status: wasmhost.StatusUnavailable})
-	default:
-		call.Finish(wasmhost.CallResult{Body: append([]byte(nil), res...)})
+		return wasmhost.CallResult{Status: wasmhost.StatusUnavailable}
 	}
+	return wasmhost.CallResult{Body: append([]byte(nil), res...)}
 }
+
+var skipped = wasmhost.CallResult{Status: wasmhost.StatusSkipped}
 
 // StartBatch implements wasmhost.BatchDispatcher. A ratelimit.admit call
 // followed by a budget.reserve call is served together: the admission and
@@ -80,9 +81,10 @@ func finishText(call *wasmhost.Call, res []byte, err error) {
 // other call is started as Start does.
 func (c *Session) StartBatch(r *wasmhost.Request, calls []*wasmhost.Call) {
 	for i := 0; i < len(calls); i++ {
-		if i+1 < len(calls) && c.set != nil && c.set.together &&
-			calls[i].Service == admitService && calls[i+1].Service == reserveService {
-			c.admitReserve(r, calls[i], calls[i+1])
+		if c.together(calls, i) {
+			admit, reserve := c.admitReserve(r, calls[i].Request, calls[i+1].Request)
+			calls[i].Finish(admit)
+			calls[i+1].Finish(reserve)
 			i++
 			continue
 		}
@@ -96,46 +98,49 @@ const (
 	reserveService = "budget.reserve"
 )
 
-// admitReserve serves an admission and a budget hold of r together.
-func (c *Session) admitReserve(r *wasmhost.Request, admit, reserve *wasmhost.Call) {
+// together reports whether calls[i] and calls[i+1] are an admission and
+// a hold the Set's own services serve together.
+func (c *Session) together(calls []*wasmhost.Call, i int) bool {
+	return i+1 < len(calls) && c.set != nil && c.set.together &&
+		calls[i].Service == admitService && calls[i+1].Service == reserveService
+}
+
+// admitReserve serves ratelimit.admit's request admitReq and then, unless
+// the admission refused r, budget.reserve's reserveReq: their responses,
+// as the two calls would answer them one after the other, the second
+// skipped when the admission refused.
+func (c *Session) admitReserve(r *wasmhost.Request, admitReq, reserveReq []byte) (admit, reserve wasmhost.CallResult) {
 	set := c.set
-	lr, out, err := set.rate.prepare(c, r, admit.Request)
+	lr, out, err := set.rate.prepare(c, r, admitReq)
 	if out != nil || err != nil { // no admission to make
-		finishText(admit, out, err)
-		c.startUnlessRefused(r, reserve, out, err)
-		return
+		if refused(out, err) {
+			return textResult(out, err), skipped
+		}
+		admit = textResult(out, err)
+		out, err = set.budget.Reserve(c, r, reserveReq)
+		return admit, textResult(out, err)
 	}
-	h, completion, rout, rerr := set.budget.prepareReserve(c, r, reserve.Request)
+	h, completion, rout, rerr := set.budget.prepareReserve(c, r, reserveReq)
 	if rout != nil || rerr != nil { // no hold to make
 		d, err := set.rate.limiter.Admit(context.Background(), &lr)
 		out, err := set.rate.answer(c, r, &lr, d, err)
-		finishText(admit, out, err)
 		if refused(out, err) {
-			reserve.Finish(wasmhost.CallResult{Status: wasmhost.StatusSkipped})
-			return
+			return textResult(out, err), skipped
 		}
-		finishText(reserve, rout, rerr)
-		return
+		return textResult(out, err), textResult(rout, rerr)
 	}
 	res := set.meter.AdmitReserve(context.Background(), &lr, &h)
 	out, err = set.rate.answer(c, r, &lr, res.Decision, res.AdmitErr)
-	finishText(admit, out, err)
+	admit = textResult(out, err)
 	if !res.Reserved {
-		reserve.Finish(wasmhost.CallResult{Status: wasmhost.StatusSkipped})
-		return
+		// As if budget.reserve had not been called: no scopes, no id.
+		m := &c.meter
+		clear(m.scopes)
+		m.scopes, m.hold = m.scopes[:0], m.hold[:0]
+		return admit, skipped
 	}
 	out, err = set.budget.reserved(c, r, &h, completion, res.Reservation, res.ReserveErr)
-	finishText(reserve, out, err)
-}
-
-// startUnlessRefused starts call unless the admission answered out (or
-// err) refused the request, when it is skipped.
-func (c *Session) startUnlessRefused(r *wasmhost.Request, call *wasmhost.Call, out []byte, err error) {
-	if refused(out, err) {
-		call.Finish(wasmhost.CallResult{Status: wasmhost.StatusSkipped})
-		return
-	}
-	c.Start(r, call)
+	return admit, textResult(out, err)
 }
 
 // refused reports whether ratelimit.admit's answer out (or err) lets the

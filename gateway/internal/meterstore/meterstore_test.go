@@ -205,6 +205,7 @@ func TestAdjustSettleAsTwoCalls(t *testing.T) {
 		{"debt, cross 90%", 100, 150, 4_000, 3_600, 550, 9_100, []int{90}},
 		{"nothing to correct", 0, 0, 100, 100, 550, 9_200, nil},
 	}
+	start := time.Now()
 	for i, tt := range tests {
 		id := fmt.Sprint("settle-", i)
 		for j, m := range []*meterstore.Store{s.one, s.two} {
@@ -235,8 +236,11 @@ func TestAdjustSettleAsTwoCalls(t *testing.T) {
 			}
 			// Read the tokens left without charging any.
 			d := m.AdmitReserve(ctx, &limiter.Request{Tenant: "acme", Limits: limits}, &meterstore.Hold{Tenant: "acme", RequestID: id + "-probe", Scopes: scopes, Amount: 0, Lease: time.Minute})
-			if d.Decision.RemainingTokens != tt.wantTokens {
-				t.Errorf("%s: store %d: %d tokens left, want %d", tt.name, j, d.Decision.RemainingTokens, tt.wantTokens)
+			// The tokens come back at TPM/60 a second meanwhile (since
+			// the first case, whose tokens are still coming back).
+			slack := int64(time.Since(start).Seconds()*1_000/60) + 1
+			if left := d.Decision.RemainingTokens; left < tt.wantTokens || left > tt.wantTokens+slack {
+				t.Errorf("%s: store %d: %d tokens left, want %d (+%d)", tt.name, j, left, tt.wantTokens, slack)
 			}
 			m.AdjustSettle(ctx, nil, &meterstore.Settlement{Tenant: "acme", RequestID: id + "-probe", Scopes: scopes})
 		}
