@@ -246,9 +246,9 @@ func finish(c *Session, r *wasmhost.Request, s served, usage *[2]int64) served {
 	return s
 }
 
-// TestTogether: only an admission followed by a hold, of the Set's own
-// services, are served together.
-func TestTogether(t *testing.T) {
+// TestPair: a batch's first admission and first hold, of the Set's own
+// services, are served together, in either order.
+func TestPair(t *testing.T) {
 	own := fuzzServices()
 	replaced := fuzzServices()
 	replaced.Register(reserveService, ServiceFunc(func(*Session, *wasmhost.Request, []byte) ([]byte, error) { return nil, nil }))
@@ -260,19 +260,20 @@ func TestTogether(t *testing.T) {
 		return out
 	}
 	tests := []struct {
-		name  string
-		set   *Set
-		calls []*wasmhost.Call
-		i     int
-		want  bool
+		name        string
+		set         *Set
+		calls       []*wasmhost.Call
+		admit, hold int
+		want        bool
 	}{
-		{"admit then reserve", own, calls(admitService, reserveService), 0, true},
-		{"after another call", own, calls("http", admitService, reserveService), 1, true},
-		{"reserve then admit", own, calls(reserveService, admitService), 0, false},
-		{"admit last", own, calls(reserveService, admitService), 1, false},
-		{"a call between", own, calls(admitService, "http", reserveService), 0, false},
-		{"reserve replaced", replaced, calls(admitService, reserveService), 0, false},
-		{"unbound", nil, calls(admitService, reserveService), 0, false},
+		{"admit then reserve", own, calls(admitService, reserveService), 0, 1, true},
+		{"reserve then admit", own, calls(reserveService, admitService), 1, 0, true},
+		{"calls between", own, calls("http", admitService, "tenant.resolve", reserveService), 1, 3, true},
+		{"the first of each", own, calls(reserveService, admitService, admitService, reserveService), 1, 0, true},
+		{"no hold", own, calls(admitService, "http"), 0, 0, false},
+		{"no admission", own, calls(reserveService), 0, 0, false},
+		{"reserve replaced", replaced, calls(admitService, reserveService), 0, 0, false},
+		{"unbound", nil, calls(admitService, reserveService), 0, 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -280,8 +281,9 @@ func TestTogether(t *testing.T) {
 			if tt.set != nil {
 				c.Bind(tt.set)
 			}
-			if got := c.together(tt.calls, tt.i); got != tt.want {
-				t.Errorf("together = %v, want %v", got, tt.want)
+			admit, hold, ok := c.pair(tt.calls)
+			if ok != tt.want || ok && (admit != tt.admit || hold != tt.hold) {
+				t.Errorf("pair = %d, %d, %v; want %d, %d, %v", admit, hold, ok, tt.admit, tt.hold, tt.want)
 			}
 		})
 	}

@@ -72,23 +72,27 @@ func textResult(res []byte, err error) wasmhost.CallResult {
 
 var skipped = wasmhost.CallResult{Status: wasmhost.StatusSkipped}
 
-// StartBatch implements wasmhost.BatchDispatcher. A ratelimit.admit call
-// followed by a budget.reserve call is served together: the admission and
-// then, only if it admits the request, the hold, in one Redis script call
+// StartBatch implements wasmhost.BatchDispatcher. A batch's first
+// ratelimit.admit and first budget.reserve are served together, where
+// the first of them comes: the admission and then, only if it admits the
+// request, the hold, in one Redis script call
 // (meterstore.Store.AdmitReserve); the hold of a request the admission
-// refused is skipped (wasmhost.StatusSkipped). The answers, headers and
-// meter are those of the two calls started one after the other. Every
-// other call is started as Start does.
+// refused is skipped (wasmhost.StatusSkipped, so the pipeline starts it
+// again alone if a plugin before the rate limiter still wants it). The
+// answers, headers and meter are those of the two calls made one after
+// the other. Every other call is started as Start does.
 func (c *Session) StartBatch(r *wasmhost.Request, calls []*wasmhost.Call) {
-	for i := 0; i < len(calls); i++ {
-		if c.together(calls, i) {
-			admit, reserve := c.admitReserve(r, calls[i].Request, calls[i+1].Request)
-			calls[i].Finish(admit)
-			calls[i+1].Finish(reserve)
-			i++
-			continue
+	ia, ir, ok := c.pair(calls)
+	for i, call := range calls {
+		switch {
+		case ok && i == min(ia, ir):
+			admit, reserve := c.admitReserve(r, calls[ia].Request, calls[ir].Request)
+			calls[ia].Finish(admit)
+			calls[ir].Finish(reserve)
+		case ok && i == max(ia, ir):
+		default:
+			c.Start(r, call)
 		}
-		c.Start(r, calls[i])
 	}
 }
 
@@ -98,11 +102,23 @@ const (
 	reserveService = "budget.reserve"
 )
 
-// together reports whether calls[i] and calls[i+1] are an admission and
-// a hold the Set's own services serve together.
-func (c *Session) together(calls []*wasmhost.Call, i int) bool {
-	return i+1 < len(calls) && c.set != nil && c.set.together &&
-		calls[i].Service == admitService && calls[i+1].Service == reserveService
+// pair returns the indices in calls of the first ratelimit.admit and the
+// first budget.reserve, if there are both and the Set's own services
+// serve them.
+func (c *Session) pair(calls []*wasmhost.Call) (admit, reserve int, ok bool) {
+	if c.set == nil || !c.set.together {
+		return 0, 0, false
+	}
+	admit, reserve = -1, -1
+	for i, call := range calls {
+		switch {
+		case call.Service == admitService && admit < 0:
+			admit = i
+		case call.Service == reserveService && reserve < 0:
+			reserve = i
+		}
+	}
+	return admit, reserve, admit >= 0 && reserve >= 0
 }
 
 // admitReserve serves ratelimit.admit's request admitReq and then, unless
