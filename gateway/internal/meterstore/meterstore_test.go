@@ -584,3 +584,51 @@ func contend(t *testing.T, m *meterstore.Store, b budget.Counter, c *redisx.Clie
 		}
 	}
 }
+
+// TestAdjustSettleCold settles a request whose budget counter Redis lost
+// meanwhile: the correction is made once, the scope is seeded, and the
+// settle adds to the seeded spend, in two script calls and a seed.
+func TestAdjustSettleCold(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	var seeds atomic.Int64
+	seed := func(context.Context, string, budget.Scope) (int64, error) { seeds.Add(1); return 4_000, nil }
+	c := newClient(t, srv)
+	b := budget.NewRedis(c, seed, budget.RedisOptions{})
+	m := meterstore.New(limiter.NewRedis(c, limiter.RedisOptions{}), b)
+	ctx := context.Background()
+	limits := []limiter.Limit{{Key: "t", TPM: 600}}
+	scopes := []budget.Scope{tenantScope(10_000)}
+	// Load the scripts: a cold settle of another tenant runs both.
+	m.AdjustSettle(ctx, &meterstore.Correction{Tenant: "warm", Limits: limits, Delta: 1},
+		&meterstore.Settlement{Tenant: "warm", RequestID: "w", Scopes: scopes, Actual: 1})
+	a := m.AdmitReserve(ctx, &limiter.Request{Tenant: "acme", Limits: limits, Tokens: 300},
+		&meterstore.Hold{Tenant: "acme", RequestID: "r", Scopes: scopes, Amount: 1_000, Lease: time.Minute})
+	if !a.Reservation.Admitted || a.Decision.RemainingTokens != 300 || seeds.Load() != 2 {
+		t.Fatalf("%+v after %d seeds, want held with 300 tokens left after 2", a, seeds.Load())
+	}
+	if _, err := srv.Do("DEL", "tollgate:budget:{acme}:tenant::"+month+":spent"); err != nil {
+		t.Fatal(err)
+	}
+	before := c.Commands()
+	start := time.Now()
+	out := m.AdjustSettle(ctx, &meterstore.Correction{Tenant: "acme", Limits: limits, Delta: -200},
+		&meterstore.Settlement{Tenant: "acme", RequestID: "r", Scopes: scopes, Actual: 700})
+	if out.AdjustErr != nil || out.SettleErr != nil {
+		t.Fatalf("%+v", out)
+	}
+	if n := c.Commands() - before; n != 3 || seeds.Load() != 3 {
+		t.Errorf("%d commands and %d seeds in all, want 3 (script, SET NX, script) and 3", n, seeds.Load())
+	}
+	spent, reserved, err := b.Status(ctx, "acme", scopes[0])
+	if err != nil || spent != 4_700 || reserved != 0 {
+		t.Errorf("spent %d reserved %d (%v), want 4700 and 0", spent, reserved, err)
+	}
+	// The 200 tokens came back once, not twice.
+	d := m.AdmitReserve(ctx, &limiter.Request{Tenant: "acme", Limits: limits},
+		&meterstore.Hold{Tenant: "acme", RequestID: "probe", Scopes: scopes, Amount: 0, Lease: time.Minute})
+	slack := int64(time.Since(start).Seconds()*600/60) + 1
+	if left := d.Decision.RemainingTokens; left < 500 || left > 500+slack {
+		t.Errorf("%d tokens left, want 500 (+%d)", left, slack)
+	}
+}
