@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -286,5 +288,74 @@ func TestPair(t *testing.T) {
 				t.Errorf("pair = %d, %d, %v; want %d, %d, %v", admit, hold, ok, tt.admit, tt.hold, tt.want)
 			}
 		})
+	}
+}
+
+// TestBatchUnderContention: 64 goroutines serve requests through
+// sessions of one Set on Redis, each admission and hold in one script call
+// and settled with its real usage, against a rate limit and a budget that
+// refuse most of them: at most the RPM are admitted, the settled cost
+// stays within the budget and every hold is gone at the end.
+func TestBatchUnderContention(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, err := redisx.New(redisx.Options{Addrs: []string{srv.Addr()}, Timeout: time.Second, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	counter := budget.NewRedis(c, nil, budget.RedisOptions{})
+	var ids atomic.Int64
+	set := NewSet(Config{Log: quietLog(), Prices: fuzzPrices{}, Limiter: limiter.NewRedis(c, limiter.RedisOptions{}), Budget: counter,
+		NewID: func(dst []byte) []byte { return strconv.AppendInt(append(dst, "h"...), ids.Add(1), 10) }})
+	const rpm, budgetMicros = 200, 60_000
+	acme := &wasmhost.Tenant{ID: "acme", PlanRPM: rpm, PlanTPM: 1_000_000, KeyRPM: -1, KeyTPM: -1, BudgetMicros: budgetMicros}
+	var allowed, limited, held, insufficient, cost atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 64 {
+		wg.Go(func() {
+			for i := range 6 {
+				var s Session
+				s.Bind(set)
+				r := newRequest(acme, "mock-1")
+				completion := int64(20 + (w*31+i*17)%200)
+				a, b := s.admitReserve(r, []byte("fail_closed 1 300\ntenant"), []byte("10 "+strconv.FormatInt(completion, 10)+" 60000"))
+				switch {
+				case string(a.Body) == "allowed":
+					allowed.Add(1)
+				case strings.HasPrefix(string(a.Body), "limited "):
+					limited.Add(1)
+					if b.Status != wasmhost.StatusSkipped || s.NeedsUsage() {
+						t.Errorf("limited, yet the hold was %q (status %d), needs usage %v", b.Body, b.Status, s.NeedsUsage())
+					}
+				default:
+					t.Errorf("admit %q (status %d)", a.Body, a.Status)
+				}
+				switch w := strings.Fields(string(b.Body)); {
+				case len(w) > 0 && w[0] == "ok":
+					held.Add(1)
+				case len(w) > 0 && w[0] == "insufficient":
+					insufficient.Add(1)
+				}
+				s.Settle(r, 10, completion-int64(i)) // within the hold
+				cost.Add(r.CostMicros)
+				wasmhost.ReleaseRequest(r)
+				s.Reset()
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("allowed=%d limited=%d held=%d insufficient=%d cost=%d", allowed.Load(), limited.Load(), held.Load(), insufficient.Load(), cost.Load())
+	if allowed.Load() > rpm || limited.Load() == 0 || insufficient.Load() == 0 {
+		t.Errorf("allowed %d (limit %d), limited %d, insufficient %d: want within the limit, and both refusals", allowed.Load(), rpm, limited.Load(), insufficient.Load())
+	}
+	scope := budget.Scope{Kind: budget.ScopeTenant, Window: budget.Month, Period: budget.Month.Period(time.Now())}
+	spent, reserved, err := counter.Status(ctx, "acme", scope)
+	if err != nil || spent != cost.Load() || spent > budgetMicros || reserved != 0 {
+		t.Errorf("spent %d reserved %d (%v), want %d ≤ %d and 0", spent, reserved, err, cost.Load(), budgetMicros)
 	}
 }
