@@ -42,7 +42,10 @@
 // admission O(1) in the number of requests in flight and gives the sum the
 // same fate as the holds it adds up (an empty request id is therefore
 // rejected). Every operation is one Lua script call (EVALSHA, or EVAL once
-// after NOSCRIPT); Correct is one SET. A script's work grows with the
+// after NOSCRIPT); Correct is one SET. Reserve and Settle are also Lua
+// functions (ReserveLua, SettleLua) that package meterstore runs after
+// the rate limiter's admission and token correction in the same script
+// call (Redis.PrepareReserve, Redis.PrepareSettle). A script's work grows with the
 // number of scopes: Reserve and Settle of three scopes take Redis about
 // twice the time of one (see BenchmarkRedisReserveSettle).
 //

@@ -100,45 +100,28 @@ func (r *Redis) Extend(ctx context.Context, tenant, requestID string, scopes []S
 }
 
 func (r *Redis) hold(ctx context.Context, op string, s *rueidis.Lua, tenant, requestID string, scopes []Scope, amount int64, lease time.Duration) (Reservation, error) {
-	if err := checkScopes(scopes); err != nil {
-		return Reservation{}, err
-	}
-	keys := r.keys(tenant, requestID, scopes, holdSuffixes[:])
-	args := make([]string, 3, 3+2*len(scopes))
-	args[0] = requestID
-	args[1] = strconv.FormatInt(amount, 10)
-	args[2] = strconv.FormatInt(max(lease.Microseconds(), 1), 10)
-	for _, sc := range scopes {
-		args = append(args, strconv.FormatInt(min(sc.Limit, maxExact), 10), r.keyTTLArg[sc.Window])
-	}
-	v, err := r.run(ctx, op, s, tenant, scopes, keys, args, 1)
+	h, err := r.prepareHold(op, s, tenant, requestID, scopes, amount, lease)
 	if err != nil {
 		return Reservation{}, err
 	}
-	if len(v) != 2+2*len(scopes) || v[1] < 0 || v[1] > int64(len(scopes)) {
-		return Reservation{}, fmt.Errorf("budget %s: unexpected reply %v", op, v)
+	return h.alone(ctx)
+}
+
+// prepareHold makes the keys and arguments of a Reserve or an Extend.
+func (r *Redis) prepareHold(op string, s *rueidis.Lua, tenant, requestID string, scopes []Scope, amount int64, lease time.Duration) (*Hold, error) {
+	if err := checkScopes(scopes); err != nil {
+		return nil, err
 	}
-	counts := func(j int) (int64, int64) { return v[2+2*j], v[3+2*j] }
-	switch v[0] {
-	case codeRefused:
-		if v[1] == 0 {
-			return Reservation{}, fmt.Errorf("budget %s: unexpected reply %v", op, v)
-		}
-		return result(scopes, false, int(v[1])-1, counts), nil
-	case codeAdmitted:
-		return result(scopes, true, -1, counts), nil
-	case codeDuplicate:
-		res := result(scopes, true, -1, counts)
-		res.Duplicate = true
-		return res, nil
-	case codeRecreated:
-		res := result(scopes, true, -1, counts)
-		res.Recreated = true
-		return res, nil
-	case codeSettled:
-		return Reservation{}, settledError(requestID)
+	h := &Hold{r: r, op: op, script: s, tenant: tenant, requestID: requestID, scopes: scopes}
+	h.keys = r.keys(tenant, requestID, scopes, holdSuffixes[:])
+	h.args = make([]string, 3, 3+2*len(scopes))
+	h.args[0] = requestID
+	h.args[1] = strconv.FormatInt(amount, 10)
+	h.args[2] = strconv.FormatInt(max(lease.Microseconds(), 1), 10)
+	for _, sc := range scopes {
+		h.args = append(h.args, strconv.FormatInt(min(sc.Limit, maxExact), 10), r.keyTTLArg[sc.Window])
 	}
-	return Reservation{}, fmt.Errorf("budget %s: unexpected reply %v", op, v)
+	return h, nil
 }
 
 // Shrink implements Counter with one script call.
@@ -162,36 +145,11 @@ func (r *Redis) Shrink(ctx context.Context, tenant, requestID string, scopes []S
 
 // Settle implements Counter with one script call when warm.
 func (r *Redis) Settle(ctx context.Context, tenant, requestID string, scopes []Scope, actual int64) ([]Crossing, error) {
-	if err := checkSettle(requestID, actual); err != nil {
-		return nil, err
-	}
-	if err := checkScopes(scopes); err != nil {
-		return nil, err
-	}
-	keys := r.keys(tenant, requestID, scopes, holdSuffixes[:])
-	args := []string{requestID, strconv.FormatInt(actual, 10), r.settledTTLArg}
-	v, err := r.run(ctx, "settle", settleScript, tenant, scopes, keys, args, 1)
+	st, err := r.PrepareSettle(tenant, requestID, scopes, actual)
 	if err != nil {
 		return nil, err
 	}
-	if len(v) != 1+2*len(scopes) || (v[0] != codeAdmitted && v[0] != codeRefused) {
-		return nil, fmt.Errorf("budget settle: unexpected reply %v", v)
-	}
-	if v[0] == codeRefused {
-		return nil, nil
-	}
-	var out []Crossing
-	var at time.Time
-	for j, sc := range scopes {
-		if len(sc.Alerts) == 0 {
-			continue
-		}
-		if at.IsZero() {
-			at = r.now()
-		}
-		out = appendCrossings(out, tenant, sc, v[1+2*j], v[2+2*j], at)
-	}
-	return out, nil
+	return st.alone(ctx)
 }
 
 // Status implements Counter with one script call when warm.

@@ -52,18 +52,19 @@ local function purge(holds, leases, now)
 end
 `
 
-// scopesPrelude reads the scopes of a multi-scope call. KEYS[1] is the
-// request's settled marker and scope i has KEYS[3i-1] spent, KEYS[3i] holds
-// and KEYS[3i+1] leases. loadSpent returns the spent of every scope, or
+// scopesPrelude reads the scopes of a multi-scope call from the keys K
+// and arguments A, locals the script declares before it (KEYS and ARGV in
+// a script of its own). K[1] is the request's settled marker and scope i
+// has K[3i-1] spent, K[3i] holds and K[3i+1] leases. loadSpent returns the spent of every scope, or
 // the reply {codeSeed, i...} naming the scopes whose spent key is missing
 // (nothing has been changed then).
 const scopesPrelude = prelude + `
-local n = (#KEYS - 1) / 3
+local n = (#K - 1) / 3
 
 local function loadSpent()
   local spent, missing = {}, {-1}
   for i = 1, n do
-    local s = redis.call('GET', KEYS[3*i-1])
+    local s = redis.call('GET', K[3*i-1])
     if s then spent[i] = tonumber(s) else missing[#missing+1] = i end
   end
   if #missing > 1 then return nil, missing end
@@ -75,8 +76,8 @@ end
 local function loadHolds(now)
   local reserved, held = {}, {}
   for i = 1, n do
-    expire(KEYS[3*i], KEYS[3*i+1], now)
-    local v = redis.call('HMGET', KEYS[3*i], '', ARGV[1])
+    expire(K[3*i], K[3*i+1], now)
+    local v = redis.call('HMGET', K[3*i], '', A[1])
     reserved[i] = tonumber(v[1] or 0)
     held[i] = v[2] and tonumber(v[2])
   end
@@ -94,76 +95,84 @@ local function reply(code, refused, spent, reserved)
 end
 
 -- tightest returns the scope, of those listed in need, where amount does
--- not fit (spent + reserved + amount > limit, ARGV[2+2i]) with the least
+-- not fit (spent + reserved + amount > limit, A[2+2i]) with the least
 -- room, or 0 when it fits in all of them.
 local function tightest(need, amount, spent, reserved)
   local worst, room = 0, 0
   for i = 1, n do
     if need[i] then
-      local left = tonumber(ARGV[2+2*i]) - spent[i] - reserved[i]
+      local left = tonumber(A[2+2*i]) - spent[i] - reserved[i]
       if amount > left and (worst == 0 or left < room) then worst, room = i, left end
     end
   end
   return worst
 end
 
--- hold adds ARGV[2] to the hold of ARGV[1] in scope i (held before,
+-- hold adds A[2] to the hold of A[1] in scope i (held before,
 -- reserved the sum before), sets its lease end and restarts the key TTL
--- (ARGV[3+2i]); it returns the scope's reserved. The hold and the sum are
+-- (A[3+2i]); it returns the scope's reserved. The hold and the sum are
 -- written with one HSET.
 local function hold(i, held, reserved, leaseEnd)
-  local amount = tonumber(ARGV[2])
+  local amount = tonumber(A[2])
   reserved = reserved + amount
-  redis.call('HSET', KEYS[3*i], ARGV[1], int((held or 0) + amount), '', int(reserved))
-  redis.call('ZADD', KEYS[3*i+1], leaseEnd, ARGV[1])
-  redis.call('PEXPIRE', KEYS[3*i], ARGV[3+2*i])
-  redis.call('PEXPIRE', KEYS[3*i+1], ARGV[3+2*i])
+  redis.call('HSET', K[3*i], A[1], int((held or 0) + amount), '', int(reserved))
+  redis.call('ZADD', K[3*i+1], leaseEnd, A[1])
+  redis.call('PEXPIRE', K[3*i], A[3+2*i])
+  redis.call('PEXPIRE', K[3*i+1], A[3+2*i])
   return reserved
 end
 `
 
-// reserveScript: KEYS as scopesPrelude; ARGV request id, amount, lease
-// (µs), then per scope its limit and key TTL (ms). Replies as reply in
-// scopesPrelude, or {codeSeed, i...}. A scope that already has a live hold
-// of the request keeps it as it is; the others get one if amount fits in
-// every one of them.
-var reserveScript = rueidis.NewLuaScript(scopesPrelude + `
+// reserveBody is the body of reserve: KEYS as scopesPrelude; ARGV request
+// id, amount, lease (µs), then per scope its limit and key TTL (ms).
+// Replies as reply in scopesPrelude, or {codeSeed, i...}. A scope that
+// already has a live hold of the request keeps it as it is; the others get
+// one if amount fits in every one of them.
+const reserveBody = `
 local spent, seed = loadSpent()
 if not spent then return seed end
 local now = clock()
 local reserved, held = loadHolds(now)
-if redis.call('EXISTS', KEYS[1]) == 1 then return reply(-2, 0, spent, reserved) end
+if redis.call('EXISTS', K[1]) == 1 then return reply(-2, 0, spent, reserved) end
 local need, missing = {}, false
 for i = 1, n do
   if not held[i] then need[i], missing = true, true end
 end
 if not missing then return reply(2, 0, spent, reserved) end
-local amount = tonumber(ARGV[2])
+local amount = tonumber(A[2])
 local refused = tightest(need, amount, spent, reserved)
 if refused > 0 then return reply(0, refused, spent, reserved) end
-local leaseEnd = int(now + tonumber(ARGV[3]))
+local leaseEnd = int(now + tonumber(A[3]))
 for i = 1, n do
   if need[i] then reserved[i] = hold(i, nil, reserved[i], leaseEnd) end
 end
 return reply(1, 0, spent, reserved)
-`)
+`
+
+// ReserveLua defines, over the keys K and arguments A (locals the script
+// declares before it, as reserveScript's KEYS and ARGV), the Lua function
+// reserve(): Reserve's work, whose reply a Hold reads. Package meterstore
+// runs it after the rate limiter's admission, in one script call.
+const ReserveLua = scopesPrelude + "local function reserve()\n" + reserveBody + "end\n"
+
+var reserveScript = rueidis.NewLuaScript("local K, A = KEYS, ARGV\n" + scopesPrelude + reserveBody)
 
 // extendScript: as reserveScript, with more for amount. A refusal changes
 // nothing; an admission grows (or makes) the hold in every scope and
 // renews its lease.
-var extendScript = rueidis.NewLuaScript(scopesPrelude + `
+var extendScript = rueidis.NewLuaScript("local K, A = KEYS, ARGV\n" + scopesPrelude + `
 local spent, seed = loadSpent()
 if not spent then return seed end
 local now = clock()
 local reserved, held = loadHolds(now)
 local all = {}
 for i = 1, n do all[i] = true end
-if redis.call('EXISTS', KEYS[1]) == 1 then return reply(-2, 0, spent, reserved) end
-local more = tonumber(ARGV[2])
+if redis.call('EXISTS', K[1]) == 1 then return reply(-2, 0, spent, reserved) end
+local more = tonumber(A[2])
 local refused = tightest(all, more, spent, reserved)
 if refused > 0 then return reply(0, refused, spent, reserved) end
 local code = 1
-local leaseEnd = int(now + tonumber(ARGV[3]))
+local leaseEnd = int(now + tonumber(A[3]))
 for i = 1, n do
   if not held[i] then code = 3 end
   reserved[i] = hold(i, held[i], reserved[i], leaseEnd)
@@ -194,29 +203,30 @@ end
 return {1, live}
 `)
 
-// settleScript: KEYS as scopesPrelude; ARGV request id, actual, settled
-// TTL (ms). The holds are removed either way; then, unless the marker
-// exists, actual is added to every scope's spent. Replies {codeAdmitted,
-// before1, after1, ...} (spent before and after, per scope), {codeRefused,
-// spent1, spent1, ...} for a repeat, or {codeSeed, i...}.
-var settleScript = rueidis.NewLuaScript(scopesPrelude + `
+// settleBody is the body of settle: KEYS as scopesPrelude; ARGV request
+// id, actual, settled TTL (ms). The holds are removed either way; then,
+// unless the marker exists, actual is added to every scope's spent.
+// Replies {codeAdmitted, before1, after1, ...} (spent before and after,
+// per scope), {codeRefused, spent1, spent1, ...} for a repeat, or
+// {codeSeed, i...}.
+const settleBody = `
 local spent, seed = loadSpent()
 if not spent then return seed end
 for i = 1, n do
-  local held = redis.call('HGET', KEYS[3*i], ARGV[1])
+  local held = redis.call('HGET', K[3*i], A[1])
   if held then
-    redis.call('HDEL', KEYS[3*i], ARGV[1])
-    redis.call('ZREM', KEYS[3*i+1], ARGV[1])
+    redis.call('HDEL', K[3*i], A[1])
+    redis.call('ZREM', K[3*i+1], A[1])
     held = tonumber(held)
-    if held ~= 0 then redis.call('HINCRBY', KEYS[3*i], '', int(-held)) end
+    if held ~= 0 then redis.call('HINCRBY', K[3*i], '', int(-held)) end
   end
 end
 local r = {0}
-if redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[3]) then
+if redis.call('SET', K[1], '1', 'NX', 'PX', A[3]) then
   r[1] = 1
   for i = 1, n do
     r[#r+1] = spent[i]
-    r[#r+1] = redis.call('INCRBY', KEYS[3*i-1], ARGV[2])
+    r[#r+1] = redis.call('INCRBY', K[3*i-1], A[2])
   end
 else
   for i = 1, n do
@@ -225,7 +235,13 @@ else
   end
 end
 return r
-`)
+`
+
+// SettleLua defines, over K and A as ReserveLua, the Lua function
+// settle(): Settle's work, whose reply a Settlement reads.
+const SettleLua = scopesPrelude + "local function settle()\n" + settleBody + "end\n"
+
+var settleScript = rueidis.NewLuaScript("local K, A = KEYS, ARGV\n" + scopesPrelude + settleBody)
 
 // statusScript: KEYS spent, holds, leases of one scope. Replies
 // {codeAdmitted, spent, reserved} or {codeSeed}.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/gateway/internal/budget"
+	"github.com/tollgate/tollgate/gateway/internal/meterstore"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
 	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
@@ -180,42 +181,59 @@ func (b *Budget) scopes(c *Session, r *wasmhost.Request) []budget.Scope {
 //	notenant                              no tenant is resolved
 //	unavailable                           the counter (Redis) is down
 func (b *Budget) Reserve(c *Session, r *wasmhost.Request, req []byte) ([]byte, error) {
+	h, completion, out, err := b.prepareReserve(c, r, req)
+	if out != nil || err != nil {
+		return out, err
+	}
+	res, err := b.counter.Reserve(context.Background(), h.Tenant, h.RequestID, h.Scopes, h.Amount, h.Lease)
+	return b.reserved(c, r, &h, completion, res, err)
+}
+
+// prepareReserve reads a budget.reserve request into the hold to make (its
+// scopes and id kept in c's meter) and the completion tokens it covers.
+// out (or err) is the answer when no hold is needed.
+func (b *Budget) prepareReserve(c *Session, r *wasmhost.Request, req []byte) (h meterstore.Hold, completion int64, out []byte, err error) {
 	var buf [4][]byte
 	f := fields(buf[:], req)
 	if len(f) != 3 {
-		return nil, errBadRequest
+		return h, 0, nil, errBadRequest
 	}
 	prompt, ok1 := atoi(f[0])
 	completion, ok2 := atoi(f[1])
 	leaseMs, ok3 := atoi(f[2])
 	if !ok1 || !ok2 || !ok3 || prompt < 0 || completion < 0 || leaseMs <= 0 {
-		return nil, errBadRequest
+		return h, 0, nil, errBadRequest
 	}
 	if r.Tenant == nil {
-		return []byte("notenant"), nil
+		return h, 0, []byte("notenant"), nil
 	}
 	if b.refuseUnpriced && len(r.Model) > 0 {
 		if _, ok := b.price(r); !ok {
-			return []byte("noprice refuse"), nil
+			return h, 0, []byte("noprice refuse"), nil
 		}
 	}
 	scopes := b.scopes(c, r)
 	if len(scopes) == 0 {
-		return []byte("unlimited"), nil
+		return h, 0, []byte("unlimited"), nil
 	}
 	amount, ok := b.boundCost(r, prompt, completion)
 	if !ok {
-		return b.noPrice(), nil
+		return h, 0, b.noPrice(), nil
 	}
-	res, err := b.counter.Reserve(context.Background(), r.Tenant.ID, b.holdID(c, r), scopes, amount,
-		time.Duration(leaseMs)*time.Millisecond)
+	return meterstore.Hold{Tenant: r.Tenant.ID, RequestID: b.holdID(c, r), Scopes: scopes, Amount: amount,
+		Lease: time.Duration(leaseMs) * time.Millisecond}, completion, nil, nil
+}
+
+// reserved renders the hold h's result (or error) as budget.reserve's
+// answer and notes an admitted hold in c's meter.
+func (b *Budget) reserved(c *Session, r *wasmhost.Request, h *meterstore.Hold, completion int64, res budget.Reservation, err error) ([]byte, error) {
 	if err == nil && res.Admitted {
 		c.meter.held = true
 		if !res.Duplicate {
-			c.meter.heldCompletion, c.meter.heldMicros = completion, amount
+			c.meter.heldCompletion, c.meter.heldMicros = completion, h.Amount
 		}
 	}
-	return b.result(r, res, err, amount, &b.counts.Budget[BudgetReserveOp])
+	return b.result(r, res, err, h.Amount, &b.counts.Budget[BudgetReserveOp])
 }
 
 // Extend is budget.extend: "MORE_COMPLETION_TOKENS LEASE_MS", to grow
@@ -296,13 +314,14 @@ func (b *Budget) result(r *wasmhost.Request, res budget.Reservation, err error, 
 	return out, nil
 }
 
-// settle releases the request's holds and charges its real cost in each of
-// its budgets, records the cost for the call log, and passes the alert
-// thresholds the charge crossed to the alert sink.
-func (b *Budget) settle(c *Session, r *wasmhost.Request, prompt, completion int64) {
+// settlement releases the request's holds and prices its real cost, to
+// be charged in each of its budgets: it records the cost in r for the call
+// log and counts an overrun of the hold. The settle to make is returned
+// (made in c's meter), nil when there is none; settled finishes it.
+func (b *Budget) settlement(c *Session, r *wasmhost.Request, prompt, completion int64) *meterstore.Settlement {
 	m := &c.meter
 	if !m.held || r.Tenant == nil {
-		return
+		return nil
 	}
 	m.held = false
 	cost, _ := b.UsageCost(r, TokenUsage(prompt, completion, r.TokenKindsUsed))
@@ -316,11 +335,17 @@ func (b *Budget) settle(c *Session, r *wasmhost.Request, prompt, completion int6
 		b.log.Warn("budget: settled cost above the hold", "tenant", r.Tenant.ID, "model", string(r.Model),
 			"cost_micros", cost, "held_micros", m.heldMicros)
 	}
-	crossed, err := b.counter.Settle(context.Background(), r.Tenant.ID, b.holdID(c, r), m.scopes, cost)
+	m.settlement = meterstore.Settlement{Tenant: r.Tenant.ID, RequestID: b.holdID(c, r), Scopes: m.scopes, Actual: cost}
+	return &m.settlement
+}
+
+// settled passes the alert thresholds a settle crossed to the alert sink,
+// or logs its failure.
+func (b *Budget) settled(tenant string, crossed []budget.Crossing, err error) {
 	if err != nil {
 		// The call log still records the cost; reconcile corrects the
 		// counters, and the holds expire with their lease.
-		b.log.Warn("budget: settle failed", "tenant", r.Tenant.ID, "err", err)
+		b.log.Warn("budget: settle failed", "tenant", tenant, "err", err)
 		return
 	}
 	if len(crossed) > 0 && b.alerts != nil {

@@ -11,4 +11,10 @@
 // services do the mechanics natively (reading the tenant's limits,
 // formatting the x-ratelimit-* headers, pricing tokens, settling with the
 // real usage), so a guest callback stays a few microseconds of Go-in-Wasm.
+//
+// The Session is also the pipeline's wasmhost.BatchDispatcher: when the
+// rate-limit and budget plugins defer their dispatched calls, StartBatch
+// serves the admission and then, if admitted, the hold together — one
+// Redis script call (package meterstore) — and Settle makes the token
+// correction and the budget settle in one more.
 package hostsvc

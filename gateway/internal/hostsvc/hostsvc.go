@@ -2,6 +2,7 @@ package hostsvc
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"strconv"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/budget"
 	"github.com/tollgate/tollgate/gateway/internal/callout"
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
+	"github.com/tollgate/tollgate/gateway/internal/meterstore"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
 	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
@@ -76,12 +78,16 @@ type Config struct {
 // names. It is immutable once built and shared by every request of that
 // state.
 type Set struct {
-	byName  map[string]Service
-	rate    *RateLimits
-	budget  *Budget
-	tenants *Tenants
-	callout *callout.Service
-	log     *slog.Logger
+	byName map[string]Service
+	rate   *RateLimits
+	budget *Budget
+	meter  *meterstore.Store // the rate limiter and the budget counter together
+	// together: ratelimit.admit and budget.reserve are the Set's own, so
+	// StartBatch may serve them together.
+	together bool
+	tenants  *Tenants
+	callout  *callout.Service
+	log      *slog.Logger
 }
 
 // NewSet builds and registers the gateway's services: tenant.resolve (when
@@ -108,8 +114,10 @@ func NewSet(cfg Config) *Set {
 	}
 	s.budget = &Budget{log: cfg.Log, prices: cfg.Prices, counter: cfg.Budget, counts: cfg.Counts, now: cfg.Now, newID: cfg.NewID,
 		alerts: cfg.Alerts, userHeader: []byte(cfg.EndUserHeader), refuseUnpriced: cfg.RefuseUnpriced}
+	s.meter = meterstore.New(cfg.Limiter, cfg.Budget)
 	s.Register("budget.reserve", ServiceFunc(s.budget.Reserve))
 	s.Register("budget.extend", ServiceFunc(s.budget.Extend))
+	s.together = true
 	return s
 }
 
@@ -124,7 +132,12 @@ func (s *Set) SetPlugins(pc PluginCompiler) {
 
 // Register serves svc under the ABI name; a later registration of the
 // same name replaces it. Register only while building the Set.
-func (s *Set) Register(name string, svc Service) { s.byName[name] = svc }
+func (s *Set) Register(name string, svc Service) {
+	if name == admitService || name == reserveService {
+		s.together = false
+	}
+	s.byName[name] = svc
+}
 
 // Cost prices tokens of r's model, rounding up to the micro; false when
 // the model has no price.
@@ -193,14 +206,26 @@ func (c *Session) NeedsUsage() bool { return c.meter.needsUsage() }
 
 // Settle corrects the request's rate-limit charge and settles its budget
 // hold with the real usage (prompt and completion tokens), recording the
-// cost in r for the call log. It runs before the reply's last byte goes
+// cost in r for the call log: both in one round trip to Redis
+// (meterstore.Store.AdjustSettle). It runs before the reply's last byte goes
 // out, so a client's next request sees the counters already corrected.
 func (c *Session) Settle(r *wasmhost.Request, prompt, completion int64) {
 	if c.set == nil {
 		return
 	}
-	c.set.rate.settle(&c.meter, prompt+completion)
-	c.set.budget.settle(c, r, prompt, completion)
+	set := c.set
+	corr := set.rate.correction(&c.meter, prompt+completion)
+	st := set.budget.settlement(c, r, prompt, completion)
+	if corr == nil && st == nil {
+		return
+	}
+	out := set.meter.AdjustSettle(context.Background(), corr, st)
+	if out.AdjustErr != nil {
+		set.log.Warn("rate limit: token correction failed", "tenant", corr.Tenant, "err", out.AdjustErr)
+	}
+	if st != nil {
+		set.budget.settled(st.Tenant, out.Crossed, out.SettleErr)
+	}
 }
 
 // ModelFacts implements wasmhost.ModelFacter: the request's model's facts

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/budget"
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
+	"github.com/tollgate/tollgate/gateway/internal/meterstore"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
 	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
@@ -28,6 +29,10 @@ type Meter struct {
 	replicas int
 	tenant   string
 	charged  bool // tokens were charged to a TPM limit
+	// correct and settlement are the end's requests to the counters,
+	// made here so that settling allocates none.
+	correct    meterstore.Correction
+	settlement meterstore.Settlement
 
 	// The budget hold: open (held) in every scope of scopes, whose
 	// periods were fixed by the first reserve; its id (see Budget.holdID),
@@ -80,11 +85,23 @@ type RateLimits struct {
 // "allowed", "limited requests|tokens LIMIT RETRY_AFTER_MS", "unlimited"
 // (no limit applies) or "unavailable" (Redis down under fail_closed).
 func (rl *RateLimits) Serve(c *Session, r *wasmhost.Request, req []byte) ([]byte, error) {
+	lr, out, err := rl.prepare(c, r, req)
+	if out != nil || err != nil {
+		return out, err
+	}
+	d, err := rl.limiter.Admit(context.Background(), &lr)
+	return rl.answer(c, r, &lr, d, err)
+}
+
+// prepare reads a ratelimit.admit request into the admission to make: the
+// limits (kept in c's meter) of r's tenant. out (or err) is the answer
+// when no admission is needed.
+func (rl *RateLimits) prepare(c *Session, r *wasmhost.Request, req []byte) (lr limiter.Request, out []byte, err error) {
 	head, rest, _ := bytes.Cut(req, []byte{'\n'})
 	var buf [5][]byte
 	f := fields(buf[:], head)
 	if len(f) != 3 {
-		return nil, errBadRequest
+		return lr, nil, errBadRequest
 	}
 	var mode limiter.FailMode
 	switch string(f[0]) {
@@ -93,12 +110,12 @@ func (rl *RateLimits) Serve(c *Session, r *wasmhost.Request, req []byte) ([]byte
 	case "fail_closed":
 		mode = limiter.FailClosed
 	default:
-		return nil, errBadRequest
+		return lr, nil, errBadRequest
 	}
 	replicas, ok1 := atoi(f[1])
 	tokens, ok2 := atoi(f[2])
 	if !ok1 || !ok2 || replicas < 0 || replicas > 1000 || tokens < 0 {
-		return nil, errBadRequest
+		return lr, nil, errBadRequest
 	}
 	m := &c.meter
 	limits := m.limits[:0]
@@ -127,12 +144,12 @@ func (rl *RateLimits) Serve(c *Session, r *wasmhost.Request, req []byte) ([]byte
 				n = 4
 			}
 			if len(f) != n {
-				return nil, errBadRequest
+				return lr, nil, errBadRequest
 			}
 			rpm, ok1 := atoi(f[n-2])
 			tpm, ok2 := atoi(f[n-1])
 			if !ok1 || !ok2 {
-				return nil, errBadRequest
+				return lr, nil, errBadRequest
 			}
 			switch {
 			case isModel:
@@ -147,19 +164,24 @@ func (rl *RateLimits) Serve(c *Session, r *wasmhost.Request, req []byte) ([]byte
 				limits = append(limits, limiter.Limit{Key: "anon", RPM: rpm, TPM: tpm})
 			}
 		default:
-			return nil, errBadRequest
+			return lr, nil, errBadRequest
 		}
 	}
 	m.limits = limits
 	if len(limits) == 0 {
-		return []byte("unlimited"), nil
+		return lr, []byte("unlimited"), nil
 	}
 	tenantID := anonymousTenant
 	if t != nil {
 		tenantID = t.ID
 	}
-	lr := limiter.Request{Tenant: tenantID, Limits: limits, Tokens: tokens, OnError: mode, Replicas: int(replicas)}
-	d, err := rl.limiter.Admit(context.Background(), &lr)
+	return limiter.Request{Tenant: tenantID, Limits: limits, Tokens: tokens, OnError: mode, Replicas: int(replicas)}, nil, nil
+}
+
+// answer renders the admission lr's decision d (or error) as
+// ratelimit.admit's answer, sets the rate-limit headers on r and notes in
+// c's meter what a correction needs.
+func (rl *RateLimits) answer(c *Session, r *wasmhost.Request, lr *limiter.Request, d limiter.Decision, err error) ([]byte, error) {
 	if err != nil {
 		if errors.Is(err, limiter.ErrUnavailable) {
 			rl.counts.RateUnavailable.Add(1)
@@ -187,9 +209,10 @@ func (rl *RateLimits) Serve(c *Session, r *wasmhost.Request, req []byte) ([]byte
 		out = strconv.AppendInt(out, ms(retry), 10)
 		return out, nil
 	}
-	for _, l := range limits {
-		if l.TPM > 0 && tokens > 0 {
-			m.tokens, m.mode, m.replicas, m.tenant, m.charged = tokens, mode, int(replicas), tenantID, true
+	m := &c.meter
+	for _, l := range lr.Limits {
+		if l.TPM > 0 && lr.Tokens > 0 {
+			m.tokens, m.mode, m.replicas, m.tenant, m.charged = lr.Tokens, lr.OnError, lr.Replicas, lr.Tenant, true
 			break
 		}
 	}
@@ -219,17 +242,17 @@ func appendReset(dst []byte, d time.Duration) []byte {
 
 func ms(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
 
-// settle corrects the tokens charged at admission with the real usage.
-func (rl *RateLimits) settle(m *Meter, actual int64) {
+// correction is the correction of the tokens charged at admission with
+// the real usage (actual), made in m; nil when there is none to make.
+func (rl *RateLimits) correction(m *Meter, actual int64) *meterstore.Correction {
 	if !m.charged {
-		return
+		return nil
 	}
 	m.charged = false
 	delta := actual - m.tokens
 	if delta == 0 {
-		return
+		return nil
 	}
-	if err := rl.limiter.Adjust(context.Background(), m.tenant, m.limits, delta, m.mode, m.replicas); err != nil {
-		rl.log.Warn("rate limit: token correction failed", "tenant", m.tenant, "err", err)
-	}
+	m.correct = meterstore.Correction{Tenant: m.tenant, Limits: m.limits, Delta: delta, Mode: m.mode, Replicas: m.replicas}
+	return &m.correct
 }

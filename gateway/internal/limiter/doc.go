@@ -53,7 +53,11 @@
 // replicates their effects (Redis ≥ 5, so TIME is allowed before writes).
 // After NOSCRIPT (a SCRIPT FLUSH, a restarted server) rueidis sends EVAL
 // once, which loads the script again. An adjustment is one EVALSHA of a
-// second script, and none when there is nothing to move.
+// second script, and none when there is nothing to move. Both scripts are
+// Lua functions over key and argument slices ([AdmitLua], [AdjustLua]),
+// so that package meterstore can run a request's admission with its budget
+// hold, and its adjustment with its budget settle, in one script call
+// ([Redis.PrepareAdmit], [Redis.PrepareAdjust]).
 //
 // # When Redis fails
 //

@@ -85,70 +85,28 @@ func (r *Redis) Stats() Stats {
 // Admit implements Limiter with one script call to Redis (none when no
 // limit has an RPM or a TPM).
 func (r *Redis) Admit(ctx context.Context, req *Request) (Decision, error) {
-	if err := validate(req); err != nil {
-		r.invalid.Add(1)
+	a, err := r.PrepareAdmit(req)
+	if err != nil {
 		return Decision{}, err
 	}
-	call := r.calls.Get().(*redisCall)
-	defer r.put(call)
-	p := &call.plan
-	p.build(req.Limits, req.Tokens, 1)
-	if p.n == 0 {
-		r.admitted.Add(1)
-		return Decision{Allowed: true}, nil
-	}
-	call.prepare(r.prefix, req.Tenant, req.Limits, true)
-	res := r.c.Exec(ctx, admitScript, call.keys, call.args)
-	if err := res.Error(); err != nil {
-		if err := r.failed(err, req.OnError, req.Tenant); err != nil {
-			return Decision{}, err
-		}
-		d := r.fallback.admit(p, req.Tenant, req.Limits, req.Tokens, divisor(req.Replicas))
-		d.Fallback = true
-		r.fallbacks.Add(1)
-		r.count(d)
-		return d, nil
-	}
-	now, ok, err := p.readAdmit(res)
-	if err != nil {
-		r.errs.Add(1)
-		return Decision{}, fmt.Errorf("rate limiting tenant %q: %w", req.Tenant, err)
-	}
-	d := p.decision(now, ok)
-	r.count(d)
-	return d, nil
+	defer a.Release()
+	return r.admitAlone(ctx, a)
 }
 
 // Adjust implements Limiter with one script call to Redis, none when delta
 // is 0 or no limit has a TPM.
 func (r *Redis) Adjust(ctx context.Context, tenant string, limits []Limit, delta int64, mode FailMode, replicas int) error {
-	if err := validateMode(mode, replicas); err != nil {
-		r.invalid.Add(1)
+	a, err := r.PrepareAdjust(tenant, limits, delta, mode, replicas)
+	if err != nil {
 		return err
 	}
-	if err := validateLimits(tenant, limits); err != nil {
-		r.invalid.Add(1)
-		return err
-	}
-	if delta == 0 {
+	defer a.Release()
+	if len(a.Keys()) == 0 {
 		return nil
 	}
-	call := r.calls.Get().(*redisCall)
-	defer r.put(call)
-	p := &call.plan
-	p.buildAdjust(limits, delta, 1)
-	if p.n == 0 {
-		return nil
+	if err := r.c.Exec(ctx, adjustScript, a.Keys(), a.Args()).Error(); err != nil {
+		return a.Failed(err)
 	}
-	call.prepare(r.prefix, tenant, limits, false)
-	err := r.c.Exec(ctx, adjustScript, call.keys, call.args).Error()
-	if err == nil {
-		return nil
-	}
-	if err := r.failed(err, mode, tenant); err != nil {
-		return err
-	}
-	r.fallback.adjust(p, tenant, limits, delta, divisor(replicas))
 	return nil
 }
 

@@ -10,71 +10,86 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// admitScript checks every cell and charges all or none.
+// AdmitLua defines the Lua function admit(K, A), which checks every cell
+// and charges all or none:
 //
-//	KEYS[i]      a cell: its TAT, µs of the server clock
-//	ARGV[2i-1]   the cell's cost, µs
-//	ARGV[2i]     the cell's tolerance, µs
+//	K[i]      a cell: its TAT, µs of the server clock
+//	A[2i-1]   the cell's cost, µs
+//	A[2i]     the cell's tolerance, µs
 //
 // It returns {allowed (1 or 0), now, tat_1, ..., tat_n}: each tat is the
 // cell's TAT before this admission, at least now. A key expires a second
 // after its TAT (PX), when the cell is full and the key can go. Numbers are
 // written with %.0f: Lua's own number-to-string conversion keeps only 14
-// digits, and a TAT has 16.
-var admitScript = rueidis.NewLuaScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local out = {1, now}
-for i = 1, #KEYS do
-  local tat = tonumber(redis.call('GET', KEYS[i])) or now
-  if tat < now then tat = now end
-  out[i + 2] = tat
-  if tat + tonumber(ARGV[2 * i - 1]) - now > tonumber(ARGV[2 * i]) then out[1] = 0 end
-end
-if out[1] == 1 then
-  for i = 1, #KEYS do
-    local cost = tonumber(ARGV[2 * i - 1])
-    if cost > 0 then
-      local tat = out[i + 2] + cost
-      redis.call('SET', KEYS[i], string.format('%.0f', tat),
-        'PX', string.format('%.0f', math.floor((tat - now) / 1000) + 1000))
-    end
-  end
-end
-return out
-`)
-
-// adjustScript moves the TATs of token cells.
-//
-//	KEYS[i]   a token cell
-//	ARGV[i]   how far to move its TAT, µs: positive is debt, negative a
-//	          give-back, which stops at now (a full cell, deleted)
-//
-// It returns the number of keys.
-var adjustScript = rueidis.NewLuaScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-for i = 1, #KEYS do
-  local shift = tonumber(ARGV[i])
-  local old = tonumber(redis.call('GET', KEYS[i]))
-  if old or shift > 0 then
-    local tat = old or now
+// digits, and a TAT has 16. admitScript calls it on KEYS and ARGV; a
+// script that runs an admission with other work (package meterstore)
+// calls it on an Admission's Keys and Args.
+const AdmitLua = `
+local function admit(K, A)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local out = {1, now}
+  for i = 1, #K do
+    local tat = tonumber(redis.call('GET', K[i])) or now
     if tat < now then tat = now end
-    tat = tat + shift
-    if tat > now then
-      redis.call('SET', KEYS[i], string.format('%.0f', tat),
-        'PX', string.format('%.0f', math.floor((tat - now) / 1000) + 1000))
-    else
-      redis.call('DEL', KEYS[i])
+    out[i + 2] = tat
+    if tat + tonumber(A[2 * i - 1]) - now > tonumber(A[2 * i]) then out[1] = 0 end
+  end
+  if out[1] == 1 then
+    for i = 1, #K do
+      local cost = tonumber(A[2 * i - 1])
+      if cost > 0 then
+        local tat = out[i + 2] + cost
+        redis.call('SET', K[i], string.format('%.0f', tat),
+          'PX', string.format('%.0f', math.floor((tat - now) / 1000) + 1000))
+      end
     end
   end
+  return out
 end
-return #KEYS
-`)
+`
+
+var admitScript = rueidis.NewLuaScript(AdmitLua + "return admit(KEYS, ARGV)\n")
+
+// AdjustLua defines the Lua function adjust(K, A), which moves the TATs
+// of token cells:
+//
+//	K[i]   a token cell
+//	A[i]   how far to move its TAT, µs: positive is debt, negative a
+//	       give-back, which stops at now (a full cell, deleted)
+//
+// It returns the number of keys. adjustScript calls it on KEYS and ARGV;
+// package meterstore on an Adjustment's Keys and Args.
+const AdjustLua = `
+local function adjust(K, A)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  for i = 1, #K do
+    local shift = tonumber(A[i])
+    local old = tonumber(redis.call('GET', K[i]))
+    if old or shift > 0 then
+      local tat = old or now
+      if tat < now then tat = now end
+      tat = tat + shift
+      if tat > now then
+        redis.call('SET', K[i], string.format('%.0f', tat),
+          'PX', string.format('%.0f', math.floor((tat - now) / 1000) + 1000))
+      else
+        redis.call('DEL', K[i])
+      end
+    end
+  end
+  return #K
+end
+`
+
+var adjustScript = rueidis.NewLuaScript(AdjustLua + "return adjust(KEYS, ARGV)\n")
 
 // redisCall is the reusable memory of one script call.
 type redisCall struct {
 	plan plan
+	adm  Admission // the call as an Admission or an Adjustment
+	adj  Adjustment
 	buf  []byte
 	keys []string // into one string made from buf
 	args []string
@@ -152,8 +167,8 @@ func appendSuffix(b []byte, key string, tokens bool) []byte {
 
 // readAdmit reads the admit script's reply into p's cells and returns the
 // server's now (µs) and whether the admission was allowed.
-func (p *plan) readAdmit(res rueidis.RedisResult) (now int64, allowed bool, err error) {
-	vals, err := res.ToArray()
+func (p *plan) readAdmit(msg rueidis.RedisMessage) (now int64, allowed bool, err error) {
+	vals, err := msg.ToArray()
 	if err != nil {
 		return 0, false, err
 	}

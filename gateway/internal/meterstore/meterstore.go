@@ -1,0 +1,279 @@
+// Package meterstore runs a request's rate-limit and budget counter
+// operations as pairs: before the request is forwarded, its rate-limit
+// admission and then, only if admitted, its budget hold; when it ends,
+// its rate-limit token correction and its budget settle. With both
+// counters in one Redis (a limiter.Redis and a budget.Redis on the same
+// client) each pair is one Lua script call — one round trip — since every
+// key of a tenant, rate limits and budgets alike, carries the tenant's
+// hash tag and so lives in one Redis Cluster slot. Otherwise (the
+// in-process counters) the two operations run one after the other, in the
+// same order. Either way the answers and the counters' state are what the
+// two operations would give made separately.
+package meterstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/tollgate/tollgate/gateway/internal/budget"
+	"github.com/tollgate/tollgate/gateway/internal/limiter"
+)
+
+// Hold is the budget hold asked for after an admission: the arguments of
+// budget.Counter.Reserve.
+type Hold struct {
+	Tenant, RequestID string
+	Scopes            []budget.Scope
+	Amount            int64
+	Lease             time.Duration
+}
+
+// Admitted is what AdmitReserve did.
+type Admitted struct {
+	// Decision and AdmitErr are limiter.Limiter.Admit's results.
+	Decision limiter.Decision
+	AdmitErr error
+	// Reserved says the hold was asked for: the admission allowed the
+	// request. Reservation and ReserveErr are then Reserve's results.
+	Reserved    bool
+	Reservation budget.Reservation
+	ReserveErr  error
+}
+
+// Correction is the rate limiter's token correction at the end of a
+// request: the arguments of limiter.Limiter.Adjust.
+type Correction struct {
+	Tenant   string
+	Limits   []limiter.Limit
+	Delta    int64
+	Mode     limiter.FailMode
+	Replicas int
+}
+
+// Settlement is the budget settle at the end of a request: the arguments
+// of budget.Counter.Settle.
+type Settlement struct {
+	Tenant, RequestID string
+	Scopes            []budget.Scope
+	Actual            int64
+}
+
+// Settled is what AdjustSettle did: Adjust's error, and Settle's results.
+type Settled struct {
+	AdjustErr error
+	Crossed   []budget.Crossing
+	SettleErr error
+}
+
+// Store runs the pairs on a limiter and a budget counter. Safe for
+// concurrent use.
+type Store struct {
+	limiter limiter.Limiter
+	budget  budget.Counter
+	// Both set when the two counters share a Redis client: the pairs are
+	// then one script call each.
+	rl *limiter.Redis
+	rb *budget.Redis
+}
+
+// New returns a Store on l and b. It makes each pair one script call when
+// l is a *limiter.Redis and b a *budget.Redis on the same client.
+func New(l limiter.Limiter, b budget.Counter) *Store {
+	s := &Store{limiter: l, budget: b}
+	rl, ok1 := l.(*limiter.Redis)
+	rb, ok2 := b.(*budget.Redis)
+	if ok1 && ok2 && rl.Client() == rb.Client() {
+		s.rl, s.rb = rl, rb
+	}
+	return s
+}
+
+// OneTrip reports whether each pair is one script call.
+func (s *Store) OneTrip() bool { return s.rl != nil }
+
+// AdmitReserve admits lr and, if it is allowed, holds h: Admit and then
+// Reserve, in one script call when the Store is OneTrip (and a second one
+// plus seeding when a budget scope is cold, as Reserve alone).
+func (s *Store) AdmitReserve(ctx context.Context, lr *limiter.Request, h *Hold) Admitted {
+	if s.rl == nil || lr.Tenant != h.Tenant {
+		return s.admitThenReserve(ctx, lr, h)
+	}
+	a, err := s.rl.PrepareAdmit(lr)
+	if err != nil {
+		return Admitted{AdmitErr: err}
+	}
+	defer a.Release()
+	if d, ok := a.Local(); ok {
+		return s.reserve(ctx, Admitted{Decision: d}, h)
+	}
+	p, err := s.rb.PrepareReserve(h.Tenant, h.RequestID, h.Scopes, h.Amount, h.Lease)
+	if err != nil {
+		// Nothing to hold in Redis: admit alone, then answer as Reserve.
+		out := Admitted{}
+		out.Decision, out.AdmitErr = s.rl.Admit(ctx, lr)
+		if out.AdmitErr == nil && out.Decision.Allowed {
+			out.Reserved, out.ReserveErr = true, err
+		}
+		return out
+	}
+	keys, args := joinCall(a.Keys(), a.Args(), p.Keys(), p.Args())
+	res := s.rl.Client().Exec(ctx, admitReserveScript, keys, args)
+	parts, err := res.ToArray()
+	if err == nil && len(parts) == 0 {
+		err = errors.New("empty reply")
+	}
+	if err != nil {
+		// The call failed as a whole: the admission decides as if alone
+		// (the fallback under fail_open), and an admitted request's hold
+		// is asked for alone, as it would have been.
+		out := Admitted{}
+		out.Decision, out.AdmitErr = a.Failed(err)
+		return s.reserve(ctx, out, h)
+	}
+	out := Admitted{}
+	out.Decision, out.AdmitErr = a.Decide(parts[0])
+	if out.AdmitErr != nil || !out.Decision.Allowed {
+		return out
+	}
+	out.Reserved = true
+	if len(parts) != 2 {
+		out.ReserveErr = fmt.Errorf("budget reserve: admit-reserve reply has %d parts, want 2", len(parts))
+		return out
+	}
+	var cold bool
+	out.Reservation, cold, out.ReserveErr = p.Read(parts[1])
+	if cold {
+		out.Reservation, out.ReserveErr = p.Seeded(ctx, parts[1])
+	}
+	return out
+}
+
+// admitThenReserve is AdmitReserve as two calls.
+func (s *Store) admitThenReserve(ctx context.Context, lr *limiter.Request, h *Hold) Admitted {
+	var out Admitted
+	out.Decision, out.AdmitErr = s.limiter.Admit(ctx, lr)
+	return s.reserve(ctx, out, h)
+}
+
+// reserve holds h alone if out's admission allowed the request.
+func (s *Store) reserve(ctx context.Context, out Admitted, h *Hold) Admitted {
+	if out.AdmitErr != nil || !out.Decision.Allowed {
+		return out
+	}
+	out.Reserved = true
+	out.Reservation, out.ReserveErr = s.budget.Reserve(ctx, h.Tenant, h.RequestID, h.Scopes, h.Amount, h.Lease)
+	return out
+}
+
+// AdjustSettle corrects c's tokens and settles st, in one script call when
+// the Store is OneTrip and both have work for Redis (a second one plus
+// seeding when a budget scope is cold, as Settle alone). Either may be nil:
+// nothing of it to do.
+func (s *Store) AdjustSettle(ctx context.Context, c *Correction, st *Settlement) Settled {
+	var out Settled
+	if c == nil || st == nil || s.rl == nil || c.Tenant != st.Tenant {
+		if c != nil {
+			out.AdjustErr = s.limiter.Adjust(ctx, c.Tenant, c.Limits, c.Delta, c.Mode, c.Replicas)
+		}
+		if st != nil {
+			out.Crossed, out.SettleErr = s.budget.Settle(ctx, st.Tenant, st.RequestID, st.Scopes, st.Actual)
+		}
+		return out
+	}
+	a, err := s.rl.PrepareAdjust(c.Tenant, c.Limits, c.Delta, c.Mode, c.Replicas)
+	if err != nil {
+		out.AdjustErr = err
+		out.Crossed, out.SettleErr = s.rb.Settle(ctx, st.Tenant, st.RequestID, st.Scopes, st.Actual)
+		return out
+	}
+	defer a.Release()
+	p, err := s.rb.PrepareSettle(st.Tenant, st.RequestID, st.Scopes, st.Actual)
+	if err != nil || len(a.Keys()) == 0 {
+		if len(a.Keys()) > 0 {
+			out.AdjustErr = s.rl.Adjust(ctx, c.Tenant, c.Limits, c.Delta, c.Mode, c.Replicas)
+		}
+		out.SettleErr = err
+		if err == nil {
+			out.Crossed, out.SettleErr = s.rb.Settle(ctx, st.Tenant, st.RequestID, st.Scopes, st.Actual)
+		}
+		return out
+	}
+	keys, args := joinCall(a.Keys(), a.Args(), p.Keys(), p.Args())
+	res := s.rl.Client().Exec(ctx, adjustSettleScript, keys, args)
+	parts, err := res.ToArray()
+	if err == nil && len(parts) != 2 {
+		err = fmt.Errorf("adjust-settle reply has %d parts, want 2", len(parts))
+	}
+	if err != nil {
+		out.AdjustErr, out.SettleErr = a.Failed(err), p.Failed(err)
+		return out
+	}
+	if err := parts[0].Error(); err != nil {
+		out.AdjustErr = a.Failed(err)
+	}
+	var cold bool
+	out.Crossed, cold, out.SettleErr = p.Read(parts[1])
+	if cold {
+		out.Crossed, out.SettleErr = p.Seeded(ctx, parts[1])
+	}
+	return out
+}
+
+// joinCall makes the keys and arguments of a script of two parts: ARGV
+// starts with the first part's numbers of keys and of arguments, which
+// sliceLua uses to split KEYS and ARGV again.
+func joinCall(k1, a1, k2, a2 []string) (keys, args []string) {
+	keys = make([]string, 0, len(k1)+len(k2))
+	keys = append(append(keys, k1...), k2...)
+	args = make([]string, 0, 2+len(a1)+len(a2))
+	args = append(args, strconv.Itoa(len(k1)), strconv.Itoa(len(a1)))
+	args = append(append(args, a1...), a2...)
+	return keys, args
+}
+
+// sliceLua splits KEYS and ARGV (see joinCall) into the first part's LK
+// and LA and the second's K and A. failed makes the error a pcall caught
+// an error reply again (pcall hands over the message).
+const sliceLua = `
+local function failed(e)
+  if type(e) == 'table' and e.err then return redis.error_reply(e.err) end
+  return redis.error_reply(tostring(e))
+end
+local nk, na = tonumber(ARGV[1]), tonumber(ARGV[2])
+local LK, LA, K, A = {}, {}, {}, {}
+for i = 1, #KEYS do
+  if i <= nk then LK[i] = KEYS[i] else K[i - nk] = KEYS[i] end
+end
+for i = 3, #ARGV do
+  if i - 2 <= na then LA[i - 2] = ARGV[i] else A[i - 2 - na] = ARGV[i] end
+end
+`
+
+// admitReserveScript runs the rate limiter's admission and, only if it
+// allowed the request, the budget's reserve. It replies {admit's reply}
+// when the admission refused, else {admit's reply, reserve's reply}, where
+// reserve's is an error reply if it failed (its admission stays charged,
+// as it would have been with two calls).
+var admitReserveScript = rueidis.NewLuaScript(sliceLua + limiter.AdmitLua + budget.ReserveLua + `
+local a = admit(LK, LA)
+if a[1] ~= 1 then return {a} end
+local ok, b = pcall(reserve)
+if not ok then b = failed(b) end
+return {a, b}
+`)
+
+// adjustSettleScript runs the rate limiter's token correction and then
+// the budget's settle, each whatever the other did. It replies
+// {adjust's reply, settle's reply}, each an error reply if it failed.
+var adjustSettleScript = rueidis.NewLuaScript(sliceLua + limiter.AdjustLua + budget.SettleLua + `
+local ok, a = pcall(adjust, LK, LA)
+if not ok then a = failed(a) end
+local ok2, b = pcall(settle)
+if not ok2 then b = failed(b) end
+return {a, b}
+`)

@@ -1,0 +1,111 @@
+package meterstore_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/gateway/internal/budget"
+	"github.com/tollgate/tollgate/gateway/internal/limiter"
+	"github.com/tollgate/tollgate/gateway/internal/meterstore"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
+)
+
+// benchRequest is one request's counter traffic, as the gateway makes it
+// with ratelimit and budget on: admission and hold, then correction and
+// settle, against a plan's RPM/TPM and a key's RPM, and three budgets.
+func benchRequest(b *testing.B, m *meterstore.Store, id string) {
+	ctx := context.Background()
+	limits := []limiter.Limit{{Key: "t", RPM: limiter.MaxRPM, TPM: 1 << 40}, {Key: "k:key-1", RPM: limiter.MaxRPM}}
+	scopes := []budget.Scope{
+		{Kind: budget.ScopeTenant, Window: budget.Month, Period: month, Limit: 1 << 50, Alerts: []int{80, 100}},
+		{Kind: budget.ScopeKey, ID: "key-1", Window: budget.Day, Period: month + "-02", Limit: 1 << 50},
+		{Kind: budget.ScopeUser, ID: "user-42@example.com", Window: budget.Day, Period: month + "-02", Limit: 1 << 50},
+	}
+	a := m.AdmitReserve(ctx, &limiter.Request{Tenant: "acme", Limits: limits, Tokens: 1_000},
+		&meterstore.Hold{Tenant: "acme", RequestID: id, Scopes: scopes, Amount: 1_000_000, Lease: time.Minute})
+	if a.AdmitErr != nil || a.ReserveErr != nil || !a.Reservation.Admitted {
+		b.Fatalf("%+v", a)
+	}
+	out := m.AdjustSettle(ctx, &meterstore.Correction{Tenant: "acme", Limits: limits, Delta: -400},
+		&meterstore.Settlement{Tenant: "acme", RequestID: id, Scopes: scopes, Actual: 700_000})
+	if out.AdjustErr != nil || out.SettleErr != nil {
+		b.Fatalf("%+v", out)
+	}
+}
+
+// BenchmarkRequestCounters compares a request's counter traffic in one
+// script call per pair (onetrip: 2 round trips) with the same calls made
+// one after the other (twocalls: 4), against a real Redis on loopback:
+// one request at a time (serial, the latency a request sees) and 32 at
+// once (parallel, where round trips are pipelined). server-ns/op is Redis's
+// own time in the scripts.
+func BenchmarkRequestCounters(b *testing.B) {
+	srv := redistest.Start(b)
+	for _, mode := range []string{"serial", "parallel"} {
+		for _, trip := range []string{"onetrip", "twocalls"} {
+			b.Run(mode+"/"+trip, func(b *testing.B) {
+				if _, err := srv.Do("FLUSHALL"); err != nil {
+					b.Fatal(err)
+				}
+				c1 := newClient(b, srv)
+				var m *meterstore.Store
+				if trip == "onetrip" {
+					m = meterstore.New(limiter.NewRedis(c1, limiter.RedisOptions{}), budget.NewRedis(c1, nil, budget.RedisOptions{}))
+				} else {
+					m = meterstore.New(limiter.NewRedis(newClient(b, srv), limiter.RedisOptions{}), budget.NewRedis(c1, nil, budget.RedisOptions{}))
+				}
+				benchRequest(b, m, "warm") // seed, load the scripts
+				if _, err := srv.Do("CONFIG", "RESETSTAT"); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				var n atomic.Int64
+				if mode == "serial" {
+					for b.Loop() {
+						benchRequest(b, m, strconv.FormatInt(n.Add(1), 10))
+					}
+				} else {
+					b.SetParallelism(16) // × GOMAXPROCS 2: 32 at once
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							benchRequest(b, m, strconv.FormatInt(n.Add(1), 10))
+						}
+					})
+				}
+				calls, usec := scriptStats(b, srv)
+				b.ReportMetric(float64(calls)/float64(b.N), "scripts/op")
+				b.ReportMetric(float64(usec)*1000/float64(b.N), "server-ns/op")
+			})
+		}
+	}
+}
+
+// scriptStats is the EVALSHA calls and the µs Redis spent in them since
+// the last CONFIG RESETSTAT.
+func scriptStats(b *testing.B, srv *redistest.Server) (calls, usec int64) {
+	out, err := srv.Do("INFO", "commandstats")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(out) {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
+		if !ok {
+			continue
+		}
+		for f := range strings.SplitSeq(rest, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				calls = n
+			case "usec":
+				usec = n
+			}
+		}
+	}
+	return calls, usec
+}
