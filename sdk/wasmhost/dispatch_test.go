@@ -152,6 +152,18 @@ func TestDispatchRequestPhase(t *testing.T) {
 			config:    `{"request":["dispatch:ratelimit.admit={}","dispatch:bad=x","dispatch:missing=y","pause"],"call_response":["record_response","pause_until:3"]}`,
 			services:  func(*dispatcher) Services { return plainServices{} },
 			responses: `0:0:{"allowed":true,"req":{}}:;1:-2::;2:-4::;`},
+		{name: "defer is served: its calls are answered",
+			config:    `{"request":["dispatch:one=a","dispatch:two=b","defer"],"call_response":["record_response","pause_until:2"]}`,
+			responses: "0:200:one:a:t;1:200:two:b:t;", started: "one=a,two=b"},
+		{name: "defer without a call is a failure",
+			config:  `{"request":"defer","call_response":"record_response"}`,
+			wantErr: "with no dispatched call outstanding"},
+		{name: "defer from on_call_response waits as pause",
+			config:  `{"request":["dispatch:svc=a","defer"],"call_response":["record_response","defer"]}`,
+			wantErr: "with no dispatched call outstanding", responses: "0:200:svc:a:t;", started: "svc=a"},
+		{name: "a reject after defer cancels the calls left",
+			config:  `{"request":["dispatch:one=a","dispatch:slow=b","defer"],"call_response":["record_response","reject"],"reject_status":400,"reject_message":"flagged"}`,
+			wantErr: "reject", responses: "0:200:one:a:t;", started: "one=a,slow=b", cancelled: 1},
 		{name: "without services, dispatch is unavailable",
 			config:   `{"request":["dispatch:svc=a","continue"]}`,
 			services: func(*dispatcher) Services { return nil },
@@ -362,6 +374,45 @@ func TestDispatchRequestContext(t *testing.T) {
 	}
 	if got := fact(r, "responses"); got != fmt.Sprintf("0:%d::;", StatusUnavailable) {
 		t.Fatalf("responses %q", got)
+	}
+}
+
+// DEFER is a request-phase verdict: elsewhere, from the phase callback or
+// from on_call_response, it is a plugin failure, and its calls are never
+// made or are cancelled.
+func TestDeferOutsideRequestPhase(t *testing.T) {
+	const notAllowed = "verdict 8 (defer) is not allowed in phase "
+	tests := []struct {
+		name, config string
+		run          func(pl *Pipeline, r *Request) error
+		want         string
+		started      string
+	}{
+		{name: "response_headers", config: `{"response_headers":["dispatch:svc=a","defer"]}`,
+			run: func(pl *Pipeline, r *Request) error { return pl.ResponseHeaders(r, 200) }, want: notAllowed + "response_headers"},
+		{name: "chunk", config: `{"chunk":["dispatch:svc=a","defer"]}`,
+			run: func(pl *Pipeline, r *Request) error { _, err := pl.Chunk(r, []byte("x"), ChunkText); return err }, want: notAllowed + "chunk"},
+		{name: "on_call_response in chunk", config: `{"chunk":["dispatch:svc=a","pause"],"call_response":["record_response","defer"]}`,
+			run:  func(pl *Pipeline, r *Request) error { _, err := pl.Chunk(r, []byte("x"), ChunkText); return err },
+			want: notAllowed + "chunk", started: "svc=a"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pl := dispatchPipeline(t, FailClosed, tt.config)
+			r := request(`{}`)
+			defer ReleaseRequest(r)
+			d := &dispatcher{}
+			r.Services = d
+			r.UpstreamHeader, r.Status = Headers{}, 200
+			err := tt.run(pl, r)
+			var f *FailureError
+			if !errors.As(err, &f) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err %v, want a failure %q", err, tt.want)
+			}
+			if got := d.startedCalls(); got != tt.started {
+				t.Errorf("started %q, want %q", got, tt.started)
+			}
+		})
 	}
 }
 

@@ -26,7 +26,17 @@ func (pl *Pipeline) callback(p *Plugin, r *Request, ph Phase, export string, fla
 		r.calls.abandon()
 		return err // the instance was discarded, and that logged
 	}
-	if Verdict(r.stack[0]) == Pause {
+	switch Verdict(r.stack[0]) {
+	case Defer:
+		if ph != PhaseRequest {
+			err = fmt.Errorf("%w: %s: verdict %d (%s) is not allowed in phase %s", ErrPluginFailed, p.spec.Name, uint32(Defer), Defer, ph)
+			break
+		}
+		// Served as PAUSE: the calls start now and are answered before
+		// the next plugin runs, which DEFER allows.
+		r.stack[0] = uint64(Pause)
+		fallthrough
+	case Pause:
 		err = pl.suspend(p, r, ph, flags)
 	}
 	if r.calls.outstanding() > 0 {
@@ -83,6 +93,12 @@ func (pl *Pipeline) suspend(p *Plugin, r *Request, ph Phase, flags uint32) error
 		q.current, q.result = nil, CallResult{}
 		if err != nil {
 			return err
+		}
+		if Verdict(r.stack[0]) == Defer {
+			if ph != PhaseRequest {
+				return fmt.Errorf("%w: %s: verdict %d (%s) is not allowed in phase %s", ErrPluginFailed, p.spec.Name, uint32(Defer), Defer, ph)
+			}
+			r.stack[0] = uint64(Pause) // on_call_response may not defer again
 		}
 	}
 	return nil

@@ -5,11 +5,13 @@ import (
 	"strings"
 
 	"github.com/tollgate/tollgate/sdk"
+	"github.com/tollgate/tollgate/sdk/abi"
 )
 
 // Actions of dispatched calls:
 //
 //	pause                            verdict PAUSE
+//	defer                            verdict DEFER
 //	fail                             verdict FAIL
 //	dispatch:<service>=<request>     dispatch a call; an error is appended to the fact
 //	                                 "dispatch_errors" as "<service>:<error>;"
@@ -27,6 +29,8 @@ func dispatchAction(name, arg string, e *env, v sdk.Verdict) (sdk.Verdict, bool)
 	switch name {
 	case "pause":
 		return sdk.Pause, true
+	case "defer":
+		return sdk.Verdict(abi.Defer), true
 	case "fail":
 		return sdk.Fail, true
 	case "dispatch":
