@@ -205,7 +205,7 @@ func onRequest(r *sdk.Request) sdk.Verdict {
 			sdk.Log(sdk.LevelError, "budget: cannot keep the hold's state: "+err.Error())
 		}
 	}
-	return sdk.Pause
+	return sdk.Defer
 }
 
 // onCallResponse hands a dispatched call's answer to its phase:

@@ -165,7 +165,7 @@ func onRequest(r *sdk.Request) sdk.Verdict {
 	if _, err := sdk.Dispatch("ratelimit.admit", req); err != nil {
 		return unavailable(r, "the rate-limit service is not available: "+err.Error())
 	}
-	return sdk.Pause
+	return sdk.Defer
 }
 
 // onCallResponse reads the admission's answer; nothing is carried from
