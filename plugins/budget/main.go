@@ -27,6 +27,11 @@
 //     count) on success, error and client disconnect alike, and releases
 //     the hold; a request whose gateway dies is released with its lease.
 //
+// No instance waits on the counter: budget.reserve is dispatched and the
+// request phase deferred (sdk.Defer: the host may make the hold in the
+// rate limiter's round trip), and budget.extend is dispatched with the
+// event paused (sdk.Pause) until its answer.
+//
 // Config (all optional):
 //
 //	{
@@ -156,9 +161,9 @@ func decode(b []byte) (hold, bool) {
 	return hold{v[0], v[1], v[2], v[3]}, i == 2 || i == 3
 }
 
-// scratch and res are reused within a callback (an instance serves one at
-// a time).
-var scratch, res []byte
+// scratch is reused within a callback (an instance serves one at a time):
+// a service request (the host copies it) or the state.
+var scratch []byte
 
 // minSlack is the least headroom, in tokens, a growing stream keeps
 // between what it may have used and what is held; the slack is at least
