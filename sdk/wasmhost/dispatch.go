@@ -48,6 +48,8 @@ type Dispatcher interface {
 // finishes it with StatusSkipped. The pipeline never delivers that status
 // to a guest: if the response is still wanted (the earlier plugin went on
 // anyway), the call is started again on its own, with Start.
+//
+// calls is the batch's own: the pipeline does not change it afterwards.
 type BatchDispatcher interface {
 	Dispatcher
 	StartBatch(r *Request, calls []*Call)
@@ -99,12 +101,15 @@ type DispatchTracer interface {
 	DispatchedCall(plugin string, slot int, ph Phase, service string, start time.Time, d time.Duration, res CallResult)
 }
 
-// callQueue is a request's dispatched calls. They all belong to the
-// callback being served: calls never outlive it.
+// callQueue is a request's dispatched calls. Those queued and waiting
+// belong to the callback being served: they never outlive it. Those
+// deferred belong to request-phase callbacks that answered DEFER
+// (defer.go).
 type callQueue struct {
-	queued  []*Call // dispatched in the current guest call, not started
-	waiting []*Call // started, responses not yet delivered, in dispatch order
-	next    int32   // the next call id
+	queued   []*Call // dispatched in the current guest call, not started
+	waiting  []*Call // started, responses not yet delivered, in dispatch order
+	deferred deferredCalls
+	next     int32 // the next call id
 	// current is the response on_call_response is handling (result);
 	// nil outside on_call_response.
 	current *Call
@@ -132,43 +137,62 @@ func (q *callQueue) abandon() {
 	q.result = CallResult{}
 }
 
-// start starts the queued calls: through the Dispatcher, or else one
-// Services.Call after the other.
+// reset abandons every call and empties q for the next request, keeping
+// its slices.
+func (q *callQueue) reset() callQueue {
+	q.abandon()
+	q.deferred.abandon(0)
+	return callQueue{queued: q.queued[:0], waiting: q.waiting[:0],
+		deferred: deferredCalls{calls: q.deferred.calls[:0], plugins: q.deferred.plugins[:0]}}
+}
+
+// startCalls starts the queued calls, each on its own.
 func (r *Request) startCalls() {
-	parent := r.Context
-	if parent == nil {
-		parent = context.Background()
-	}
-	d, _ := r.Services.(Dispatcher)
 	q := &r.calls
 	for i, c := range q.queued {
 		q.queued[i] = nil
-		c.Ctx, c.cancel = context.WithCancel(parent)
-		if r.Tracer != nil {
-			c.start = time.Now()
-		}
+		r.prepareCall(c)
 		q.waiting = append(q.waiting, c)
-		if d != nil {
-			d.Start(r, c)
-			continue
-		}
-		res, err := r.Services.Call(r, c.Service, c.Request)
-		switch {
-		case errors.Is(err, ErrBadServiceRequest):
-			c.Finish(CallResult{Status: StatusInvalid})
-		case err != nil:
-			c.Finish(CallResult{Status: StatusUnavailable})
-		default:
-			// A service may reuse its result's buffer.
-			c.Finish(CallResult{Body: append([]byte(nil), res...)})
-		}
+		r.startCall(c)
 	}
 	q.queued = q.queued[:0]
 }
 
+// prepareCall gives c its context, a child of the request's.
+func (r *Request) prepareCall(c *Call) {
+	parent := r.Context
+	if parent == nil {
+		parent = context.Background()
+	}
+	c.Ctx, c.cancel = context.WithCancel(parent)
+	if r.Tracer != nil {
+		c.start = time.Now()
+	}
+}
+
+// startCall starts a prepared call: through the Dispatcher, or else with
+// Services.Call.
+func (r *Request) startCall(c *Call) {
+	if d, ok := r.Services.(Dispatcher); ok {
+		d.Start(r, c)
+		return
+	}
+	res, err := r.Services.Call(r, c.Service, c.Request)
+	switch {
+	case errors.Is(err, ErrBadServiceRequest):
+		c.Finish(CallResult{Status: StatusInvalid})
+	case err != nil:
+		c.Finish(CallResult{Status: StatusUnavailable})
+	default:
+		// A service may reuse its result's buffer.
+		c.Finish(CallResult{Body: append([]byte(nil), res...)})
+	}
+}
+
 // awaitNext waits for the first waiting call's response and makes it the
 // current one. The request's Context ending abandons the wait: the call
-// then answers UNAVAILABLE.
+// then answers UNAVAILABLE. A call a batch skipped is wanted after all:
+// it is started again, alone (a second skip answers UNAVAILABLE).
 func (r *Request) awaitNext() *Call {
 	q := &r.calls
 	c := q.waiting[0]
@@ -178,13 +202,32 @@ func (r *Request) awaitNext() *Call {
 	if r.Context != nil {
 		done = r.Context.Done()
 	}
-	select {
-	case <-c.done:
-		q.result = c.res
-	case <-done:
-		q.result = CallResult{Status: StatusUnavailable}
+	for restarted := false; ; restarted = true {
+		select {
+		case <-c.done:
+			q.result = c.res
+		case <-done:
+			q.result = CallResult{Status: StatusUnavailable}
+		}
+		c.cancel() // the call is over: release its context
+		if q.result.Status != StatusSkipped {
+			break
+		}
+		if restarted {
+			q.result = CallResult{Status: StatusUnavailable}
+			break
+		}
+		c = r.restartCall(c)
 	}
-	c.cancel() // the call is over: release its context
 	q.current = c
 	return c
+}
+
+// restartCall starts c's request again as a new call, alone, with the
+// same id.
+func (r *Request) restartCall(c *Call) *Call {
+	n := &Call{Plugin: c.Plugin, Service: c.Service, Request: c.Request, id: c.id, done: make(chan struct{})}
+	r.prepareCall(n)
+	r.startCall(n)
+	return n
 }

@@ -86,6 +86,7 @@ func BenchmarkDispatchCost(b *testing.B) {
 		{"none", `{"request":"continue"}`},
 		{"call", `{"request":"call:svc"}`},
 		{"dispatch", `{"request":["dispatch:svc=a","pause"],"call_response":"continue"}`},
+		{"defer", `{"request":["dispatch:svc=a","defer"],"call_response":"continue"}`},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			pl, err := NewPipeline(context.Background(), testHost(b), []Spec{{Name: "w", Module: testPlugin(b), Config: []byte(bc.config)}})

@@ -43,6 +43,11 @@ func (d *dispatcher) Start(r *Request, c *Call) {
 	d.mu.Lock()
 	d.started = append(d.started, c.Service+"="+string(c.Request))
 	d.mu.Unlock()
+	d.answer(c)
+}
+
+// answer finishes c as Start describes.
+func (d *dispatcher) answer(c *Call) {
 	res, ok := d.results[c.Service]
 	if !ok {
 		res = CallResult{Status: 200, Body: []byte(c.Service + ":" + string(c.Request)),

@@ -141,7 +141,8 @@ func (pl *Pipeline) Wants(r *Request, ph Phase) bool {
 }
 
 // Request runs the request phase: nil to forward, a *RejectError or a
-// *FailureError to answer the client instead.
+// *FailureError to answer the client instead. A plugin answering DEFER
+// lets the next ones run before its calls are answered (defer.go).
 func (pl *Pipeline) Request(r *Request) error {
 	r.clock = 0
 	for _, p := range pl.request {
@@ -149,11 +150,13 @@ func (pl *Pipeline) Request(r *Request) error {
 			continue
 		}
 		r.stack[0] = uint64(r.id)
-		if err := pl.gate(p, r, PhaseRequest, "on_request"); err != nil {
+		if err := pl.request1(p, r); err != nil {
+			// Calls deferred and not started are never started.
+			r.calls.deferred.abandon(0)
 			return err
 		}
 	}
-	return nil
+	return pl.serveDeferred(r)
 }
 
 // ResponseHeaders runs the response_headers phase for the upstream status.
@@ -173,7 +176,13 @@ func (pl *Pipeline) ResponseHeaders(r *Request, status int) error {
 
 // gate runs a phase whose verdicts are CONTINUE or REJECT.
 func (pl *Pipeline) gate(p *Plugin, r *Request, ph Phase, export string) error {
-	err := pl.callback(p, r, ph, export, 0)
+	return pl.decide(p, r, ph, pl.callback(p, r, ph, export, 0))
+}
+
+// decide turns a gate callback's outcome (err, else the verdict in
+// r.stack[0]) into the phase's: nil to go on, a *RejectError, or a
+// *FailureError unless the plugin fails open.
+func (pl *Pipeline) decide(p *Plugin, r *Request, ph Phase, err error) error {
 	if err == nil {
 		switch v := Verdict(r.stack[0]); v {
 		case Continue:

@@ -186,7 +186,7 @@ func AcquireRequest() *Request {
 // ReleaseRequest resets r and returns it to the pool; r must not be used
 // afterwards.
 func ReleaseRequest(r *Request) {
-	r.calls.abandon()
+	calls := r.calls.reset()
 	states := r.states
 	for i := range states {
 		states[i] = states[i][:0]
@@ -206,6 +206,7 @@ func ReleaseRequest(r *Request) {
 		headerBytes:        r.headerBytes[:0],
 		messages:           r.messages[:0],
 		rewrite:            r.rewrite.reset(),
+		calls:              calls,
 	}
 	requestPool.Put(r)
 }

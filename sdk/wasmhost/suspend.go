@@ -21,23 +21,24 @@ var ErrFailVerdict = errors.New("the plugin answered FAIL")
 // holds none of the pool, and is not counted against the deadline, which
 // bounds each guest call alone (docs/adr/0016).
 func (pl *Pipeline) callback(p *Plugin, r *Request, ph Phase, export string, flags uint32) error {
-	err := pl.timedCall(p, r, ph, export)
+	return pl.serve(p, r, ph, flags, pl.timedCall(p, r, ph, export), 0)
+}
+
+// serve finishes a callback whose guest call returned err with the
+// verdict in r.stack[0]: a PAUSE waits on its calls (rounds of them
+// already started, see suspend), and a verdict other than PAUSE abandons
+// the calls left. A DEFER that reaches it is a failure: the request phase
+// takes a DEFER with calls to defer before (Pipeline.request).
+func (pl *Pipeline) serve(p *Plugin, r *Request, ph Phase, flags uint32, err error, rounds int) error {
 	if err != nil {
 		r.calls.abandon()
 		return err // the instance was discarded, and that logged
 	}
 	switch Verdict(r.stack[0]) {
 	case Defer:
-		if ph != PhaseRequest {
-			err = fmt.Errorf("%w: %s: verdict %d (%s) is not allowed in phase %s", ErrPluginFailed, p.spec.Name, uint32(Defer), Defer, ph)
-			break
-		}
-		// Served as PAUSE: the calls start now and are answered before
-		// the next plugin runs, which DEFER allows.
-		r.stack[0] = uint64(Pause)
-		fallthrough
+		err = deferFailure(p, r, ph)
 	case Pause:
-		err = pl.suspend(p, r, ph, flags)
+		err = pl.suspend(p, r, ph, flags, rounds)
 	}
 	if r.calls.outstanding() > 0 {
 		// A verdict other than PAUSE abandons the calls: those queued
@@ -53,15 +54,30 @@ func (pl *Pipeline) callback(p *Plugin, r *Request, ph Phase, export string, fla
 	return err
 }
 
+// deferFailure is the failure of a DEFER the host cannot serve.
+func deferFailure(p *Plugin, r *Request, ph Phase) error {
+	switch {
+	case ph != PhaseRequest:
+		return fmt.Errorf("%w: %s: verdict %d (%s) is not allowed in phase %s", ErrPluginFailed, p.spec.Name, uint32(Defer), Defer, ph)
+	case len(r.calls.queued) == 0:
+		return fmt.Errorf("%w: %s: DEFER with no dispatched call outstanding in phase %s", ErrPluginFailed, p.spec.Name, ph)
+	default:
+		return fmt.Errorf("%w: %s: DEFER, but the plugin does not export on_call_response", ErrPluginFailed, p.spec.Name)
+	}
+}
+
 // suspend serves a callback that answered PAUSE: it starts the calls the
 // guest queued, waits for each response in dispatch order and hands it to
 // on_call_response, until a verdict other than PAUSE, a failure, or no
 // call left to wait on (a failure, except in end, whose verdicts are
 // ignored). Each PAUSE that queued new calls starts a round; at most
-// maxPauseRounds per callback.
-func (pl *Pipeline) suspend(p *Plugin, r *Request, ph Phase, flags uint32) error {
+// maxPauseRounds per callback, rounds of them already started (a request
+// phase's deferred calls, started in a batch: Pipeline.serveDeferred).
+//
+// In the request phase, a DEFER from on_call_response waits as PAUSE: its
+// calls start alone, now.
+func (pl *Pipeline) suspend(p *Plugin, r *Request, ph Phase, flags uint32, rounds int) error {
 	q := &r.calls
-	rounds := 0
 	for Verdict(r.stack[0]) == Pause {
 		if len(q.queued) > 0 {
 			if rounds++; rounds > maxPauseRounds {
@@ -96,7 +112,7 @@ func (pl *Pipeline) suspend(p *Plugin, r *Request, ph Phase, flags uint32) error
 		}
 		if Verdict(r.stack[0]) == Defer {
 			if ph != PhaseRequest {
-				return fmt.Errorf("%w: %s: verdict %d (%s) is not allowed in phase %s", ErrPluginFailed, p.spec.Name, uint32(Defer), Defer, ph)
+				return deferFailure(p, r, ph)
 			}
 			r.stack[0] = uint64(Pause) // on_call_response may not defer again
 		}

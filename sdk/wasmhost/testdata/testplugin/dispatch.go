@@ -20,6 +20,8 @@ import (
 //	                                 cached for a minute under "k"
 //	record_response                  on_call_response: append "<id>:<status>:<body>:<X-Test header>;"
 //	                                 to the fact "responses"
+//	record:<text>                    append "<text>;" to the fact "responses" (to see what ran
+//	                                 between the responses)
 //	pause_until:<n>                  on_call_response: PAUSE while fewer than n responses are
 //	                                 recorded, else CONTINUE
 
@@ -54,6 +56,9 @@ func dispatchAction(name, arg string, e *env, v sdk.Verdict) (sdk.Verdict, bool)
 		prev, _ := e.x.Fact("responses")
 		rec := strconv.Itoa(int(c.ID())) + ":" + strconv.Itoa(c.Status()) + ":" + string(c.Body()) + ":" + h + ";"
 		check(e.x.SetFact("responses", prev+rec))
+	case "record":
+		prev, _ := e.x.Fact("responses")
+		check(e.x.SetFact("responses", prev+arg+";"))
 	case "pause_until":
 		n, _ := strconv.Atoi(arg)
 		prev, _ := e.x.Fact("responses")
