@@ -45,6 +45,18 @@ const (
 	// (and in end, see [OnEnd]) when the handler dispatched a call; else
 	// the callback fails.
 	Pause = abi.Pause
+	// Defer is [Pause] for an on_request handler whose calls may wait for
+	// the plugins after it: those plugins' on_request run before the
+	// response reaches the [OnCallResponse] handler, and the host may
+	// start this handler's calls together with theirs (a rate limit's
+	// admission and a budget's hold in one round trip to the store).
+	// Request phase only, and only from the phase handler itself (from
+	// OnCallResponse it counts as Pause); the handler must have
+	// dispatched a call, else the callback fails. What the response
+	// handler sets (facts, state) is not seen by the later plugins'
+	// on_request, and when a later plugin rejects the request before the
+	// calls started they never start.
+	Defer = abi.Defer
 	// Fail makes the callback a plugin failure: the plugin's on_error
 	// from the policy decides (fail_closed: the client gets an error;
 	// fail_open: as [Continue]). Valid in every phase; this is how a

@@ -52,8 +52,8 @@ var dispatches uint64
 
 // Dispatch queues a call of the host service named service with the
 // request bytes req (copied by the host), and returns its id. The call
-// starts only if the handler then returns [Pause]; any other verdict
-// abandons it. Dispatch itself does no I/O. It returns [ErrNotAllowed]
+// starts only if the handler then returns [Pause] (or [Defer], from
+// on_request); any other verdict abandons it. Dispatch itself does no I/O. It returns [ErrNotAllowed]
 // outside a phase handler or when the host's policy does not grant the
 // call, [ErrInvalid] for a request the service cannot parse,
 // [ErrUnavailable] when the host does not serve service, and [ErrBusy]
@@ -172,11 +172,12 @@ func indexByte(s string, c byte) int {
 }
 
 // OnCallResponse registers the handler of on_call_response: the response
-// to a call dispatched by a phase handler that answered [Pause], one call
-// at a time in dispatch order. It runs in the dispatching phase, with that
+// to a call dispatched by a phase handler that answered [Pause] or
+// [Defer], one call at a time in dispatch order. It runs in the dispatching phase, with that
 // phase's view ([CallResponse.Request], [CallResponse.Chunk], ...). Its
 // verdict is the phase's: [Pause] waits for the next response (and for
-// calls dispatched in this handler); any other verdict decides, and the
+// calls dispatched in this handler; [Defer] counts as Pause here); any
+// other verdict decides, and the
 // responses still due are dropped, their calls cancelled. Without a
 // handler every response answers [Pause]: the calls are made, and the
 // phase fails after the last one (except in the end phase, where verdicts

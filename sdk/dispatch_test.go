@@ -230,3 +230,20 @@ func TestPauseDefaults(t *testing.T) {
 		t.Fatal(Pause.String(), Fail.String())
 	}
 }
+
+// The verdicts' wire values are the ABI's (sdk/ABI.md, "Verdicts").
+func TestVerdictValues(t *testing.T) {
+	tests := []struct {
+		v    Verdict
+		want uint32
+		name string
+	}{
+		{Continue, 0, "continue"}, {Reject, 1, "reject"}, {Hold, 2, "hold"}, {Release, 3, "release"},
+		{Replace, 4, "replace"}, {Stop, 5, "stop"}, {Pause, 6, "pause"}, {Fail, 7, "fail"}, {Defer, 8, "defer"},
+	}
+	for _, tt := range tests {
+		if uint32(tt.v) != tt.want || tt.v.String() != tt.name {
+			t.Errorf("%s = %d %q, want %d %q", tt.name, uint32(tt.v), tt.v.String(), tt.want, tt.name)
+		}
+	}
+}

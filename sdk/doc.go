@@ -81,6 +81,15 @@
 // [Exchange.SetState]. [Fail] leaves a call's failure to the policy's
 // on_error.
 //
+// An on_request handler whose call only answers a question of its own (a
+// rate limit's admission, a budget's hold) answers [Defer] instead of
+// [Pause]: the plugins after it run their on_request while the call
+// waits, and the host may start the calls of several plugins together, in
+// one round trip to the store. The response handler runs later, before
+// the request goes upstream; what it sets is not seen by those later
+// plugins' on_request, and a request a later plugin rejects before the
+// calls started never makes them.
+//
 // # Buffers and allocation
 //
 // The host never allocates in the guest: values are copied into buffers the

@@ -175,3 +175,26 @@ func ExampleDispatchHTTP() {
 		return sdk.Continue
 	})
 }
+
+// A quota check that defers: the request handler dispatches a host
+// service's call and answers Defer, so the plugins after it run their
+// on_request while the call waits, and the host may serve it together
+// with theirs (one round trip to the store for every counter of the
+// request). The response handler decides, as after Pause.
+func ExampleDispatch_defer() {
+	sdk.OnRequest(func(r *sdk.Request) sdk.Verdict {
+		if _, err := sdk.Dispatch("ratelimit.admit", []byte("fail_open 1 512\ntenant\n")); err != nil {
+			return sdk.Fail
+		}
+		return sdk.Defer
+	})
+	sdk.OnCallResponse(func(c *sdk.CallResponse) sdk.Verdict {
+		if c.Err() != nil {
+			return sdk.Fail
+		}
+		if bytes.HasPrefix(c.Body(), []byte("limited ")) {
+			return c.Request().Reject(429, "requests", "rate_limit_exceeded", "Rate limit reached.")
+		}
+		return sdk.Continue
+	})
+}

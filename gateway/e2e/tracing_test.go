@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -217,8 +218,11 @@ func TestTracingSpanTree(t *testing.T) {
 	spans := rcv.trace(tid)
 	byName := map[string]*tracepb.Span{}
 	var root *tracepb.Span
+	var ratelimit []*tracepb.Span // its on_request, and the on_call_response that decides
 	for _, s := range spans {
-		if byName[s.GetName()] != nil {
+		if s.GetName() == "plugin ratelimit request" {
+			ratelimit = append(ratelimit, s)
+		} else if byName[s.GetName()] != nil {
 			t.Errorf("two spans named %q", s.GetName())
 		}
 		byName[s.GetName()] = s
@@ -246,8 +250,15 @@ func TestTracingSpanTree(t *testing.T) {
 		t.Errorf("root attributes %v", ra)
 	}
 	want := []string{"plugin preflight request", "plugin ratelimit request", "upstream up", "stream", "plugin holdback chunk"}
-	if len(spans) != len(want)+1 {
-		t.Errorf("spans %v, want the root and %v", names(spans), want)
+	// ratelimit dispatches its admission: two callbacks of the request
+	// phase, and the call's client span.
+	if len(spans) != len(want)+3 || len(ratelimit) != 2 {
+		t.Errorf("spans %v, want the root, %v, a second ratelimit callback and its call", names(spans), want)
+	}
+	if c := byName["call ratelimit.admit"]; c == nil || c.GetKind() != tracepb.Span_SPAN_KIND_CLIENT ||
+		c.GetStartTimeUnixNano() < root.GetStartTimeUnixNano() || c.GetEndTimeUnixNano() > root.GetEndTimeUnixNano() ||
+		!slices.ContainsFunc(append(ratelimit, root), func(p *tracepb.Span) bool { return string(p.GetSpanId()) == string(c.GetParentSpanId()) }) {
+		t.Errorf("the admission's call span %v: want a client span under the root or a ratelimit callback", c)
 	}
 	for _, n := range want {
 		s := byName[n]
@@ -268,7 +279,8 @@ func TestTracingSpanTree(t *testing.T) {
 		t.FailNow()
 	}
 	upSpan, stream, chunk := byName["upstream up"], byName["stream"], byName["plugin holdback chunk"]
-	if upSpan.GetKind() != tracepb.Span_SPAN_KIND_CLIENT || byName["plugin ratelimit request"].GetEndTimeUnixNano() > upSpan.GetStartTimeUnixNano() ||
+	if upSpan.GetKind() != tracepb.Span_SPAN_KIND_CLIENT || ratelimit[0].GetEndTimeUnixNano() > upSpan.GetStartTimeUnixNano() ||
+		ratelimit[1].GetEndTimeUnixNano() > upSpan.GetStartTimeUnixNano() ||
 		stream.GetStartTimeUnixNano() < upSpan.GetEndTimeUnixNano() {
 		t.Errorf("upstream span %v, plugin spans before it, stream after it", upSpan)
 	}
@@ -330,10 +342,11 @@ func TestTracingSampling(t *testing.T) {
 	rcv.mu.Lock()
 	n := len(rcv.spans)
 	rcv.mu.Unlock()
-	// The root, preflight, ratelimit, holdback (the whole reply's chunk
-	// phase) and the upstream.
-	if got := len(rcv.trace(tid)); got != n || got != 5 {
-		t.Errorf("exported %d spans, %d of the caller's trace; want only its 5", n, got)
+	// The root, preflight, ratelimit (its on_request, its dispatched
+	// admission and the on_call_response), holdback (the whole reply's
+	// chunk phase) and the upstream.
+	if got := len(rcv.trace(tid)); got != n || got != 7 {
+		t.Errorf("exported %d spans, %d of the caller's trace; want only its 7", n, got)
 	}
 }
 

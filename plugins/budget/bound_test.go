@@ -85,7 +85,7 @@ func TestReserveBound(t *testing.T) {
 			if res.Err != nil {
 				t.Fatal(res.Err)
 			}
-			calls := p.Services.Calls()
+			calls := started(t, p)
 			if tt.rejected != "" {
 				if !res.Rejected || res.Code != tt.rejected || len(calls) != 0 {
 					t.Fatalf("got %+v, calls %+v; want refused with %s before any reservation", res, calls, tt.rejected)
@@ -101,9 +101,9 @@ func TestReserveBound(t *testing.T) {
 			}
 			// A growing hold extends during the stream; another does not.
 			sess.Send(plugintest.Event{Text: strings.Repeat("x", 400)})
-			extended := len(p.Services.Calls()) > 1
+			extended := len(started(t, p)) > 1
 			if extended != tt.grows {
-				t.Errorf("extended %v, want %v (calls %+v)", extended, tt.grows, p.Services.Calls())
+				t.Errorf("extended %v, want %v (calls %+v)", extended, tt.grows, started(t, p))
 			}
 		})
 	}

@@ -19,6 +19,21 @@ func load(t testing.TB, config, answer string, err error) *plugintest.Plugin {
 	return p
 }
 
+// started are the budget service calls the plugin made: dispatched, never
+// called inline (an inline call holds the instance while the host waits
+// on Redis).
+func started(t testing.TB, p *plugintest.Plugin) []plugintest.Call {
+	t.Helper()
+	if inline := p.Services.Calls(); len(inline) != 0 {
+		t.Fatalf("inline calls %+v, want every call dispatched", inline)
+	}
+	var cs []plugintest.Call
+	for _, d := range p.Services.Dispatched() {
+		cs = append(cs, plugintest.Call{Service: d.Service, Request: d.Request})
+	}
+	return cs
+}
+
 // The request phase: what it reserves, and each answer of budget.reserve.
 func TestReserve(t *testing.T) {
 	tests := []struct {
@@ -57,7 +72,7 @@ func TestReserve(t *testing.T) {
 			if !strings.Contains(res.Message, tt.message) {
 				t.Errorf("message %q lacks %q", res.Message, tt.message)
 			}
-			calls := p.Services.Calls()
+			calls := started(t, p)
 			// No body: the prompt bound is the reply's template tokens
 			// (wasmhost.MessageTokens); max_tokens 100; the default lease,
 			// 15 minutes.
@@ -85,13 +100,13 @@ func TestNoTenantNoReservation(t *testing.T) {
 	if res := p.Request(plugintest.Request{Model: "m-1"}); res.Rejected || res.Err != nil {
 		t.Fatalf("%+v", res)
 	}
-	if calls := p.Services.Calls(); len(calls) != 0 {
+	if calls := started(t, p); len(calls) != 0 {
 		t.Fatalf("calls %+v", calls)
 	}
 	// Without max_tokens, default_max_tokens is reserved.
 	p = load(t, `{"default_max_tokens":64,"lease":"1m"}`, "ok 1 1", nil)
 	p.Request(plugintest.Request{Model: "m-1", Tenant: acme})
-	if calls := p.Services.Calls(); len(calls) != 1 || calls[0].Request != "8 64 60000" {
+	if calls := started(t, p); len(calls) != 1 || calls[0].Request != "8 64 60000" {
 		t.Fatalf("calls %+v", calls)
 	}
 }

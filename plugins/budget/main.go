@@ -27,6 +27,11 @@
 //     count) on success, error and client disconnect alike, and releases
 //     the hold; a request whose gateway dies is released with its lease.
 //
+// No instance waits on the counter: budget.reserve is dispatched and the
+// request phase deferred (sdk.Defer: the host may make the hold in the
+// rate limiter's round trip), and budget.extend is dispatched with the
+// event paused (sdk.Pause) until its answer.
+//
 // Config (all optional):
 //
 //	{
@@ -66,6 +71,7 @@ func init() {
 	sdk.OnConfigure(configure)
 	sdk.OnRequest(onRequest)
 	sdk.OnChunk(onChunk)
+	sdk.OnCallResponse(onCallResponse)
 }
 
 type config struct {
@@ -114,12 +120,15 @@ func configure(b []byte) error {
 
 // hold is the plugin's per-request state for a stream that grows its hold:
 // how many completion tokens the hold covers, how many the reply may have
-// used (bytes of text and tool-call arguments, plus events), and the
-// largest event seen ("RESERVED USED LARGEST").
+// used (bytes of text and tool-call arguments, plus events), the largest
+// event seen, and while a budget.extend is dispatched the tokens it asks
+// for ("RESERVED USED LARGEST [PENDING]"). The request phase keeps it from
+// the dispatch of budget.reserve to its answer ("COMPLETION 0 0").
 type hold struct {
 	reserved int64
 	used     int64
 	largest  int64
+	pending  int64
 }
 
 func (h *hold) encode(b []byte) []byte {
@@ -127,16 +136,21 @@ func (h *hold) encode(b []byte) []byte {
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, h.used, 10)
 	b = append(b, ' ')
-	return strconv.AppendInt(b, h.largest, 10)
+	b = strconv.AppendInt(b, h.largest, 10)
+	if h.pending > 0 {
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, h.pending, 10)
+	}
+	return b
 }
 
 func decode(b []byte) (hold, bool) {
 	var h hold
-	var v [3]int64
+	var v [4]int64
 	i := 0
 	for _, c := range b {
 		switch {
-		case c == ' ' && i < 2:
+		case c == ' ' && i < 3:
 			i++
 		case c >= '0' && c <= '9':
 			v[i] = v[i]*10 + int64(c-'0')
@@ -144,12 +158,12 @@ func decode(b []byte) (hold, bool) {
 			return h, false
 		}
 	}
-	return hold{v[0], v[1], v[2]}, i == 2
+	return hold{v[0], v[1], v[2], v[3]}, i == 2 || i == 3
 }
 
-// scratch and res are reused within a callback (an instance serves one at
-// a time).
-var scratch, res []byte
+// scratch is reused within a callback (an instance serves one at a time):
+// a service request (the host copies it) or the state.
+var scratch []byte
 
 // minSlack is the least headroom, in tokens, a growing stream keeps
 // between what it may have used and what is held; the slack is at least
@@ -159,6 +173,10 @@ const minSlack = 256
 // slack is the headroom to keep ahead of the reply.
 func (h *hold) slack() int64 { return max(minSlack, 2*h.largest) }
 
+// onRequest dispatches budget.reserve for the request's bound and defers:
+// the plugins after it run while the call waits, and the host may serve it
+// together with theirs (the rate limiter's admission in the same round
+// trip to Redis). reserved decides on the answer.
 func onRequest(r *sdk.Request) sdk.Verdict {
 	if !r.HasTenant() {
 		r.SkipPhases(sdk.PhaseChunk)
@@ -181,27 +199,58 @@ func onRequest(r *sdk.Request) sdk.Verdict {
 	scratch = strconv.AppendInt(scratch, completion, 10)
 	scratch = append(scratch, ' ')
 	scratch = strconv.AppendInt(scratch, cfg.leaseMs, 10)
-	var err error
-	res, err = sdk.AppendCall(res[:0], "budget.reserve", scratch)
-	if err != nil {
+	if _, err := sdk.Dispatch("budget.reserve", scratch); err != nil {
 		r.SkipPhases(sdk.PhaseChunk)
 		return unavailable(r, "the budget service is not available: "+err.Error())
 	}
+	if grows {
+		// What the answer's handler needs: the hold to grow from.
+		h := hold{reserved: completion}
+		if err := r.SetState(h.encode(scratch)); err != nil {
+			sdk.Log(sdk.LevelError, "budget: cannot keep the hold's state: "+err.Error())
+		}
+	}
+	return sdk.Defer
+}
+
+// onCallResponse hands a dispatched call's answer to its phase:
+// budget.reserve's to reserved, budget.extend's to extended.
+func onCallResponse(c *sdk.CallResponse) sdk.Verdict {
+	if r := c.Request(); r != nil {
+		return reserved(r, c)
+	}
+	if ch := c.Chunk(); ch != nil {
+		return extended(ch, c)
+	}
+	return sdk.Fail // no other phase dispatches
+}
+
+// reserved gives the request phase's verdict on budget.reserve's answer.
+// A stream whose hold grows kept the hold in its state (onRequest); any
+// other request, and a stream without a hold, skips the chunk phase.
+func reserved(r *sdk.Request, c *sdk.CallResponse) sdk.Verdict {
+	_, grows := decode(r.State())
+	if err := c.Err(); err != nil {
+		r.SkipPhases(sdk.PhaseChunk)
+		forget(r, grows)
+		return unavailable(r, "the budget service is not available: "+err.Error())
+	}
+	res := c.Body()
 	st, rest, _ := bytes.Cut(res, []byte(" "))
 	status := word(st)
 
 	if status != "ok" || !grows {
 		// No hold, or the output is bounded already: no per-event counting.
 		r.SkipPhases(sdk.PhaseChunk)
+		forget(r, grows)
 	}
 	switch status {
-	case "ok":
+	case "ok", "unlimited", "notenant":
+		return sdk.Continue
 	case "insufficient":
 		sdk.MetricAdd("rejected", 1)
 		return r.Reject(429, "insufficient_quota", "insufficient_quota",
 			"You exceeded your current quota: this request could cost more than what is left of "+budgetName(string(rest))+remaining(string(rest))+".")
-	case "unlimited", "notenant":
-		return sdk.Continue
 	case "noprice":
 		// A request without a model (the Files and Batch APIs) has no
 		// price to have and no usage to settle: not refused for it.
@@ -216,13 +265,13 @@ func onRequest(r *sdk.Request) sdk.Verdict {
 		sdk.Log(sdk.LevelError, "budget: unexpected answer from budget.reserve: "+string(res))
 		return unavailable(r, "unexpected answer from the budget service")
 	}
-	if grows {
-		h := hold{reserved: completion}
-		if err := r.SetState(h.encode(scratch)); err != nil {
-			sdk.Log(sdk.LevelError, "budget: cannot keep the hold's state: "+err.Error())
-		}
+}
+
+// forget drops the hold kept for a stream that holds nothing after all.
+func forget(r *sdk.Request, kept bool) {
+	if kept {
+		r.SetState(nil)
 	}
-	return sdk.Continue
 }
 
 // outputBound is the completion tokens to hold, and whether the hold grows
@@ -258,20 +307,6 @@ func satMul(a, b int64) int64 {
 		return 1<<63 - 1
 	}
 	return a * b
-}
-
-// extend asks budget.extend for more completion tokens and returns its
-// status word ("" when the service failed) and its whole answer.
-func extend(more int64) (status, answer string) {
-	scratch = strconv.AppendInt(scratch[:0], more, 10)
-	scratch = append(scratch, ' ')
-	scratch = strconv.AppendInt(scratch, cfg.leaseMs, 10)
-	res, err := sdk.Call("budget.extend", scratch)
-	if err != nil {
-		return "", ""
-	}
-	status, _, _ = strings.Cut(string(res), " ")
-	return status, string(res)
 }
 
 // word returns a service answer's status word, as a constant for the
@@ -348,7 +383,9 @@ func unavailable(r *sdk.Request, why string) sdk.Verdict {
 
 // onChunk runs only for streams that grow their hold: it counts what the
 // reply may have used and grows the hold ahead of it, or cuts the reply
-// when the budget cannot cover more.
+// when the budget cannot cover more. Growing dispatches budget.extend and
+// pauses the event (it is not forwarded before the answer); extended goes
+// on from the answer.
 func onChunk(c *sdk.Chunk) sdk.Verdict {
 	if c.IsWhole() || !c.HasText() && !c.HasToolCalls() {
 		return sdk.Continue
@@ -362,34 +399,77 @@ func onChunk(c *sdk.Chunk) sdk.Verdict {
 	n := int64(c.Len()) + int64(len(c.ToolCalls())) + 1
 	h.used += n
 	h.largest = max(h.largest, n)
-	// Extend before the reply reaches what is held, so a cut leaves the
-	// settled cost within the hold.
-	for h.used+h.slack() > h.reserved {
-		deficit := h.used + h.slack() - h.reserved
-		more := max(cfg.ExtendTokens, deficit)
-		status, res := extend(more)
-		if status == "insufficient" && more > deficit {
-			more = deficit // a smaller step may still fit the budget
-			status, res = extend(more)
-		}
-		switch {
-		case status == "ok":
-			h.reserved += more
-			continue
-		case status == "unlimited" || status == "noprice" || status == "unavailable" && cfg.OnRedisError == "fail_open":
-			c.SkipPhases(sdk.PhaseChunk) // serve on; the end settles the cost
-			return sdk.Continue
-		case status == "insufficient" && h.used+2*h.largest <= h.reserved:
-			// No slack left, but the next event fits even if twice the
-			// largest so far: go on, and ask again after it.
-		default:
-			sdk.MetricAdd("streams_cut", 1)
-			c.SetFact("guard_action", "budget:cut")
-			c.SkipPhases(sdk.PhaseChunk)
-			return c.Stop(cutMessage(res), "length")
-		}
-		break
+	return grow(c, h)
+}
+
+// grow extends the hold before the reply reaches it, so a cut leaves the
+// settled cost within the hold: it asks for extend_tokens (or what is
+// missing), or, when the hold is far enough ahead, keeps the count and
+// lets the event through.
+func grow(c *sdk.Chunk, h hold) sdk.Verdict {
+	if h.used+h.slack() <= h.reserved {
+		c.SetState(h.encode(scratch))
+		return sdk.Continue
 	}
+	deficit := h.used + h.slack() - h.reserved
+	return extend(c, h, max(cfg.ExtendTokens, deficit))
+}
+
+// extend dispatches budget.extend for more completion tokens and pauses,
+// keeping the count and what it asked for in the state; a call that cannot
+// be dispatched is answered as a failed one.
+func extend(c *sdk.Chunk, h hold, more int64) sdk.Verdict {
+	scratch = strconv.AppendInt(scratch[:0], more, 10)
+	scratch = append(scratch, ' ')
+	scratch = strconv.AppendInt(scratch, cfg.leaseMs, 10)
+	if _, err := sdk.Dispatch("budget.extend", scratch); err != nil {
+		return extendedBy(c, h, more, "", "")
+	}
+	h.pending = more
 	c.SetState(h.encode(scratch))
-	return sdk.Continue
+	return sdk.Pause
+}
+
+// extended reads budget.extend's answer: its status word ("" when the
+// call failed) and the whole answer.
+func extended(c *sdk.Chunk, r *sdk.CallResponse) sdk.Verdict {
+	h, ok := decode(c.State())
+	if !ok || h.pending == 0 {
+		sdk.Log(sdk.LevelError, "budget: an extension's answer without its request in the state")
+		return sdk.Fail
+	}
+	more := h.pending
+	h.pending = 0
+	if r.Err() != nil {
+		return extendedBy(c, h, more, "", "")
+	}
+	res := string(r.Body())
+	status, _, _ := strings.Cut(res, " ")
+	return extendedBy(c, h, more, status, res)
+}
+
+// extendedBy decides on the answer (status, res) to an extension of the
+// hold h by more tokens: grow on, serve on without counting, let the event
+// through, or cut the reply.
+func extendedBy(c *sdk.Chunk, h hold, more int64, status, res string) sdk.Verdict {
+	deficit := h.used + h.slack() - h.reserved
+	switch {
+	case status == "insufficient" && more > deficit:
+		return extend(c, h, deficit) // a smaller step may still fit the budget
+	case status == "ok":
+		h.reserved += more
+		return grow(c, h)
+	case status == "unlimited" || status == "noprice" || status == "unavailable" && cfg.OnRedisError == "fail_open":
+		c.SkipPhases(sdk.PhaseChunk) // serve on; the end settles the cost
+		return sdk.Continue
+	case status == "insufficient" && h.used+2*h.largest <= h.reserved:
+		// No slack left, but the next event fits even if twice the
+		// largest so far: go on, and ask again after it.
+		c.SetState(h.encode(scratch))
+		return sdk.Continue
+	}
+	sdk.MetricAdd("streams_cut", 1)
+	c.SetFact("guard_action", "budget:cut")
+	c.SkipPhases(sdk.PhaseChunk)
+	return c.Stop(cutMessage(res), "length")
 }

@@ -10,7 +10,10 @@
 // corrects the tokens with the real usage: a reply that used less gives
 // tokens back, one that used more leaves debt. The plugin's whole work is
 // one host call per request: the host reads the tenant's limits, matches
-// the model patterns and writes the headers natively.
+// the model patterns and writes the headers natively. The call is
+// dispatched (sdk.Dispatch) and the request phase deferred (sdk.Defer), so
+// no instance is held while the host waits on Redis, and the admission can
+// share its round trip with the budget's hold.
 //
 // Limits that apply to a request:
 //
@@ -52,6 +55,7 @@ func main() {}
 func init() {
 	sdk.OnConfigure(configure)
 	sdk.OnRequest(onRequest)
+	sdk.OnCallResponse(onCallResponse)
 }
 
 type limits struct {
@@ -116,8 +120,8 @@ func configure(b []byte) error {
 var tail []byte
 
 // req is the admission request, rebuilt in place per callback (an instance
-// serves one callback at a time), and res its answer.
-var req, res []byte
+// serves one callback at a time); the host copies it.
+var req []byte
 
 func buildTail(c config) []byte {
 	b := []byte("tenant\nkey\n")
@@ -140,6 +144,10 @@ func buildTail(c config) []byte {
 	return b
 }
 
+// onRequest dispatches the admission and defers: the plugins after it run
+// while the call waits, and the host may serve it together with theirs
+// (the budget's hold in the same round trip to Redis). onCallResponse
+// decides.
 func onRequest(r *sdk.Request) sdk.Verdict {
 	estimate := r.PromptTokensEstimate()
 	if m, ok := r.MaxTokens(); ok {
@@ -154,13 +162,28 @@ func onRequest(r *sdk.Request) sdk.Verdict {
 	req = strconv.AppendInt(req, estimate, 10)
 	req = append(req, '\n')
 	req = append(req, tail...)
-	var err error
-	res, err = sdk.AppendCall(res[:0], "ratelimit.admit", req)
-	if err != nil {
+	if _, err := sdk.Dispatch("ratelimit.admit", req); err != nil {
 		return unavailable(r, "the rate-limit service is not available: "+err.Error())
 	}
-	// Compared as string(res) without a copy: an admission allocates
-	// nothing.
+	return sdk.Defer
+}
+
+// onCallResponse reads the admission's answer; nothing is carried from
+// onRequest: the answer and the config are all the verdict needs.
+func onCallResponse(c *sdk.CallResponse) sdk.Verdict {
+	r := c.Request()
+	if r == nil {
+		return sdk.Fail // only the request phase dispatches
+	}
+	if err := c.Err(); err != nil {
+		return unavailable(r, "the rate-limit service is not available: "+err.Error())
+	}
+	return admitted(r, c.Body())
+}
+
+// admitted gives the verdict on ratelimit.admit's answer res. Compared as
+// string(res) without a copy: an admission allocates nothing.
+func admitted(r *sdk.Request, res []byte) sdk.Verdict {
 	switch {
 	case string(res) == "allowed", string(res) == "unlimited":
 		return sdk.Continue

@@ -18,24 +18,42 @@ func load(t testing.TB, config string, answer string) *plugintest.Plugin {
 	return p
 }
 
+// admissions are the ratelimit.admit requests the plugin made: dispatched,
+// never called inline (an inline call holds the instance while the host
+// waits on Redis).
+func admissions(t testing.TB, p *plugintest.Plugin) []string {
+	t.Helper()
+	if calls := p.Services.Calls(); len(calls) != 0 {
+		t.Fatalf("inline calls %+v, want every admission dispatched", calls)
+	}
+	var reqs []string
+	for _, d := range p.Services.Dispatched() {
+		if d.Service != "ratelimit.admit" {
+			t.Fatalf("dispatched %+v", d)
+		}
+		reqs = append(reqs, d.Request)
+	}
+	return reqs
+}
+
 func TestAdmitRequestAndHeaders(t *testing.T) {
 	p := load(t, `{"models":[{"match":"gpt-4*","rpm":7},{"match":"*","tpm":99}],"anonymous":{"rpm":3}}`, "allowed")
 	res := p.Request(plugintest.Request{Model: "gpt-4o", MaxTokens: 100, Tenant: acme})
 	if res.Rejected || res.Err != nil {
 		t.Fatalf("%+v", res)
 	}
-	calls := p.Services.Calls()
+	calls := admissions(t, p)
 	if len(calls) != 1 {
 		t.Fatalf("calls %+v", calls)
 	}
 	// The estimate: no prompt estimate in this harness (0) + max_tokens;
 	// the limit lines come from the config, the host fills them in.
 	want := "fail_open 1 100\ntenant\nkey\nmodel gpt-4* 7 0\nmodel * 0 99\nanon 3 0\n"
-	if calls[0].Request != want {
-		t.Errorf("admit request %q, want %q", calls[0].Request, want)
+	if calls[0] != want {
+		t.Errorf("admit request %q, want %q", calls[0], want)
 	}
 	p.Request(plugintest.Request{})
-	if got := p.Services.Calls()[1].Request; got != "fail_open 1 512\ntenant\nkey\nmodel gpt-4* 7 0\nmodel * 0 99\nanon 3 0\n" {
+	if got := admissions(t, p)[1]; got != "fail_open 1 512\ntenant\nkey\nmodel gpt-4* 7 0\nmodel * 0 99\nanon 3 0\n" {
 		t.Errorf("default estimate: %q", got)
 	}
 }
@@ -68,6 +86,59 @@ func TestRedisDown(t *testing.T) {
 	res = load(t, `{"on_redis_error":"fail_open"}`, "unavailable").Request(plugintest.Request{Tenant: acme})
 	if res.Rejected || res.Err != nil {
 		t.Fatalf("fail_open: %+v", res)
+	}
+}
+
+// Every answer of the dispatched admission, and its failures, under both
+// on_redis_error settings: the verdict, the error and the counters.
+func TestAdmissionAnswers(t *testing.T) {
+	tests := []struct {
+		name, config string
+		answer       plugintest.Answer
+		noService    bool // ratelimit.admit not served: dispatch refused
+		status       int  // 0: admitted
+		code         string
+		rejected     int64 // the "rejected" counter
+		failOpen     int64 // the "fail_open_admissions" counter
+	}{
+		{name: "allowed", config: `{}`, answer: plugintest.Answer{Body: "allowed"}},
+		{name: "unlimited", config: `{}`, answer: plugintest.Answer{Body: "unlimited"}},
+		{name: "limited", config: `{}`, answer: plugintest.Answer{Body: "limited requests 5 1500"}, status: 429, code: "rate_limit_exceeded", rejected: 1},
+		{name: "limited, fail_closed", config: `{"on_redis_error":"fail_closed"}`, answer: plugintest.Answer{Body: "limited tokens 9 1"}, status: 429, code: "rate_limit_exceeded", rejected: 1},
+		{name: "a malformed refusal, fail_open", config: `{}`, answer: plugintest.Answer{Body: "limited requests"}, rejected: 1, failOpen: 1},
+		{name: "a malformed refusal, fail_closed", config: `{"on_redis_error":"fail_closed"}`, answer: plugintest.Answer{Body: "limited requests"}, status: 503, code: "rate_limiter_unavailable", rejected: 1},
+		{name: "store down, fail_open", config: `{"on_redis_error":"fail_open"}`, answer: plugintest.Answer{Body: "unavailable"}, failOpen: 1},
+		{name: "store down, fail_closed", config: `{"on_redis_error":"fail_closed"}`, answer: plugintest.Answer{Body: "unavailable"}, status: 503, code: "rate_limiter_unavailable"},
+		{name: "an unknown answer, fail_open", config: `{}`, answer: plugintest.Answer{Body: "maybe"}, failOpen: 1},
+		{name: "an unknown answer, fail_closed", config: `{"on_redis_error":"fail_closed"}`, answer: plugintest.Answer{Body: "maybe"}, status: 503, code: "rate_limiter_unavailable"},
+		{name: "the call failed, fail_open", config: `{}`, answer: plugintest.Answer{Status: plugintest.Unavailable}, failOpen: 1},
+		{name: "the call failed, fail_closed", config: `{"on_redis_error":"fail_closed"}`, answer: plugintest.Answer{Status: plugintest.Timeout}, status: 503, code: "rate_limiter_unavailable"},
+		{name: "not served, fail_open", config: `{}`, noService: true, failOpen: 1},
+		{name: "not served, fail_closed", config: `{"on_redis_error":"fail_closed"}`, noService: true, status: 503, code: "rate_limiter_unavailable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := plugintest.Load(t, plugintest.Build(t, "."), tt.config)
+			if !tt.noService {
+				p.Services.AnswerService("ratelimit.admit", func([]byte) plugintest.Answer { return tt.answer })
+			}
+			res := p.Request(plugintest.Request{Tenant: acme})
+			if res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			if res.Rejected != (tt.status != 0) || res.Status != tt.status || res.Code != tt.code {
+				t.Fatalf("got %+v, want %d %q", res, tt.status, tt.code)
+			}
+			if got := p.Metric("rejected"); got != tt.rejected {
+				t.Errorf("rejected %d, want %d", got, tt.rejected)
+			}
+			if got := p.Metric("fail_open_admissions"); got != tt.failOpen {
+				t.Errorf("fail_open_admissions %d, want %d", got, tt.failOpen)
+			}
+			if n := len(p.Services.Dispatched()); n != 1 && !tt.noService || n != 0 && tt.noService {
+				t.Errorf("%d calls started", n)
+			}
+		})
 	}
 }
 

@@ -96,7 +96,7 @@ func (c *checker) requestBattery(pl *wasmhost.Pipeline) (req, hdr Result) {
 		wasmhost.ReleaseRequest(r)
 	}
 	req = verdictResult("phases.request", reqProblems, len(ps), "requests",
-		"on_request must return CONTINUE, REJECT or FAIL (or PAUSE after dispatching a call) and not trap (ABI.md, Verdicts)")
+		"on_request must return CONTINUE, REJECT or FAIL (or PAUSE or DEFER after dispatching a call) and not trap (ABI.md, Verdicts)")
 	if req.OK {
 		req.Detail += fmt.Sprintf(", %d rejected", rejected)
 		if failed > 0 {

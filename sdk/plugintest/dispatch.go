@@ -89,8 +89,8 @@ func (s *Services) AnswerService(service string, f func(req []byte) Answer) {
 }
 
 // Dispatched returns the calls started so far, in order. A call the plugin
-// dispatched and then abandoned (its callback answered anything but PAUSE)
-// is never started, so not listed.
+// dispatched and then abandoned (its callback answered anything but PAUSE
+// or DEFER) is never started, so not listed.
 func (s *Services) Dispatched() []Dispatched {
 	s.d.mu.Lock()
 	defer s.d.mu.Unlock()

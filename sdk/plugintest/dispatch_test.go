@@ -76,27 +76,32 @@ func TestDispatchedHTTP(t *testing.T) {
 }
 
 // Host services are dispatched too: answered by AnswerService, else by the
-// Handle handlers with status 0.
+// Handle handlers with status 0; from on_request, after PAUSE or DEFER
+// alike.
 func TestDispatchedService(t *testing.T) {
 	wasm := plugintest.Build(t, testPlugin)
-	p := plugintest.Load(t, wasm, `{"request":["dispatch:quota.check=a","dispatch:score=b","dispatch:missing=c","pause"],`+
-		`"call_response":["record_response","pause_until:2"]}`)
-	p.Services.Handle("quota.check", func(req []byte) ([]byte, error) { return []byte("ok " + string(req)), nil })
-	p.Services.AnswerService("score", func(req []byte) plugintest.Answer {
-		return plugintest.Answer{Body: "0.9", Header: map[string]string{"X-Test": "h"}}
-	})
-	res := p.Request(plugintest.Request{Body: `{}`})
-	if res.Err != nil {
-		t.Fatal(res.Err)
-	}
-	var got []string
-	for _, d := range p.Services.Dispatched() {
-		got = append(got, d.Service+"="+d.Request+"→"+d.Answer.Body)
-	}
-	if strings.Join(got, ",") != "quota.check=a→ok a,score=b→0.9" {
-		t.Fatalf("dispatched %q", got)
-	}
-	if len(p.Services.Calls()) != 0 {
-		t.Errorf("dispatched calls recorded as calls: %+v", p.Services.Calls())
+	for _, verdict := range []string{"pause", "defer"} {
+		t.Run(verdict, func(t *testing.T) {
+			p := plugintest.Load(t, wasm, `{"request":["dispatch:quota.check=a","dispatch:score=b","dispatch:missing=c","`+verdict+`"],`+
+				`"call_response":["record_response","pause_until:2"]}`)
+			p.Services.Handle("quota.check", func(req []byte) ([]byte, error) { return []byte("ok " + string(req)), nil })
+			p.Services.AnswerService("score", func(req []byte) plugintest.Answer {
+				return plugintest.Answer{Body: "0.9", Header: map[string]string{"X-Test": "h"}}
+			})
+			res := p.Request(plugintest.Request{Body: `{}`})
+			if res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			var got []string
+			for _, d := range p.Services.Dispatched() {
+				got = append(got, d.Service+"="+d.Request+"→"+d.Answer.Body)
+			}
+			if strings.Join(got, ",") != "quota.check=a→ok a,score=b→0.9" {
+				t.Fatalf("dispatched %q", got)
+			}
+			if len(p.Services.Calls()) != 0 {
+				t.Errorf("dispatched calls recorded as calls: %+v", p.Services.Calls())
+			}
+		})
 	}
 }

@@ -43,6 +43,17 @@ pub enum Verdict {
     /// Every phase; how a plugin leaves a call-out's failure to the
     /// operator.
     Fail = 7,
+    /// [`Verdict::Pause`] for an `on_request` whose calls may wait for the
+    /// plugins after it: their `on_request` runs before the response
+    /// reaches [`Plugin::on_call_response`](crate::Plugin::on_call_response),
+    /// and the host may start this method's calls together with theirs (a
+    /// rate limit's admission and a budget's hold in one round trip to the
+    /// store). Request phase only, from the phase method itself (from
+    /// `on_call_response` it counts as `Pause`); without a dispatched
+    /// call the callback fails. What the response handler sets is not
+    /// seen by the later plugins' `on_request`, and when a later plugin
+    /// rejects the request before the calls started they never start.
+    Defer = 8,
 }
 
 impl Verdict {
@@ -57,6 +68,7 @@ impl Verdict {
             Verdict::Stop => "stop",
             Verdict::Pause => "pause",
             Verdict::Fail => "fail",
+            Verdict::Defer => "defer",
         }
     }
 }

@@ -29,8 +29,9 @@ pub(crate) fn dispatched() -> u32 {
 
 /// Queues a call of the host service `service` with `request` (copied by
 /// the host) and returns its id. The call starts only if the phase method
-/// then returns [`Verdict::Pause`](crate::Verdict::Pause); any other
-/// verdict abandons it. No I/O happens here. Errors:
+/// then returns [`Verdict::Pause`](crate::Verdict::Pause) (or
+/// [`Verdict::Defer`](crate::Verdict::Defer), from `on_request`); any
+/// other verdict abandons it. No I/O happens here. Errors:
 /// [`Error::NotAllowed`] outside a phase or when the policy does not grant
 /// the call, [`Error::Invalid`] for a request the service cannot parse,
 /// [`Error::Unavailable`] when the host does not serve `service`,
@@ -272,6 +273,8 @@ mod tests {
         assert_eq!(CallResponse::new(1, 0, 200, 0, 1, 0).error(), None);
         assert_eq!(CallResponse::new(1, 0, -5, 0, 1, 0).error(), Some(Error::Timeout));
         assert_eq!(crate::Verdict::Pause.name(), "pause");
+        assert_eq!(crate::Verdict::Defer.name(), "defer");
+        assert_eq!(crate::Verdict::Defer as i32, 8);
         assert_eq!(crate::Verdict::Fail as i32, 7);
     }
 }

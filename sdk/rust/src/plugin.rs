@@ -72,12 +72,13 @@ pub trait Plugin: Default + 'static {
     }
 
     /// The response to a call a phase method dispatched before answering
-    /// [`Verdict::Pause`], one call at a time in dispatch order, in the
-    /// dispatching phase ([`CallResponse::request`],
-    /// [`CallResponse::chunk`], …). The verdict is the phase's:
-    /// `Pause` waits for the next response (and for calls dispatched
-    /// here); any other decides, and the responses still due are
-    /// dropped, their calls cancelled. The default answers `Pause`: the
+    /// [`Verdict::Pause`] (or [`Verdict::Defer`]), one call at a time in
+    /// dispatch order, in the dispatching phase
+    /// ([`CallResponse::request`], [`CallResponse::chunk`], …). The
+    /// verdict is the phase's: `Pause` waits for the next response (and
+    /// for calls dispatched here; `Defer` counts as `Pause` here); any
+    /// other decides, and the responses still due are dropped, their
+    /// calls cancelled. The default answers `Pause`: the
     /// calls are made, and the phase fails after the last one (except in
     /// end, whose verdicts are ignored).
     fn on_call_response(&mut self, r: &CallResponse) -> Verdict {
