@@ -147,7 +147,7 @@ impl Probe {
                 up(&format!("{:?}|{}", e, e))?;
             }
             "skip" => r.skip_phases(Phases::CHUNK.union(Phases::END))?,
-            "dispatch" => {
+            "dispatch" | "defer" => {
                 let a = tollgate::dispatch_http(&HttpRequest {
                     method: "POST",
                     url: "https://probe.test/classify",
@@ -159,7 +159,7 @@ impl Probe {
                 let b = tollgate::dispatch("svc2", b"q")?;
                 let refused = tollgate::dispatch_http(&HttpRequest { url: "https://elsewhere.test/", ..Default::default() });
                 r.set_response_header("x-dispatch", &format!("{}|{}|{:?}", a.0, b.0, refused))?;
-                return Ok(Verdict::Pause);
+                return Ok(if action == "defer" { Verdict::Defer } else { Verdict::Pause });
             }
             _ => {}
         }
