@@ -46,9 +46,13 @@ test:
 	@$(MAKE) --no-print-directory vet
 	@$(MAKE) --no-print-directory -j2 --output-sync=target unit low-priority-checks
 
-# low-priority-checks: deploycheck then fuzz-short at LOW_PRIORITY (see test).
+# low-priority-checks: deploycheck, tools/doccheck's tests, then fuzz-short
+# at LOW_PRIORITY (see test). doccheck builds every program and asks each
+# for its help (30-second timeouts): build-bound, with no time-sensitive
+# check, it took 60-80 s of the package tests' wall time beside them.
 low-priority-checks:
 	@$(LOW_PRIORITY) $(MAKE) --no-print-directory deploycheck
+	@$(LOW_PRIORITY) $(GO) test -race -count=1 -timeout 20m ./tools/doccheck
 	@$(LOW_PRIORITY) $(MAKE) --no-print-directory fuzz-short
 
 # modules: the modules the gateway and tools/deploycheck need, into the
@@ -98,8 +102,8 @@ vet:
 # compiler under the race detector made the package 261 s of a run instead
 # of 36 s) and `tollgate plugin check` and `plugin warm`, which run that
 # measurement and compile a built-in plugin into an empty cache (under
-# -race 212 s and 59 s of gateway/cmd/tollgate's 270 s; without, 16 s of
-# CPU both). Their concurrency is the plugin runtime's, raced in
+# -race 212 s and 59 s of gateway/cmd/tollgate's 310 s in one loaded run,
+# 2 min 40 s of CPU; without it, 16 s of CPU both). Their concurrency is the plugin runtime's, raced in
 # sdk/wasmhost's own tests. Running beside the race group, they use CPU its
 # packages leave idle while they wait on Postgres, Redis and timers instead
 # of taking a minute of their own.
@@ -109,7 +113,7 @@ unit:
 	$(GO) test -race -count=1 -timeout 20m ./gateway/e2e/
 
 unit-race:
-	$(GO) test -race -count=1 -timeout 20m -skip '$(COMPILE_TESTS)' $$($(GO) list ./... github.com/tollgate/tollgate/sdk/... | grep -v -e /gateway/e2e -e /sdk/conformance)
+	$(GO) test -race -count=1 -timeout 20m -skip '$(COMPILE_TESTS)' $$($(GO) list ./... github.com/tollgate/tollgate/sdk/... | grep -v -e /gateway/e2e -e /sdk/conformance -e /tools/doccheck)
 
 unit-compile:
 	$(GO) test -count=1 -timeout 20m github.com/tollgate/tollgate/sdk/conformance
