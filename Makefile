@@ -6,7 +6,7 @@ BIN   := bin
 SDK_GUEST_PKGS := . ./abi ./jsonscan ./scaffold/templates/go
 NODE_E2E := gateway/e2e/testdata/node
 
-.PHONY: all build plugins run test test-deps modules vet unit unit-race unit-compile low-priority-checks deploycheck fuzz-short fuzz bench drills clean
+.PHONY: all build plugins run test test-deps modules vet unit e2e unit-race unit-compile low-priority-checks deploycheck fuzz-short fuzz bench drills clean
 
 all: build
 
@@ -28,8 +28,9 @@ run: build
 	@POLICY=$(POLICY) scripts/run.sh
 
 # test: the whole suite, as CI runs it (.ci/run). After test-deps and vet,
-# two tracks run at once: the package tests then the end-to-end tests, and
-# deploycheck then fuzz-short under Linux's SCHED_IDLE policy (LOW_PRIORITY).
+# two tracks run at once: the package tests (unit-race and unit-compile at
+# once) then the end-to-end tests, and deploycheck, doccheck's tests then
+# fuzz-short under Linux's SCHED_IDLE policy (LOW_PRIORITY).
 # The second track is CPU-bound; the end-to-end tests spend much of their
 # time waiting on sleeps, timeouts and held streams, and SCHED_IDLE gives
 # the second track only CPU nothing else wants: a waking test process
@@ -37,14 +38,14 @@ run: build
 # TestReplicasEviction's slowest eviction was over its 100 ms bar in 6 runs
 # of 7 (up to 744 ms); beside it under SCHED_IDLE, 11-37 ms in 5 runs of 5;
 # alone, 11-98 ms in 4 of 4 (on a shared machine at load average 5-9).
-# Each track's output is printed when it ends. Before them, test-deps
+# Each group's output is printed when it ends. Before them, test-deps
 # (apt, npm) and the Go module downloads of both modules wait on the
 # network together.
 LOW_PRIORITY ?= $(if $(shell command -v chrt),chrt --idle 0,nice -n 19)
 test:
 	@$(MAKE) --no-print-directory -j2 --output-sync=target test-deps modules
 	@$(MAKE) --no-print-directory vet
-	@$(MAKE) --no-print-directory -j2 --output-sync=target unit low-priority-checks
+	@$(MAKE) --no-print-directory -j3 --output-sync=target unit low-priority-checks
 
 # low-priority-checks: deploycheck, tools/doccheck's tests, then fuzz-short
 # at LOW_PRIORITY (see test). doccheck builds every program and asks each
@@ -107,9 +108,11 @@ vet:
 # sdk/wasmhost's own tests. Running beside the race group, they use CPU its
 # packages leave idle while they wait on Postgres, Redis and timers instead
 # of taking a minute of their own.
+# (make test runs them with -j3: the two groups and low-priority-checks.)
 COMPILE_TESTS := ^(TestPluginCheck|TestPluginWarm)$$
-unit:
-	@$(MAKE) --no-print-directory -j2 --output-sync=target unit-race unit-compile
+unit: e2e
+
+e2e: unit-race unit-compile
 	$(GO) test -race -count=1 -timeout 20m ./gateway/e2e/
 
 # SLOW_FIRST: the race group's longest packages (60-115 s, 25-50 s in
