@@ -6,7 +6,7 @@ BIN   := bin
 SDK_GUEST_PKGS := . ./abi ./jsonscan ./scaffold/templates/go
 NODE_E2E := gateway/e2e/testdata/node
 
-.PHONY: all build plugins run test test-deps modules vet unit low-priority-checks deploycheck fuzz-short fuzz bench drills clean
+.PHONY: all build plugins run test test-deps modules vet unit e2e unit-race unit-compile low-priority-checks deploycheck fuzz-short fuzz bench drills clean
 
 all: build
 
@@ -28,8 +28,9 @@ run: build
 	@POLICY=$(POLICY) scripts/run.sh
 
 # test: the whole suite, as CI runs it (.ci/run). After test-deps and vet,
-# two tracks run at once: the package tests then the end-to-end tests, and
-# deploycheck then fuzz-short under Linux's SCHED_IDLE policy (LOW_PRIORITY).
+# two tracks run at once: the package tests (unit-race and unit-compile at
+# once) then the end-to-end tests, and deploycheck, doccheck's tests then
+# fuzz-short under Linux's SCHED_IDLE policy (LOW_PRIORITY).
 # The second track is CPU-bound; the end-to-end tests spend much of their
 # time waiting on sleeps, timeouts and held streams, and SCHED_IDLE gives
 # the second track only CPU nothing else wants: a waking test process
@@ -37,18 +38,22 @@ run: build
 # TestReplicasEviction's slowest eviction was over its 100 ms bar in 6 runs
 # of 7 (up to 744 ms); beside it under SCHED_IDLE, 11-37 ms in 5 runs of 5;
 # alone, 11-98 ms in 4 of 4 (on a shared machine at load average 5-9).
-# Each track's output is printed when it ends. Before them, test-deps
+# Each group's output is printed when it ends. Before them, test-deps
 # (apt, npm) and the Go module downloads of both modules wait on the
 # network together.
 LOW_PRIORITY ?= $(if $(shell command -v chrt),chrt --idle 0,nice -n 19)
 test:
 	@$(MAKE) --no-print-directory -j2 --output-sync=target test-deps modules
 	@$(MAKE) --no-print-directory vet
-	@$(MAKE) --no-print-directory -j2 --output-sync=target unit low-priority-checks
+	@$(MAKE) --no-print-directory -j3 --output-sync=target unit low-priority-checks
 
-# low-priority-checks: deploycheck then fuzz-short at LOW_PRIORITY (see test).
+# low-priority-checks: deploycheck, tools/doccheck's tests, then fuzz-short
+# at LOW_PRIORITY (see test). doccheck builds every program and asks each
+# for its help (30-second timeouts): build-bound, with no time-sensitive
+# check, it took 60-80 s of the package tests' wall time beside them.
 low-priority-checks:
 	@$(LOW_PRIORITY) $(MAKE) --no-print-directory deploycheck
+	@$(LOW_PRIORITY) $(GO) test -race -count=1 -timeout 20m ./tools/doccheck
 	@$(LOW_PRIORITY) $(MAKE) --no-print-directory fuzz-short
 
 # modules: the modules the gateway and tools/deploycheck need, into the
@@ -90,15 +95,37 @@ vet:
 # The end-to-end tests start processes and hold thousands of streams: they
 # run after the package tests rather than beside them on 2 cores.
 #
-# sdk/conformance runs without the race detector: each check compiles the
-# plugin once without a cache (the cold-compile measurement; 83% of a
-# check's CPU in a profile of one under -race), and wazero's compiler under
-# the race detector made the package 261 s of a run instead of 36 s. Its
-# concurrency is the plugin runtime's, raced in sdk/wasmhost's own tests.
-unit:
-	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... github.com/tollgate/tollgate/sdk/... | grep -v -e /gateway/e2e -e /sdk/conformance)
-	$(GO) test -count=1 -timeout 20m github.com/tollgate/tollgate/sdk/conformance
+# Before them, two groups at once: the package tests under the race
+# detector (unit-race), and the tests whose time is wazero compiling plugin
+# modules, without it (unit-compile). Those are sdk/conformance (each check
+# compiles the plugin once without a cache, the cold-compile measurement;
+# 83% of a check's CPU in a profile of one under -race, and wazero's
+# compiler under the race detector made the package 261 s of a run instead
+# of 36 s) and `tollgate plugin check` and `plugin warm`, which run that
+# measurement and compile a built-in plugin into an empty cache (under
+# -race 212 s and 59 s of gateway/cmd/tollgate's 310 s in one loaded run,
+# 2 min 40 s of CPU; without it, 16 s of CPU both). Their concurrency is the plugin runtime's, raced in
+# sdk/wasmhost's own tests. Running beside the race group, they use CPU its
+# packages leave idle while they wait on Postgres, Redis and timers instead
+# of taking a minute of their own.
+# (make test runs them with -j3: the two groups and low-priority-checks.)
+COMPILE_TESTS := ^(TestPluginCheck|TestPluginWarm)$$
+unit: e2e
+
+e2e: unit-race unit-compile
 	$(GO) test -race -count=1 -timeout 20m ./gateway/e2e/
+
+# SLOW_FIRST: the race group's longest packages (60-115 s, 25-50 s in
+# runs of make test), listed first so that go test starts them first: in
+# the listing's order sdk/wasmhost came last and ran its 90 s beside
+# nothing else of the group.
+SLOW_FIRST := $(addprefix github.com/tollgate/tollgate/,sdk/wasmhost plugins/budget sdk/scaffold sdk/plugintest sdk/rust plugins/holdback gateway/internal/proxy)
+unit-race:
+	$(GO) test -race -count=1 -timeout 20m -skip '$(COMPILE_TESTS)' $$({ $(GO) list $(SLOW_FIRST); $(GO) list ./... github.com/tollgate/tollgate/sdk/...; } | awk '!seen[$$0]++' | grep -v -e /gateway/e2e -e /sdk/conformance -e /tools/doccheck)
+
+unit-compile:
+	$(GO) test -count=1 -timeout 20m github.com/tollgate/tollgate/sdk/conformance
+	$(GO) test -count=1 -timeout 20m -run '$(COMPILE_TESTS)' ./gateway/cmd/tollgate
 
 # deploycheck: the Helm chart rendered with Helm's engine and decoded strictly
 # into k8s.io/api types, the compose file loaded with compose-go, the

@@ -16,6 +16,7 @@ import (
 // completion with usage, a non-streamed one, and a tool call streamed and
 // not, whose result goes back in a follow-up.
 func TestOpenAINodeSDKAnthropic(t *testing.T) {
+	t.Parallel() // checks no time (see the package doc)
 	dir, node := nodeWith(t, "openai")
 	const text = "Héllo from Claude's mock — in small pieces, through the translation."
 	mock, anthURL := startAnthropicMock(t, mockllm.Config{Text: text, ChunkSize: 4, InterToken: time.Millisecond})
@@ -94,6 +95,7 @@ func TestOpenAINodeSDKAnthropic(t *testing.T) {
 // Anthropic Node SDK (testdata/node/messages.mjs) through preflight: its
 // x-api-key is the tenant's gateway key; the upstream gets its own.
 func TestAnthropicNodeSDKMessages(t *testing.T) {
+	t.Parallel() // checks no time (see the package doc)
 	dir, node := nodeWith(t, "@anthropic-ai/sdk")
 	const text = "Héllo from Claude's mock — passed through as it came."
 	mock, anthURL := startAnthropicMock(t, mockllm.Config{Text: text, ChunkSize: 4, InterToken: time.Millisecond})

@@ -52,6 +52,7 @@ func chatText(t *testing.T, body []byte) (text, finish string, done bool) {
 // (the text upper-cased; the tool-call deltas as "INDEX|NAME|ARGUMENTS;")
 // produces the same text through both endpoints for the same recording.
 func TestAnthropicPluginsSeeSameChunks(t *testing.T) {
+	t.Parallel() // checks no time (see the package doc)
 	_, anthURL := startAnthropicMock(t, mockllm.Config{})
 	for _, tc := range []struct {
 		config, recording, want string
@@ -94,6 +95,7 @@ func TestAnthropicPluginsSeeSameChunks(t *testing.T) {
 // TestAnthropicPluginsNative: holding, stopping, failing and replacing a
 // whole reply on POST /v1/messages.
 func TestAnthropicPluginsNative(t *testing.T) {
+	t.Parallel() // checks no time (see the package doc)
 	const text = "The quick brown fox jumps over the lazy dog."
 	_, anthURL := startAnthropicMock(t, mockllm.Config{Text: text, ChunkSize: 5})
 	msgs := func(stream bool) string {

@@ -836,6 +836,7 @@ func TestAnthropicUsageSettled(t *testing.T) {
 // records, the tokens the Anthropic upstream reported, for translated and
 // native requests, streamed and not.
 func TestAnthropicBudgetLedger(t *testing.T) {
+	t.Parallel() // checks no time (see the package doc)
 	w := newBudgetWorld(t, 1_000_000)
 	if err := w.store.SetPrice(context.Background(), tenant.Price{Model: "claude-x", InputMicrosPerMTok: inputMicrosPerMTok,
 		OutputMicrosPerMTok: outputMicrosPerMTok, EffectiveFrom: time.Now().Add(-time.Hour)}); err != nil {

@@ -28,6 +28,7 @@ import (
 // budget, and the bound is not so loose that most of the budget goes
 // unused.
 func TestBudgetBoundAcrossReplicas(t *testing.T) {
+	t.Parallel() // checks no time (see the package doc)
 	const (
 		budget   = 300_000 // µ$: about 33 of these requests
 		clients  = 32
@@ -154,6 +155,7 @@ func (w *budgetWorld) promptTokens(t *testing.T) int64 {
 // true input count; from then on it holds that count and its max_tokens,
 // and nothing once it ends.
 func TestBudgetShrinksAtMessageStart(t *testing.T) {
+	t.Parallel() // checks no time (see the package doc)
 	w := newBudgetWorld(t, 10_000_000)
 	if err := w.store.SetPrice(context.Background(), tenant.Price{Model: "claude-x", InputMicrosPerMTok: inputMicrosPerMTok,
 		OutputMicrosPerMTok: outputMicrosPerMTok, EffectiveFrom: time.Now().Add(-time.Hour)}); err != nil {

@@ -93,6 +93,7 @@ type scopeLimit struct {
 // it, every refusal names the budget that refused, the Redis counters of
 // each scope equal the call log, and no hold is left.
 func TestBudgetScopesAcrossReplicas(t *testing.T) {
+	t.Parallel() // checks no time (see the package doc)
 	tests := []struct {
 		name    string
 		budgets []tenant.BudgetRule
@@ -346,6 +347,7 @@ func (w *budgetWorld) checkScopeCounters(t *testing.T) {
 // command for the budget (the reserve, whatever the number of scopes); a
 // new end user's first request seeds its scope from the ledger.
 func TestBudgetScopesWarmNoPostgres(t *testing.T) {
+	t.Parallel() // checks no time (see the package doc)
 	w := newBudgetWorld(t, 10_000_000)
 	ctx := context.Background()
 	if err := w.store.UpdatePlan(ctx, tenant.Plan{ID: "metered", MonthlyBudgetMicros: 10_000_000, Budgets: []tenant.BudgetRule{

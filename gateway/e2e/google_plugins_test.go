@@ -74,6 +74,7 @@ func accessCost(t *testing.T, logs *lockedBuffer, id string) int64 {
 }
 
 func TestGooglePlugins(t *testing.T) {
+	t.Parallel() // checks no time (see the package doc)
 	w := startGoogleWorld(t, mockllm.Config{Text: googleText, ChunkSize: 5}, googlePluginsExtra())
 	models := []string{"gemini-x", "vertex-x"}
 
@@ -146,6 +147,7 @@ func TestGooglePlugins(t *testing.T) {
 // records, the tokens Google reported, through both providers, streamed
 // and not.
 func TestGoogleBudgetLedger(t *testing.T) {
+	t.Parallel() // checks no time (see the package doc)
 	w := newBudgetWorld(t, 1_000_000)
 	for _, m := range []string{"gemini-x", "vertex-x"} {
 		if err := w.store.SetPrice(context.Background(), tenant.Price{Model: m, InputMicrosPerMTok: inputMicrosPerMTok,

@@ -2,6 +2,14 @@
 // client (Go's net/http, raw TCP, or the official OpenAI Node SDK), the
 // gateway on a loopback port, and a real upstream (the mock model or a
 // canned HTTP server).
+//
+// The tests that call t.Parallel() run after all the others, two at a
+// time (-parallel defaults to GOMAXPROCS). They are the ones whose time
+// goes to work that leaves a core idle (Node clients, go and rustc builds
+// in a subprocess, plugin loads) and that check no time: no latency bar,
+// no rate or budget window, no lease or timeout, nothing set in the
+// process's environment. A test that measures time stays serial, alone
+// with its gateway.
 package e2e
 
 import (

@@ -14,6 +14,7 @@ import (
 // the URL; the same URL in the text after the call passes, another URL on
 // the host is still cut.
 func TestHoldbackReplyToolCall(t *testing.T) {
+	t.Parallel() // checks no time (see the package doc)
 	_, mockURL := startMock(t, mockllm.Config{})
 	g := startHoldbackGateway(t, mockURL, hbConfig)
 	const intro = "Drawing it now."

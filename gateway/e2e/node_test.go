@@ -18,6 +18,7 @@ import (
 // with the official OpenAI Node SDK (npm "openai"), installed by
 // `make test-deps`.
 func TestOpenAINodeSDKStreams(t *testing.T) {
+	t.Parallel() // checks no time (see the package doc)
 	dir, node := nodeWith(t, "openai")
 	const text = "Héllo from the mock — the whole text, in small pieces, through the gateway."
 	_, mockURL := startMock(t, mockllm.Config{Text: text, ChunkSize: 3, InterToken: time.Millisecond})
@@ -78,6 +79,7 @@ func nodeWith(t *testing.T, pkg string) (dir, node string) {
 // carried, and a guard's stop ends the stream with response.incomplete
 // (content_filter) that the SDK accepts.
 func TestOpenAINodeSDKResponses(t *testing.T) {
+	t.Parallel() // checks no time (see the package doc)
 	dir, node := nodeWith(t, "openai")
 	guard, err := wasmbuild.Cached(repoRoot(t) + "/plugins/holdback")
 	if err != nil {

@@ -119,6 +119,7 @@ func apiMessage(err error) string {
 // the client gets is the mock's reply, the upstream sees the gateway's key
 // and never the client's, and usage is metered where the reply has it.
 func TestPassthroughSDK(t *testing.T) {
+	t.Parallel() // checks no time (see the package doc)
 	mock, mockURL := startMock(t, mockllm.Config{Tokens: 5, APIKey: passUpstreamKey})
 	seen := recordRequests(mock)
 	srv, gw := startGateway(t, passPolicy(t, mockURL, 1000), map[string]string{"UP_KEY": passUpstreamKey})
@@ -371,6 +372,7 @@ func grepLines(text, prefix string) string {
 // model, and for a malformed form, the gateway answers itself and the
 // upstream sees nothing.
 func TestPassthroughRefusals(t *testing.T) {
+	t.Parallel() // checks no time (see the package doc)
 	mock, mockURL := startMock(t, mockllm.Config{Tokens: 5, APIKey: passUpstreamKey})
 	_, gw := startGateway(t, passPolicy(t, mockURL, 2), map[string]string{"UP_KEY": passUpstreamKey})
 	ctx := context.Background()
@@ -484,6 +486,7 @@ func TestPassthroughRefusals(t *testing.T) {
 // passthrough request names — in a JSON body and in a form's model field,
 // the rest of the form byte for byte — and the client still sees its own.
 func TestPassthroughModelIDs(t *testing.T) {
+	t.Parallel() // checks no time (see the package doc)
 	mock, mockURL := startMock(t, mockllm.Config{Tokens: 3})
 	seen := recordRequests(mock)
 	pol := policy(mockURL, "    model_ids: {img: gpt-image-1, stt: gpt-4o-transcribe}", "img", "stt")

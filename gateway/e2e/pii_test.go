@@ -111,6 +111,7 @@ func (w *piiWorld) checkMasked(t *testing.T, id string) {
 // TestPIIRedact: the upstream never sees the data, and the client gets the
 // reply as the model wrote it, placeholders included.
 func TestPIIRedact(t *testing.T) {
+	t.Parallel() // checks no time (see the package doc)
 	w := startPII(t, `{mode: redact}`)
 	reply := "I will mail [EMAIL_1] today."
 	for _, stream := range []bool{false, true} {

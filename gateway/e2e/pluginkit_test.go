@@ -22,6 +22,7 @@ import (
 // serve -policy policy.yaml; a request naming the new term gets the
 // guard's rejection, a clean one streams.
 func TestPluginKitOutsideTheCheckout(t *testing.T) {
+	t.Parallel() // checks no time (see the package doc)
 	for _, lang := range []string{"go", "rust"} {
 		t.Run(lang, func(t *testing.T) {
 			if lang == "rust" {
@@ -161,6 +162,7 @@ func postChat(t *testing.T, gw, body string) (int, string) {
 // module outside the checkout (its go.mod requiring the SDK with a replace
 // to this checkout's sdk) and runs go test there.
 func TestPluginsDocExample(t *testing.T) {
+	t.Parallel() // checks no time (see the package doc)
 	doc, err := os.ReadFile("../../docs/PLUGINS.md")
 	if err != nil {
 		t.Fatal(err)

@@ -127,6 +127,7 @@ routes:
 // pricing.unpriced: refuse (whatever the tenant's budget), and under free
 // served at no cost and counted by the policy's model name.
 func TestUnpricedModelPolicy(t *testing.T) {
+	t.Parallel() // checks no time (see the package doc)
 	w := newBudgetWorld(t, 100_000_000)
 	_, mockURL := startMock(t, mockllm.Config{Tokens: 5})
 	const unpriced = `{"model":"mock-unpriced","messages":[{"role":"user","content":"hello"}]}`

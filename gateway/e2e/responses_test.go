@@ -94,6 +94,7 @@ func runResponses(t *testing.T, client openai.Client, params responses.ResponseN
 }
 
 func TestResponsesSDK(t *testing.T) {
+	t.Parallel() // checks no time (see the package doc)
 	const text = "The quick brown fox jumps over the lazy dog."
 	_, anthURL := startAnthropicMock(t, mockllm.Config{Text: text, ChunkSize: 7})
 	_, openaiURL := startMock(t, mockllm.Config{Text: text, ChunkSize: 7})
@@ -329,6 +330,7 @@ func TestResponsesRateLimit(t *testing.T) {
 // client always gets a well-formed reply whose final response holds the
 // text it was streamed, and the gateway counts what it sent.
 func TestResponsesPlugins(t *testing.T) {
+	t.Parallel() // checks no time (see the package doc)
 	const text = "The quick brown fox jumps over the lazy dog."
 	_, anthURL := startAnthropicMock(t, mockllm.Config{Text: text, ChunkSize: 5})
 	_, openaiURL := startMock(t, mockllm.Config{Text: text, ChunkSize: 5})

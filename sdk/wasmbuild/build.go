@@ -95,10 +95,10 @@ func Cached(dir string) (string, error) {
 }
 
 // listTemplate prints, for each non-standard package the plugin's build
-// depends on, its directory and source files, then the go.mod of its
-// module.
+// depends on, its directory and source files, then "=" and the go.mod,
+// path@version and directory of its module.
 const listTemplate = `{{if not .Standard}}{{.Dir}}{{range .GoFiles}}{{"\t"}}{{.}}{{end}}{{range .EmbedFiles}}{{"\t"}}{{.}}{{end}}
-{{with .Module}}{{.GoMod}}{{end}}{{end}}`
+{{with .Module}}={{.GoMod}}{{"\t"}}{{.Path}}@{{.Version}}{{"\t"}}{{.Dir}}{{end}}{{end}}`
 
 // SourceHash returns a hex SHA-256 of everything the wasm build of the
 // main package in dir depends on, as the go command resolves it from dir's
@@ -106,6 +106,11 @@ const listTemplate = `{{if not .Standard}}{{.Dir}}{{range .GoFiles}}{{"\t"}}{{.}
 // version and build settings, every file of every non-standard package in
 // the build, and the go.mod and go.sum of their modules. Files that are
 // not in the build (tests, other packages of the module) do not count.
+//
+// A file in a module is named by the module's path@version and its path
+// in the module, as the -trimpath build names it, not by where the module
+// is: two checkouts of the same sources hash alike, and a plugin built in
+// one clone or worktree is not built again in another.
 func SourceHash(dir string) (string, error) {
 	env := append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
 	settings, err := goOutput(dir, env, "env", "GOVERSION", "GOFLAGS", "GOEXPERIMENT", "GOWASM", "GOWORK")
@@ -119,23 +124,44 @@ func SourceHash(dir string) (string, error) {
 	h := sha256.New()
 	h.Write(settings)
 	files := map[string]bool{}
+	modules := map[string]string{} // module directory → path@version
 	for _, line := range strings.Split(string(list), "\n") {
 		fields := strings.Split(line, "\t")
 		switch {
 		case fields[0] == "":
-		case len(fields) == 1: // a go.mod
-			files[fields[0]] = true
-			files[filepath.Join(filepath.Dir(fields[0]), "go.sum")] = true
+		case strings.HasPrefix(fields[0], "="): // a module: go.mod, path@version, directory
+			gomod := fields[0][1:]
+			files[gomod] = true
+			files[filepath.Join(filepath.Dir(gomod), "go.sum")] = true
+			if len(fields) == 3 && fields[2] != "" {
+				modules[fields[2]] = fields[1]
+			}
 		default:
 			for _, f := range fields[1:] {
 				files[filepath.Join(fields[0], f)] = true
 			}
 		}
 	}
-	if err := hashFiles(h, files); err != nil {
+	if err := hashFiles(h, files, func(f string) string { return moduleKey(modules, f) }); err != nil {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// moduleKey names file f by the innermost of modules (directory →
+// path@version) holding it and its slash path there; a file in none (a
+// go.mod in the module cache) by its own path.
+func moduleKey(modules map[string]string, f string) string {
+	best := ""
+	for d := range modules {
+		if strings.HasPrefix(f, d+string(filepath.Separator)) && len(d) > len(best) {
+			best = d
+		}
+	}
+	if best == "" {
+		return f
+	}
+	return modules[best] + "/" + filepath.ToSlash(f[len(best)+1:])
 }
 
 // goOutput runs the go command in dir and returns its standard output; an
@@ -152,10 +178,10 @@ func goOutput(dir string, env []string, args ...string) ([]byte, error) {
 	return out, nil
 }
 
-// hashFiles writes the names, sizes and contents of files to h, in name
-// order; a file that does not exist counts as such (a module without a
-// go.sum).
-func hashFiles(h io.Writer, files map[string]bool) error {
+// hashFiles writes the names (key of each path), sizes and contents of
+// files to h, in path order; a file that does not exist counts as such (a
+// module without a go.sum).
+func hashFiles(h io.Writer, files map[string]bool, key func(string) string) error {
 	names := make([]string, 0, len(files))
 	for f := range files {
 		names = append(names, f)
@@ -164,13 +190,13 @@ func hashFiles(h io.Writer, files map[string]bool) error {
 	for _, f := range names {
 		b, err := os.ReadFile(f)
 		if errors.Is(err, fs.ErrNotExist) {
-			fmt.Fprintf(h, "%s\x00absent\x00", f)
+			fmt.Fprintf(h, "%s\x00absent\x00", key(f))
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(h, "%s\x00%d\x00", f, len(b))
+		fmt.Fprintf(h, "%s\x00%d\x00", key(f), len(b))
 		h.Write(b)
 	}
 	return nil

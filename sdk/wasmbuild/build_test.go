@@ -123,4 +123,22 @@ func init() {
 	if !strings.Contains(filepath.Base(wasm), "myplug-"+prev[:16]) {
 		t.Errorf("cached as %s, want the name to carry the hash %s", wasm, prev[:16])
 	}
+
+	// The same sources in another place (a second clone or worktree) hash
+	// alike, so its tests reuse the build; a change there still counts.
+	other := filepath.Join(t.TempDir(), "elsewhere", "clone")
+	if err := os.MkdirAll(filepath.Dir(other), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cp", "-r", root, other).CombinedOutput(); err != nil {
+		t.Fatalf("copying %s: %v\n%s", root, err, out)
+	}
+	copied := filepath.Join(other, "myplug")
+	if got, err := wasmbuild.SourceHash(copied); err != nil || got != prev {
+		t.Errorf("the same sources in %s hash %s (%v), want %s as in %s", copied, got, err, prev, plug)
+	}
+	write(t, filepath.Join(other, "dep", "dep.go"), "package dep\n\nconst Status = 404\n")
+	if got, err := wasmbuild.SourceHash(copied); err != nil || got == prev {
+		t.Errorf("a changed dependency in the copy: hash %s (%v), want it changed", got, err)
+	}
 }

@@ -18,17 +18,36 @@ func counting(mark string, extra ...string) string {
 	return fmt.Sprintf(`{"request":%s,"response_headers":"metric:hdr","chunk":"metric:chunk","end":"metric:end","reject_message":%q}`, req, mark)
 }
 
-// counts is what p's callbacks counted, "req/hdr/chunk/end".
-func counts(p *Plugin) string {
-	var parts []string
-	for _, m := range []string{"req", "hdr", "chunk", "end"} {
-		n := int64(0)
+// tally is what p's callbacks counted so far, per metric of counting.
+func tally(p *Plugin) [4]int64 {
+	var n [4]int64
+	for i, m := range []string{"req", "hdr", "chunk", "end"} {
 		if c, ok := p.Stats().Events.Load(m); ok {
-			n = c.(*atomic.Int64).Load()
+			n[i] = c.(*atomic.Int64).Load()
 		}
-		parts = append(parts, fmt.Sprint(n))
+	}
+	return n
+}
+
+// countsSince is what p's callbacks counted since before (a tally),
+// "req/hdr/chunk/end": subtests sharing a pipeline each check their own
+// request.
+func countsSince(p *Plugin, before [4]int64) string {
+	now := tally(p)
+	parts := make([]string, len(now))
+	for i := range now {
+		parts[i] = fmt.Sprint(now[i] - before[i])
 	}
 	return strings.Join(parts, "/")
+}
+
+// tallies is tally of each of pl's plugins.
+func tallies(pl *Pipeline) [][4]int64 {
+	var ts [][4]int64
+	for _, p := range pl.Plugins() {
+		ts = append(ts, tally(p))
+	}
+	return ts
 }
 
 // runAll runs every phase of one request on pl.
@@ -75,11 +94,18 @@ func TestChainSelects(t *testing.T) {
 		{"disabled p1, no chain", true, nil, [3]string{"1/1/1/1", "0/0/0/0", "1/1/1/1"}, "X-Mark-a=1;X-Mark-c=1"},
 		{"disabled p1 in the chain", true, []string{"p1", "p2"}, [3]string{"0/0/0/0", "0/0/0/0", "1/1/1/1"}, "X-Mark-c=1"},
 	}
+	// One pipeline per policy (p1 disabled or not), shared by the
+	// subtests: loading three plugins is most of a subtest's time under
+	// -race. Each subtest checks what its own request counted.
+	byDisabled := map[bool]*Pipeline{}
+	for _, disabled := range []bool{false, true} {
+		byDisabled[disabled] = loadSpecs(t, Spec{Name: "p0", Config: []byte(counting("a"))},
+			Spec{Name: "p1", Config: []byte(counting("b")), Disabled: disabled},
+			Spec{Name: "p2", Config: []byte(counting("c"))})
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pl := loadSpecs(t, Spec{Name: "p0", Config: []byte(counting("a"))},
-				Spec{Name: "p1", Config: []byte(counting("b")), Disabled: tt.disabled},
-				Spec{Name: "p2", Config: []byte(counting("c"))})
+			pl := byDisabled[tt.disabled]
 			c, err := pl.Chain(tt.chain)
 			if err != nil {
 				t.Fatal(err)
@@ -87,9 +113,10 @@ func TestChainSelects(t *testing.T) {
 			r := request(`{}`)
 			defer ReleaseRequest(r)
 			r.SetChain(c)
+			before := tallies(pl)
 			runAll(t, pl, r)
 			for i, p := range pl.Plugins() {
-				if got := counts(p); got != tt.want[i] {
+				if got := countsSince(p, before[i]); got != tt.want[i] {
 					t.Errorf("%s counted %s, want %s", p.Name(), got, tt.want[i])
 				}
 			}
@@ -161,11 +188,13 @@ func TestChainTenantOverride(t *testing.T) {
 		{"a config without enabled leaves a disabled plugin off", []PluginSetting{{Name: "p1", Config: []byte(counting("w"))}},
 			[4]string{"1/1/1/1", "0/0/0/0", "1/1/1/1", ""}, "X-Mark-a=1;X-Call-Result=ok;X-Mark-c=1"},
 	}
+	// One pipeline shared by the subtests (see TestChainSelects); the
+	// variants an override loads are kept by it, each subtest's its own.
+	pl := loadSpecs(t, Spec{Name: "p0", Config: []byte(resolver)},
+		Spec{Name: "p1", Config: []byte(counting("b")), Disabled: true},
+		Spec{Name: "p2", Config: []byte(counting("c"))})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pl := loadSpecs(t, Spec{Name: "p0", Config: []byte(resolver)},
-				Spec{Name: "p1", Config: []byte(counting("b")), Disabled: true},
-				Spec{Name: "p2", Config: []byte(counting("c"))})
 			ov, err := pl.Override(context.Background(), tt.settings)
 			if err != nil {
 				t.Fatal(err)
@@ -173,9 +202,14 @@ func TestChainTenantOverride(t *testing.T) {
 			r := request(`{}`)
 			defer ReleaseRequest(r)
 			r.Services = tenantService{ov: ov}
+			before := tallies(pl)
+			var variantBefore [4]int64
+			if v := ov.variant; v != nil && v[2] != nil {
+				variantBefore = tally(v[2])
+			}
 			runAll(t, pl, r)
 			for i, p := range pl.Plugins() {
-				if got := counts(p); got != tt.want[i] {
+				if got := countsSince(p, before[i]); got != tt.want[i] {
 					t.Errorf("%s counted %s, want %s", p.Name(), got, tt.want[i])
 				}
 			}
@@ -183,7 +217,7 @@ func TestChainTenantOverride(t *testing.T) {
 				if v == nil || v[2] == nil {
 					t.Fatal("no variant of p2")
 				}
-				if got := counts(v[2]); got != tt.want[3] {
+				if got := countsSince(v[2], variantBefore); got != tt.want[3] {
 					t.Errorf("p2's variant counted %s, want %s", got, tt.want[3])
 				}
 			}
