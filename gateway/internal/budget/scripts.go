@@ -55,20 +55,27 @@ end
 // scopesPrelude reads the scopes of a multi-scope call from the keys K
 // and arguments A, locals the script declares before it (KEYS and ARGV in
 // a script of its own). K[1] is the request's settled marker and scope i
-// has K[3i-1] spent, K[3i] holds and K[3i+1] leases. loadSpent returns the spent of every scope, or
-// the reply {codeSeed, i...} naming the scopes whose spent key is missing
-// (nothing has been changed then).
+// has K[3i-1] spent, K[3i] holds and K[3i+1] leases. loadSpent reads the
+// marker and every spent key with one MGET; it returns the spent of every
+// scope and whether the marker exists, or nil and the reply {codeSeed,
+// i...} naming the scopes whose spent key is missing (nothing has been
+// changed then).
 const scopesPrelude = prelude + `
 local n = (#K - 1) / 3
 
 local function loadSpent()
+  local ks = {K[1]}
+  for i = 1, n do ks[i+1] = K[3*i-1] end
+  local v = redis.call('MGET', unpack(ks))
   local spent, missing = {}, {-1}
   for i = 1, n do
-    local s = redis.call('GET', K[3*i-1])
+    -- MGET reads a key of another type as missing: GET (cold path)
+    -- makes that the WRONGTYPE error it is.
+    local s = v[i+1] or redis.call('GET', K[3*i-1])
     if s then spent[i] = tonumber(s) else missing[#missing+1] = i end
   end
   if #missing > 1 then return nil, missing end
-  return spent
+  return spent, v[1] ~= false
 end
 
 -- loadHolds expires the holds of every scope and returns each scope's sum
@@ -124,16 +131,17 @@ end
 `
 
 // reserveBody is the body of reserve: KEYS as scopesPrelude; ARGV request
-// id, amount, lease (µs), then per scope its limit and key TTL (ms).
-// Replies as reply in scopesPrelude, or {codeSeed, i...}. A scope that
-// already has a live hold of the request keeps it as it is; the others get
-// one if amount fits in every one of them.
+// id, amount, lease (µs), then per scope its limit and key TTL (ms); now,
+// the server clock in µs, when the caller has read it already (nil: read
+// TIME). Replies as reply in scopesPrelude, or {codeSeed, i...}. A scope
+// that already has a live hold of the request keeps it as it is; the
+// others get one if amount fits in every one of them.
 const reserveBody = `
-local spent, seed = loadSpent()
-if not spent then return seed end
-local now = clock()
+local spent, settled = loadSpent()
+if not spent then return settled end
+now = now or clock()
 local reserved, held = loadHolds(now)
-if redis.call('EXISTS', K[1]) == 1 then return reply(-2, 0, spent, reserved) end
+if settled then return reply(-2, 0, spent, reserved) end
 local need, missing = {}, false
 for i = 1, n do
   if not held[i] then need[i], missing = true, true end
@@ -151,23 +159,24 @@ return reply(1, 0, spent, reserved)
 
 // ReserveLua defines, over the keys K and arguments A (locals the script
 // declares before it, as reserveScript's KEYS and ARGV), the Lua function
-// reserve(): Reserve's work, whose reply a Hold reads. Package meterstore
-// runs it after the rate limiter's admission, in one script call.
-const ReserveLua = scopesPrelude + "local function reserve()\n" + reserveBody + "end\n"
+// reserve(now): Reserve's work, whose reply a Hold reads. Package
+// meterstore runs it after the rate limiter's admission, in one script
+// call, with the admission's now (one TIME for both).
+const ReserveLua = scopesPrelude + "local function reserve(now)\n" + reserveBody + "end\n"
 
-var reserveScript = rueidis.NewLuaScript("local K, A = KEYS, ARGV\n" + scopesPrelude + reserveBody)
+var reserveScript = rueidis.NewLuaScript("local K, A = KEYS, ARGV\nlocal now\n" + scopesPrelude + reserveBody)
 
 // extendScript: as reserveScript, with more for amount. A refusal changes
 // nothing; an admission grows (or makes) the hold in every scope and
 // renews its lease.
 var extendScript = rueidis.NewLuaScript("local K, A = KEYS, ARGV\n" + scopesPrelude + `
-local spent, seed = loadSpent()
-if not spent then return seed end
+local spent, settled = loadSpent()
+if not spent then return settled end
 local now = clock()
 local reserved, held = loadHolds(now)
 local all = {}
 for i = 1, n do all[i] = true end
-if redis.call('EXISTS', K[1]) == 1 then return reply(-2, 0, spent, reserved) end
+if settled then return reply(-2, 0, spent, reserved) end
 local more = tonumber(A[2])
 local refused = tightest(all, more, spent, reserved)
 if refused > 0 then return reply(0, refused, spent, reserved) end
