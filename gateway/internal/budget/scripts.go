@@ -26,11 +26,12 @@ local function clock()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
--- expire drops the holds whose lease ended at or before now.
-local function expire(holds, leases, now)
+-- expire drops the holds whose lease ended at or before at (now, as
+-- int made it: formatted once per script call, not once per scope).
+local function expire(holds, leases, at)
   local batch = 256
   repeat
-    local ids = redis.call('ZRANGEBYSCORE', leases, '-inf', int(now), 'LIMIT', 0, batch)
+    local ids = redis.call('ZRANGEBYSCORE', leases, '-inf', at, 'LIMIT', 0, batch)
     if #ids > 0 then
       local amounts = redis.call('HMGET', holds, unpack(ids))
       local sum = 0
@@ -47,7 +48,7 @@ end
 -- purge expires holds and returns the sum of the remaining ones (field ''
 -- of the holds hash).
 local function purge(holds, leases, now)
-  expire(holds, leases, now)
+  expire(holds, leases, int(now))
   return tonumber(redis.call('HGET', holds, '') or 0)
 end
 `
@@ -81,9 +82,9 @@ end
 -- loadHolds expires the holds of every scope and returns each scope's sum
 -- of holds and the request's own hold (nil: none), read with one HMGET.
 local function loadHolds(now)
-  local reserved, held = {}, {}
+  local reserved, held, at = {}, {}, int(now)
   for i = 1, n do
-    expire(K[3*i], K[3*i+1], now)
+    expire(K[3*i], K[3*i+1], at)
     local v = redis.call('HMGET', K[3*i], '', A[1])
     reserved[i] = tonumber(v[1] or 0)
     held[i] = v[2] and tonumber(v[2])
@@ -118,11 +119,11 @@ end
 -- hold adds A[2] to the hold of A[1] in scope i (held before,
 -- reserved the sum before), sets its lease end and restarts the key TTL
 -- (A[3+2i]); it returns the scope's reserved. The hold and the sum are
--- written with one HSET.
+-- written with one HSET; a new hold is A[2] as it came (Go formatted it).
 local function hold(i, held, reserved, leaseEnd)
   local amount = tonumber(A[2])
   reserved = reserved + amount
-  redis.call('HSET', K[3*i], A[1], int((held or 0) + amount), '', int(reserved))
+  redis.call('HSET', K[3*i], A[1], held and int(held + amount) or A[2], '', int(reserved))
   redis.call('ZADD', K[3*i+1], leaseEnd, A[1])
   redis.call('PEXPIRE', K[3*i], A[3+2*i])
   redis.call('PEXPIRE', K[3*i+1], A[3+2*i])
@@ -194,11 +195,11 @@ return reply(code, 0, spent, reserved)
 // {codeAdmitted, scopes that held the request}. It reads no spent key, so
 // it never asks for a seed.
 var shrinkScript = rueidis.NewLuaScript(prelude + `
-local now = clock()
+local at = int(clock())
 local to = tonumber(ARGV[2])
 local live = 0
 for i = 1, #KEYS, 2 do
-  expire(KEYS[i], KEYS[i+1], now)
+  expire(KEYS[i], KEYS[i+1], at)
   local held = redis.call('HGET', KEYS[i], ARGV[1])
   if held then
     live = live + 1
@@ -222,12 +223,13 @@ const settleBody = `
 local spent, seed = loadSpent()
 if not spent then return seed end
 for i = 1, n do
+  -- A hold is a whole number >= 0 as int or Go wrote it, so '-'..held
+  -- is its negation without a round trip through a Lua number.
   local held = redis.call('HGET', K[3*i], A[1])
   if held then
     redis.call('HDEL', K[3*i], A[1])
     redis.call('ZREM', K[3*i+1], A[1])
-    held = tonumber(held)
-    if held ~= 0 then redis.call('HINCRBY', K[3*i], '', int(-held)) end
+    if held ~= '0' then redis.call('HINCRBY', K[3*i], '', '-' .. held) end
   end
 end
 local r = {0}

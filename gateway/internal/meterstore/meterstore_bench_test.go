@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -44,7 +45,8 @@ func benchRequest(b *testing.B, m *meterstore.Store, id string) {
 // once (parallel, where round trips are pipelined). server-ns/op is Redis's
 // own time in the scripts (wall clock: it grows when the machine is busy);
 // server-cpu-ns/op is redis-server's CPU time (INFO cpu: scripts, network
-// and event loop); rediscalls/op counts the commands the scripts ran.
+// and event loop); rediscalls/op counts the commands the scripts ran;
+// client-cpu-ns/op is this process's CPU time: the gateway's side.
 func BenchmarkRequestCounters(b *testing.B) {
 	srv := redistest.Start(b)
 	for _, mode := range []string{"serial", "parallel"} {
@@ -64,7 +66,7 @@ func BenchmarkRequestCounters(b *testing.B) {
 				if _, err := srv.Do("CONFIG", "RESETSTAT"); err != nil {
 					b.Fatal(err)
 				}
-				cpu0 := serverCPU(b, srv)
+				cpu0, own0 := serverCPU(b, srv), ownCPU(b)
 				b.ReportAllocs()
 				var n atomic.Int64
 				if mode == "serial" {
@@ -79,12 +81,13 @@ func BenchmarkRequestCounters(b *testing.B) {
 						}
 					})
 				}
-				cpu := serverCPU(b, srv) - cpu0
+				cpu, own := serverCPU(b, srv)-cpu0, ownCPU(b)-own0
 				st := scriptStats(b, srv)
 				b.ReportMetric(float64(st.scripts)/float64(b.N), "scripts/op")
 				b.ReportMetric(float64(st.usec)*1000/float64(b.N), "server-ns/op")
 				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "server-cpu-ns/op")
 				b.ReportMetric(float64(st.inner)/float64(b.N), "rediscalls/op")
+				b.ReportMetric(float64(own.Nanoseconds())/float64(b.N), "client-cpu-ns/op")
 			})
 		}
 	}
@@ -143,4 +146,13 @@ func serverCPU(b *testing.B, srv *redistest.Server) time.Duration {
 		}
 	}
 	return time.Duration(sec * float64(time.Second))
+}
+
+// ownCPU is this process's CPU time so far, user and system.
+func ownCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
