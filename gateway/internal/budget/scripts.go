@@ -26,11 +26,12 @@ local function clock()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
--- expire drops the holds whose lease ended at or before now.
-local function expire(holds, leases, now)
+-- expire drops the holds whose lease ended at or before at (now, as
+-- int made it: formatted once per script call, not once per scope).
+local function expire(holds, leases, at)
   local batch = 256
   repeat
-    local ids = redis.call('ZRANGEBYSCORE', leases, '-inf', int(now), 'LIMIT', 0, batch)
+    local ids = redis.call('ZRANGEBYSCORE', leases, '-inf', at, 'LIMIT', 0, batch)
     if #ids > 0 then
       local amounts = redis.call('HMGET', holds, unpack(ids))
       local sum = 0
@@ -47,7 +48,7 @@ end
 -- purge expires holds and returns the sum of the remaining ones (field ''
 -- of the holds hash).
 local function purge(holds, leases, now)
-  expire(holds, leases, now)
+  expire(holds, leases, int(now))
   return tonumber(redis.call('HGET', holds, '') or 0)
 end
 `
@@ -55,28 +56,35 @@ end
 // scopesPrelude reads the scopes of a multi-scope call from the keys K
 // and arguments A, locals the script declares before it (KEYS and ARGV in
 // a script of its own). K[1] is the request's settled marker and scope i
-// has K[3i-1] spent, K[3i] holds and K[3i+1] leases. loadSpent returns the spent of every scope, or
-// the reply {codeSeed, i...} naming the scopes whose spent key is missing
-// (nothing has been changed then).
+// has K[3i-1] spent, K[3i] holds and K[3i+1] leases. loadSpent reads the
+// marker and every spent key with one MGET; it returns the spent of every
+// scope and whether the marker exists, or nil and the reply {codeSeed,
+// i...} naming the scopes whose spent key is missing (nothing has been
+// changed then).
 const scopesPrelude = prelude + `
 local n = (#K - 1) / 3
 
 local function loadSpent()
+  local ks = {K[1]}
+  for i = 1, n do ks[i+1] = K[3*i-1] end
+  local v = redis.call('MGET', unpack(ks))
   local spent, missing = {}, {-1}
   for i = 1, n do
-    local s = redis.call('GET', K[3*i-1])
+    -- MGET reads a key of another type as missing: GET (cold path)
+    -- makes that the WRONGTYPE error it is.
+    local s = v[i+1] or redis.call('GET', K[3*i-1])
     if s then spent[i] = tonumber(s) else missing[#missing+1] = i end
   end
   if #missing > 1 then return nil, missing end
-  return spent
+  return spent, v[1] ~= false
 end
 
 -- loadHolds expires the holds of every scope and returns each scope's sum
 -- of holds and the request's own hold (nil: none), read with one HMGET.
 local function loadHolds(now)
-  local reserved, held = {}, {}
+  local reserved, held, at = {}, {}, int(now)
   for i = 1, n do
-    expire(K[3*i], K[3*i+1], now)
+    expire(K[3*i], K[3*i+1], at)
     local v = redis.call('HMGET', K[3*i], '', A[1])
     reserved[i] = tonumber(v[1] or 0)
     held[i] = v[2] and tonumber(v[2])
@@ -111,11 +119,11 @@ end
 -- hold adds A[2] to the hold of A[1] in scope i (held before,
 -- reserved the sum before), sets its lease end and restarts the key TTL
 -- (A[3+2i]); it returns the scope's reserved. The hold and the sum are
--- written with one HSET.
+-- written with one HSET; a new hold is A[2] as it came (Go formatted it).
 local function hold(i, held, reserved, leaseEnd)
   local amount = tonumber(A[2])
   reserved = reserved + amount
-  redis.call('HSET', K[3*i], A[1], int((held or 0) + amount), '', int(reserved))
+  redis.call('HSET', K[3*i], A[1], held and int(held + amount) or A[2], '', int(reserved))
   redis.call('ZADD', K[3*i+1], leaseEnd, A[1])
   redis.call('PEXPIRE', K[3*i], A[3+2*i])
   redis.call('PEXPIRE', K[3*i+1], A[3+2*i])
@@ -124,16 +132,17 @@ end
 `
 
 // reserveBody is the body of reserve: KEYS as scopesPrelude; ARGV request
-// id, amount, lease (µs), then per scope its limit and key TTL (ms).
-// Replies as reply in scopesPrelude, or {codeSeed, i...}. A scope that
-// already has a live hold of the request keeps it as it is; the others get
-// one if amount fits in every one of them.
+// id, amount, lease (µs), then per scope its limit and key TTL (ms); now,
+// the server clock in µs, when the caller has read it already (nil: read
+// TIME). Replies as reply in scopesPrelude, or {codeSeed, i...}. A scope
+// that already has a live hold of the request keeps it as it is; the
+// others get one if amount fits in every one of them.
 const reserveBody = `
-local spent, seed = loadSpent()
-if not spent then return seed end
-local now = clock()
+local spent, settled = loadSpent()
+if not spent then return settled end
+now = now or clock()
 local reserved, held = loadHolds(now)
-if redis.call('EXISTS', K[1]) == 1 then return reply(-2, 0, spent, reserved) end
+if settled then return reply(-2, 0, spent, reserved) end
 local need, missing = {}, false
 for i = 1, n do
   if not held[i] then need[i], missing = true, true end
@@ -151,23 +160,24 @@ return reply(1, 0, spent, reserved)
 
 // ReserveLua defines, over the keys K and arguments A (locals the script
 // declares before it, as reserveScript's KEYS and ARGV), the Lua function
-// reserve(): Reserve's work, whose reply a Hold reads. Package meterstore
-// runs it after the rate limiter's admission, in one script call.
-const ReserveLua = scopesPrelude + "local function reserve()\n" + reserveBody + "end\n"
+// reserve(now): Reserve's work, whose reply a Hold reads. Package
+// meterstore runs it after the rate limiter's admission, in one script
+// call, with the admission's now (one TIME for both).
+const ReserveLua = scopesPrelude + "local function reserve(now)\n" + reserveBody + "end\n"
 
-var reserveScript = rueidis.NewLuaScript("local K, A = KEYS, ARGV\n" + scopesPrelude + reserveBody)
+var reserveScript = rueidis.NewLuaScript("local K, A = KEYS, ARGV\nlocal now\n" + scopesPrelude + reserveBody)
 
 // extendScript: as reserveScript, with more for amount. A refusal changes
 // nothing; an admission grows (or makes) the hold in every scope and
 // renews its lease.
 var extendScript = rueidis.NewLuaScript("local K, A = KEYS, ARGV\n" + scopesPrelude + `
-local spent, seed = loadSpent()
-if not spent then return seed end
+local spent, settled = loadSpent()
+if not spent then return settled end
 local now = clock()
 local reserved, held = loadHolds(now)
 local all = {}
 for i = 1, n do all[i] = true end
-if redis.call('EXISTS', K[1]) == 1 then return reply(-2, 0, spent, reserved) end
+if settled then return reply(-2, 0, spent, reserved) end
 local more = tonumber(A[2])
 local refused = tightest(all, more, spent, reserved)
 if refused > 0 then return reply(0, refused, spent, reserved) end
@@ -185,11 +195,11 @@ return reply(code, 0, spent, reserved)
 // {codeAdmitted, scopes that held the request}. It reads no spent key, so
 // it never asks for a seed.
 var shrinkScript = rueidis.NewLuaScript(prelude + `
-local now = clock()
+local at = int(clock())
 local to = tonumber(ARGV[2])
 local live = 0
 for i = 1, #KEYS, 2 do
-  expire(KEYS[i], KEYS[i+1], now)
+  expire(KEYS[i], KEYS[i+1], at)
   local held = redis.call('HGET', KEYS[i], ARGV[1])
   if held then
     live = live + 1
@@ -213,12 +223,13 @@ const settleBody = `
 local spent, seed = loadSpent()
 if not spent then return seed end
 for i = 1, n do
+  -- A hold is a whole number >= 0 as int or Go wrote it, so '-'..held
+  -- is its negation without a round trip through a Lua number.
   local held = redis.call('HGET', K[3*i], A[1])
   if held then
     redis.call('HDEL', K[3*i], A[1])
     redis.call('ZREM', K[3*i+1], A[1])
-    held = tonumber(held)
-    if held ~= 0 then redis.call('HINCRBY', K[3*i], '', int(-held)) end
+    if held ~= '0' then redis.call('HINCRBY', K[3*i], '', '-' .. held) end
   end
 end
 local r = {0}

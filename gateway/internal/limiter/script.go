@@ -19,9 +19,12 @@ import (
 //
 // It returns {allowed (1 or 0), now, tat_1, ..., tat_n}: each tat is the
 // cell's TAT before this admission, at least now. A key expires a second
-// after its TAT (PX), when the cell is full and the key can go. Numbers are
-// written with %.0f: Lua's own number-to-string conversion keeps only 14
-// digits, and a TAT has 16. admitScript calls it on KEYS and ARGV; a
+// after its TAT (PX), when the cell is full and the key can go. The cells
+// are read with one MGET (and a missing one again with GET, which fails
+// on a key of another type). Numbers go to redis.call as Lua numbers, which
+// Redis writes with %.17g: every digit of a TAT (16) and of a PX, the same
+// bytes string.format('%.0f') made (and not Lua's tostring, which keeps 14
+// digits), without a formatting call each. admitScript calls it on KEYS and ARGV; a
 // script that runs an admission with other work (package meterstore)
 // calls it on an Admission's Keys and Args.
 const AdmitLua = `
@@ -29,8 +32,11 @@ local function admit(K, A)
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
   local out = {1, now}
+  local v = #K > 0 and redis.call('MGET', unpack(K)) or {}
   for i = 1, #K do
-    local tat = tonumber(redis.call('GET', K[i])) or now
+    -- MGET reads a key of another type as missing: GET makes that the
+    -- WRONGTYPE error it is (a missing cell costs the second call).
+    local tat = tonumber(v[i] or redis.call('GET', K[i])) or now
     if tat < now then tat = now end
     out[i + 2] = tat
     if tat + tonumber(A[2 * i - 1]) - now > tonumber(A[2 * i]) then out[1] = 0 end
@@ -40,8 +46,7 @@ local function admit(K, A)
       local cost = tonumber(A[2 * i - 1])
       if cost > 0 then
         local tat = out[i + 2] + cost
-        redis.call('SET', K[i], string.format('%.0f', tat),
-          'PX', string.format('%.0f', math.floor((tat - now) / 1000) + 1000))
+        redis.call('SET', K[i], tat, 'PX', math.floor((tat - now) / 1000) + 1000)
       end
     end
   end
@@ -58,7 +63,8 @@ var admitScript = rueidis.NewLuaScript(AdmitLua + "return admit(KEYS, ARGV)\n")
 //	A[i]   how far to move its TAT, µs: positive is debt, negative a
 //	       give-back, which stops at now (a full cell, deleted)
 //
-// It returns the number of keys. adjustScript calls it on KEYS and ARGV;
+// It returns the number of keys. Numbers are written as in AdmitLua.
+// adjustScript calls it on KEYS and ARGV;
 // package meterstore on an Adjustment's Keys and Args.
 const AdjustLua = `
 local function adjust(K, A)
@@ -72,8 +78,7 @@ local function adjust(K, A)
       if tat < now then tat = now end
       tat = tat + shift
       if tat > now then
-        redis.call('SET', K[i], string.format('%.0f', tat),
-          'PX', string.format('%.0f', math.floor((tat - now) / 1000) + 1000))
+        redis.call('SET', K[i], tat, 'PX', math.floor((tat - now) / 1000) + 1000)
       else
         redis.call('DEL', K[i])
       end

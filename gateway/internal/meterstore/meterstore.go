@@ -255,14 +255,15 @@ end
 `
 
 // admitReserveScript runs the rate limiter's admission and, only if it
-// allowed the request, the budget's reserve. It replies {admit's reply}
+// allowed the request, the budget's reserve, on the admission's clock
+// reading (a[2]: one TIME for both). It replies {admit's reply}
 // when the admission refused, else {admit's reply, reserve's reply}, where
 // reserve's is an error reply if it failed (its admission stays charged,
 // as it would have been with two calls).
 var admitReserveScript = rueidis.NewLuaScript(sliceLua + limiter.AdmitLua + budget.ReserveLua + `
 local a = admit(LK, LA)
 if a[1] ~= 1 then return {a} end
-local ok, b = pcall(reserve)
+local ok, b = pcall(reserve, a[2])
 if not ok then b = failed(b) end
 return {a, b}
 `)

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,7 +43,10 @@ func benchRequest(b *testing.B, m *meterstore.Store, id string) {
 // one after the other (twocalls: 4), against a real Redis on loopback:
 // one request at a time (serial, the latency a request sees) and 32 at
 // once (parallel, where round trips are pipelined). server-ns/op is Redis's
-// own time in the scripts.
+// own time in the scripts (wall clock: it grows when the machine is busy);
+// server-cpu-ns/op is redis-server's CPU time (INFO cpu: scripts, network
+// and event loop); rediscalls/op counts the commands the scripts ran;
+// client-cpu-ns/op is this process's CPU time: the gateway's side.
 func BenchmarkRequestCounters(b *testing.B) {
 	srv := redistest.Start(b)
 	for _, mode := range []string{"serial", "parallel"} {
@@ -62,6 +66,7 @@ func BenchmarkRequestCounters(b *testing.B) {
 				if _, err := srv.Do("CONFIG", "RESETSTAT"); err != nil {
 					b.Fatal(err)
 				}
+				cpu0, own0 := serverCPU(b, srv), ownCPU(b)
 				b.ReportAllocs()
 				var n atomic.Int64
 				if mode == "serial" {
@@ -76,36 +81,78 @@ func BenchmarkRequestCounters(b *testing.B) {
 						}
 					})
 				}
-				calls, usec := scriptStats(b, srv)
-				b.ReportMetric(float64(calls)/float64(b.N), "scripts/op")
-				b.ReportMetric(float64(usec)*1000/float64(b.N), "server-ns/op")
+				cpu, own := serverCPU(b, srv)-cpu0, ownCPU(b)-own0
+				st := scriptStats(b, srv)
+				b.ReportMetric(float64(st.scripts)/float64(b.N), "scripts/op")
+				b.ReportMetric(float64(st.usec)*1000/float64(b.N), "server-ns/op")
+				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "server-cpu-ns/op")
+				b.ReportMetric(float64(st.inner)/float64(b.N), "rediscalls/op")
+				b.ReportMetric(float64(own.Nanoseconds())/float64(b.N), "client-cpu-ns/op")
 			})
 		}
 	}
 }
 
-// scriptStats is the EVALSHA calls and the µs Redis spent in them since
-// the last CONFIG RESETSTAT.
-func scriptStats(b *testing.B, srv *redistest.Server) (calls, usec int64) {
+// commandStats are counts from INFO commandstats since CONFIG RESETSTAT.
+type commandStats struct {
+	scripts, usec int64 // EVALSHA calls and the µs Redis spent in them
+	inner         int64 // other data commands: those the scripts ran
+}
+
+// scriptStats reads INFO commandstats.
+func scriptStats(b *testing.B, srv *redistest.Server) commandStats {
 	out, err := srv.Do("INFO", "commandstats")
 	if err != nil {
 		b.Fatal(err)
 	}
+	var st commandStats
 	for line := range strings.Lines(out) {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_")
 		if !ok {
 			continue
 		}
+		name, rest, _ := strings.Cut(rest, ":")
 		for f := range strings.SplitSeq(rest, ",") {
 			k, v, _ := strings.Cut(f, "=")
 			n, _ := strconv.ParseInt(v, 10, 64)
-			switch k {
-			case "calls":
-				calls = n
-			case "usec":
-				usec = n
+			switch {
+			case name == "evalsha" && k == "calls":
+				st.scripts = n
+			case name == "evalsha" && k == "usec":
+				st.usec = n
+			case k == "calls" && name != "info" && name != "config" && name != "eval" && name != "evalsha":
+				st.inner += n
 			}
 		}
 	}
-	return calls, usec
+	return st
+}
+
+// serverCPU is redis-server's CPU time so far, user and system (INFO cpu).
+func serverCPU(b *testing.B, srv *redistest.Server) time.Duration {
+	out, err := srv.Do("INFO", "cpu")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sec float64
+	for line := range strings.Lines(out) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_user" || k == "used_cpu_sys") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatalf("INFO cpu %s: %v", k, err)
+			}
+			sec += f
+		}
+	}
+	return time.Duration(sec * float64(time.Second))
+}
+
+// ownCPU is this process's CPU time so far, user and system.
+func ownCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
