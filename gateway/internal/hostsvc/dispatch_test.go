@@ -7,6 +7,10 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/gateway/internal/budget"
+	"github.com/tollgate/tollgate/gateway/internal/limiter"
 
 	"github.com/tollgate/tollgate/sdk/wasmbuild"
 	"github.com/tollgate/tollgate/sdk/wasmhost"
@@ -36,7 +40,14 @@ func TestDispatchedHostService(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pl.Close()
-	set := fuzzServices()
+	// The limiter's clock stands still: the refusal's retry-after is the
+	// whole minute however long the first subtest took.
+	now := time.Unix(1_800_000_000, 0)
+	set := NewSet(Config{
+		Log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Tenants: fuzzTenants{}, Prices: fuzzPrices{},
+		Limiter: limiter.NewMemory(func() time.Time { return now }), Budget: budget.NewMemory(nil, nil),
+	})
 	tests := []struct{ name, want string }{
 		{"admitted", "0:0:allowed:;1:0:notenant:;"},
 		{"limited", "0:0:limited requests 1 60000:;1:0:notenant:;"},
