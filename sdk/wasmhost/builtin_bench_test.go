@@ -50,6 +50,7 @@ func BenchmarkBuiltinPlugins(b *testing.B) {
 		exchange()
 	}
 	b.Run("warm", func(b *testing.B) {
+		defer reportCPU(b)()
 		for b.Loop() {
 			exchange()
 		}
