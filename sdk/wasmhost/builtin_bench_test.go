@@ -13,43 +13,19 @@ import (
 // (untimed), which is how a gateway serving one request at a time on a
 // busy machine finds the plugins' code and data. The gap between the two
 // is the cost of the plugins' memory footprint (docs/BENCHMARKS.md,
-// "Where the time goes at 1 concurrent"):
+// "Where the time goes at 1 concurrent"); "warm-uninterruptible" is "warm"
+// without the deadline checks:
 //
 //	go test -run '^$' -bench BuiltinPlugins -count 5 ./gateway/wasm
 func BenchmarkBuiltinPlugins(b *testing.B) {
-	load := func(name string) []byte { return builtModule(b, "../../plugins/"+name) }
-	specs := []Spec{
-		{Name: "preflight", Module: load("preflight")},
-		{Name: "ratelimit", Module: load("ratelimit"), Config: []byte(`{"default_max_tokens":64}`)},
-		{Name: "budget", Module: load("budget"), Config: []byte(`{"default_max_tokens":64}`)},
-		{Name: "holdback", Module: load("holdback"), OnError: FailClosed,
-			Config: []byte(`{"markers":["oaidalleapiprodscus.blob.core.windows.net","files.oaiusercontent.com"],"case_insensitive":true}`)},
-	}
-	pl, err := NewPipeline(context.Background(), testHost(b), specs)
-	if err != nil {
-		b.Fatal(err)
-	}
+	pl := builtinPipeline(b, false)
 	defer pl.Close()
-	reply := []byte("Hello! This is the mock's reply of twenty tokens, more or less, as the benchmark sees it.")
-	exchange := func() {
-		r := request(`{"model":"mock-1","messages":[{"role":"user","content":"hi"}],"max_tokens":64}`)
-		r.ClientHeader = Headers{{Name: []byte("Authorization"), Value: []byte("Bearer tg_bench_key_0123456789")}}
-		r.Services = instantServices{}
-		r.MaxTokens, r.Messages, r.PromptTokens, r.PromptChars = 64, 1, 8, 2
-		if err := pl.Request(r); err != nil {
-			b.Fatal(err)
-		}
-		if res, err := pl.Chunk(r, reply, ChunkText|ChunkWhole); err != nil || res.Verdict != Continue {
-			b.Fatal(res, err)
-		}
-		r.PromptTokensUsed, r.CompletionTokensUsed, r.Status = 8, 20, 200
-		pl.End(r, 1)
-		ReleaseRequest(r)
-	}
+	exchange := builtinExchange(b, pl)
 	for range 1000 {
 		exchange()
 	}
 	b.Run("warm", func(b *testing.B) {
+		defer reportCPU(b)()
 		for b.Loop() {
 			exchange()
 		}
@@ -65,6 +41,61 @@ func BenchmarkBuiltinPlugins(b *testing.B) {
 			exchange()
 		}
 	})
+	// The same plugins without the deadline checks (interrupt.go): the
+	// gap to "warm" is what the checks cost the guests' code.
+	b.Run("warm-uninterruptible", func(b *testing.B) {
+		pl := builtinPipeline(b, true)
+		defer pl.Close()
+		exchange := builtinExchange(b, pl)
+		for range 1000 {
+			exchange()
+		}
+		defer reportCPU(b)()
+		for b.Loop() {
+			exchange()
+		}
+	})
+}
+
+// builtinPipeline loads the four built-in plugins as
+// policies/bench-all4.yaml configures them.
+func builtinPipeline(b *testing.B, uninterruptible bool) *Pipeline {
+	load := func(name string) []byte { return builtModule(b, "../../plugins/"+name) }
+	specs := []Spec{
+		{Name: "preflight", Module: load("preflight")},
+		{Name: "ratelimit", Module: load("ratelimit"), Config: []byte(`{"default_max_tokens":64}`)},
+		{Name: "budget", Module: load("budget"), Config: []byte(`{"default_max_tokens":64}`)},
+		{Name: "holdback", Module: load("holdback"), OnError: FailClosed,
+			Config: []byte(`{"markers":["oaidalleapiprodscus.blob.core.windows.net","files.oaiusercontent.com"],"case_insensitive":true}`)},
+	}
+	for i := range specs {
+		specs[i].Uninterruptible = uninterruptible
+	}
+	pl, err := NewPipeline(context.Background(), testHost(b), specs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return pl
+}
+
+// builtinExchange returns one non-streamed exchange through pl.
+func builtinExchange(b *testing.B, pl *Pipeline) func() {
+	reply := []byte("Hello! This is the mock's reply of twenty tokens, more or less, as the benchmark sees it.")
+	return func() {
+		r := request(`{"model":"mock-1","messages":[{"role":"user","content":"hi"}],"max_tokens":64}`)
+		r.ClientHeader = Headers{{Name: []byte("Authorization"), Value: []byte("Bearer tg_bench_key_0123456789")}}
+		r.Services = instantServices{}
+		r.MaxTokens, r.Messages, r.PromptTokens, r.PromptChars = 64, 1, 8, 2
+		if err := pl.Request(r); err != nil {
+			b.Fatal(err)
+		}
+		if res, err := pl.Chunk(r, reply, ChunkText|ChunkWhole); err != nil || res.Verdict != Continue {
+			b.Fatal(res, err)
+		}
+		r.PromptTokensUsed, r.CompletionTokensUsed, r.Status = 8, 20, 200
+		pl.End(r, 1)
+		ReleaseRequest(r)
+	}
 }
 
 // instantServices answers the built-in plugins' service calls as the

@@ -96,6 +96,7 @@ func BenchmarkDispatchCost(b *testing.B) {
 			defer pl.Close()
 			svc := &waitingServices{}
 			b.ReportAllocs()
+			defer reportCPU(b)()
 			b.ResetTimer()
 			for range b.N {
 				r := request(`{}`)
