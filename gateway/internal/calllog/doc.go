@@ -13,8 +13,11 @@
 // goroutine takes everything queued, up to Options.MaxBatch rows, and writes
 // it in one transaction: the counters it touches are created if missing
 // (seeded from call_log) and locked, the rows inserted with one multi-row
-// INSERT ... ON CONFLICT (request_id, started_at) DO NOTHING, and each
-// counter raised by the cost of the rows actually inserted. While that runs
+// INSERT, and each counter raised by the cost of the rows actually
+// inserted. The INSERT has no ON CONFLICT clause (it costs every row a
+// speculative insertion); a batch holding a row that is stored already
+// fails as a whole and is written again with ON CONFLICT (request_id,
+// started_at) DO NOTHING. While that runs
 // new rows queue up for the next transaction, so batches grow with the load
 // and an idle writer adds no delay. A Write that finds the queue full
 // stores its row itself (back-pressure; rows are never dropped).

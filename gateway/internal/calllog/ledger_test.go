@@ -63,3 +63,45 @@ func TestTxSizeBuckets(t *testing.T) {
 		t.Errorf("buckets %v max %d tx %d; want %v, 5000, 9", got, c.maxTxRows.Load(), c.transactions.Load(), want)
 	}
 }
+
+// TestStoredRowsInANewBatch: a batch first tried without ON CONFLICT that
+// meets a row Postgres holds already is written again skipping it: the
+// new rows are stored, each cost counted once, in one committed
+// transaction, and the duplicates counted.
+func TestStoredRowsInANewBatch(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		stored     []Row // committed before the batch
+		batch      []Row
+		rows, dups int64
+		acme       int64 // acme's counter afterwards
+	}{
+		{"no row stored", nil, []Row{row("a", "acme", 1), row("b", "acme", 2)}, 2, 0, 3},
+		{"one stored among new", []Row{row("a", "acme", 1)},
+			[]Row{row("x", "acme", 10), row("a", "acme", 1), row("y", "acme", 100)}, 3, 1, 111},
+		{"all stored", []Row{row("a", "acme", 1), row("b", "acme", 2)},
+			[]Row{row("a", "acme", 1), row("b", "acme", 2)}, 2, 2, 3},
+		{"twice in the batch", nil, []Row{row("a", "acme", 5), row("a", "acme", 5), row("b", "acme", 7)}, 3, 1, 12},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			pool := newDB(t)
+			if len(tt.stored) > 0 {
+				if _, err := commitBatch(t.Context(), pool, tt.stored, insertSQL); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w := newWriter(t, pool, Options{})
+			if err := w.commit(t.Context(), tt.batch); err != nil {
+				t.Fatalf("commit: %v", err)
+			}
+			s := w.Stats()
+			if s.Rows != tt.rows || s.Duplicates != tt.dups || s.Transactions != 1 {
+				t.Errorf("rows/duplicates/transactions %d/%d/%d, want %d/%d/1", s.Rows, s.Duplicates, s.Transactions, tt.rows, tt.dups)
+			}
+			checkLedger(t, pool, thisMonth, map[string]int64{"acme": tt.acme})
+		})
+	}
+}
