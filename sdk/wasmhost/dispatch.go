@@ -1,6 +1,7 @@
 package wasmhost
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync/atomic"
@@ -71,6 +72,42 @@ type Call struct {
 	finished atomic.Bool
 	res      CallResult
 	start    time.Time // when it was started, for tracing
+
+	// The answers the guest needs no on_call_response for: prefixes
+	// (expect_response) stored end to end in expected, the i-th ending
+	// at expectEnds[i].
+	expected   []byte
+	expectEnds [maxExpectPrefixes]uint8
+	expects    uint8
+}
+
+// expect adds prefix to c's expected answers; false when it is too long
+// or c has maxExpectPrefixes already.
+func (c *Call) expect(prefix []byte) bool {
+	if len(prefix) > maxExpectPrefix || int(c.expects) >= maxExpectPrefixes {
+		return false
+	}
+	c.expected = append(c.expected, prefix...)
+	c.expectEnds[c.expects] = uint8(len(c.expected))
+	c.expects++
+	return true
+}
+
+// expectedAnswer reports whether res is an answer c's guest said it needs no
+// on_call_response for: a host service's (status 0) whose body starts
+// with one of c's prefixes.
+func (c *Call) expectedAnswer(res *CallResult) bool {
+	if c.expects == 0 || res.Status != 0 {
+		return false
+	}
+	from := 0
+	for _, end := range c.expectEnds[:c.expects] {
+		if bytes.HasPrefix(res.Body, c.expected[from:end]) {
+			return true
+		}
+		from = int(end)
+	}
+	return false
 }
 
 // CallResult is a dispatched call's response.
@@ -226,7 +263,8 @@ func (r *Request) awaitNext() *Call {
 // restartCall starts c's request again as a new call, alone, with the
 // same id.
 func (r *Request) restartCall(c *Call) *Call {
-	n := &Call{Plugin: c.Plugin, Service: c.Service, Request: c.Request, id: c.id, done: make(chan struct{})}
+	n := &Call{Plugin: c.Plugin, Service: c.Service, Request: c.Request, id: c.id, done: make(chan struct{}),
+		expected: c.expected, expectEnds: c.expectEnds, expects: c.expects}
 	r.prepareCall(n)
 	r.startCall(n)
 	return n
