@@ -74,11 +74,12 @@ type Call struct {
 	start    time.Time // when it was started, for tracing
 
 	// The answers the guest needs no on_call_response for: prefixes
-	// (expect_response) stored end to end in expected, the i-th ending
-	// at expectEnds[i].
+	// (expect_response) stored end to end in expected (in inline while
+	// they fit), the i-th ending at expectEnds[i].
 	expected   []byte
 	expectEnds [maxExpectPrefixes]uint8
 	expects    uint8
+	inline     [32]byte
 }
 
 // expect adds prefix to c's expected answers; false when it is too long
@@ -86,6 +87,9 @@ type Call struct {
 func (c *Call) expect(prefix []byte) bool {
 	if len(prefix) > maxExpectPrefix || int(c.expects) >= maxExpectPrefixes {
 		return false
+	}
+	if c.expected == nil {
+		c.expected = c.inline[:0]
 	}
 	c.expected = append(c.expected, prefix...)
 	c.expectEnds[c.expects] = uint8(len(c.expected))
@@ -264,7 +268,8 @@ func (r *Request) awaitNext() *Call {
 // same id.
 func (r *Request) restartCall(c *Call) *Call {
 	n := &Call{Plugin: c.Plugin, Service: c.Service, Request: c.Request, id: c.id, done: make(chan struct{}),
-		expected: c.expected, expectEnds: c.expectEnds, expects: c.expects}
+		expectEnds: c.expectEnds, expects: c.expects}
+	n.expected = append(n.inline[:0], c.expected...)
 	r.prepareCall(n)
 	r.startCall(n)
 	return n
