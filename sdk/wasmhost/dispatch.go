@@ -79,7 +79,7 @@ type Call struct {
 	expected   []byte
 	expectEnds [maxExpectPrefixes]uint8
 	expects    uint8
-	inline     [32]byte
+	inline     [16]byte
 }
 
 // expect adds prefix to c's expected answers; false when it is too long
