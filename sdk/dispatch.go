@@ -71,6 +71,40 @@ func Dispatch(service string, req []byte) (CallID, error) {
 	return CallID(n), nil
 }
 
+// MaxExpectPrefixes is how many prefixes [ExpectResponse] takes per call,
+// and MaxExpectPrefix how long each may be (bytes).
+const (
+	MaxExpectPrefixes = abi.MaxExpectPrefixes
+	MaxExpectPrefix   = abi.MaxExpectPrefix
+)
+
+// ExpectResponse tells the host that the handler needs no
+// [OnCallResponse] for an answer of call id (just dispatched by this
+// handler, not yet started) that is a host service's result (status 0)
+// starting with one of prefixes: the host consumes such an answer as if
+// the handler had answered [Pause] while other calls of the handler are
+// outstanding, [Continue] after the last. Any other answer reaches
+// OnCallResponse as usual, so the plugin still registers it. Do before
+// dispatching whatever the handler would do on the expected answer
+// (state, facts, [Request.SkipPhases]): it will not run.
+//
+//	id, err := sdk.Dispatch("ratelimit.admit", req)
+//	if err == nil {
+//		err = sdk.ExpectResponse(id, "allowed", "unlimited")
+//	}
+//
+// It returns [ErrInvalid] for an id this handler did not dispatch, more
+// than [MaxExpectPrefixes] prefixes for the call in all, or a prefix over
+// [MaxExpectPrefix] bytes; the prefixes before the bad one are taken.
+func ExpectResponse(id CallID, prefixes ...string) error {
+	for _, p := range prefixes {
+		if n := hostExpectResponse(int32(id), p); n < 0 {
+			return status(n)
+		}
+	}
+	return nil
+}
+
 // HTTPRequest is a call of the host's `http` service (DispatchHTTP). The
 // URL must fall under a prefix the policy grants the plugin; the host adds
 // the credentials the policy configures, which the plugin never sees.

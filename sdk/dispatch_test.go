@@ -21,6 +21,7 @@ type fakeDispatch struct {
 	respBody    string
 	respHeaders map[string]string
 	chunkText   string
+	expected    []string // "<call>=<prefix>", as expect_response took them
 }
 
 var fd fakeDispatch
@@ -31,6 +32,22 @@ func (h *fakeHost) dispatch(service string, req []byte) int32 {
 	}
 	fd.dispatched = append(fd.dispatched, service+"="+string(req))
 	return int32(len(fd.dispatched) - 1)
+}
+
+// expectResponse takes up to two prefixes per call, as a host would
+// take its maximum.
+func (h *fakeHost) expectResponse(call int32, prefix string) int32 {
+	n := 0
+	for _, e := range fd.expected {
+		if strings.HasPrefix(e, strconv.Itoa(int(call))+"=") {
+			n++
+		}
+	}
+	if call < 0 || int(call) >= len(fd.dispatched) || n >= 2 || len(prefix) > MaxExpectPrefix {
+		return -2
+	}
+	fd.expected = append(fd.expected, strconv.Itoa(int(call))+"="+prefix)
+	return 0
 }
 func (h *fakeHost) callResponse(buf []byte) int32 { return h.out(buf, fd.respBody, true) }
 func (h *fakeHost) callResponseHeader(name string, buf []byte) int32 {
@@ -71,6 +88,35 @@ func TestDispatch(t *testing.T) {
 	for _, e := range []Error{ErrTimeout, ErrTooLarge, ErrBusy} {
 		if strings.Contains(e.Error(), "host error") {
 			t.Errorf("%d has no name: %s", int32(e), e)
+		}
+	}
+}
+
+func TestExpectResponse(t *testing.T) {
+	installDispatch(t)
+	id, err := Dispatch("ratelimit.admit", []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		id       CallID
+		prefixes []string
+		want     error
+		expected string // all the prefixes the host took so far
+	}{
+		{"none", id, nil, nil, ""},
+		{"two", id, []string{"allowed", "unlimited"}, nil, "0=allowed,0=unlimited"},
+		{"past the host's maximum", id, []string{"x"}, ErrInvalid, "0=allowed,0=unlimited"},
+		{"a call not dispatched", id + 1, []string{"ok"}, ErrInvalid, "0=allowed,0=unlimited"},
+		{"too long", id + 1, []string{strings.Repeat("x", MaxExpectPrefix+1)}, ErrInvalid, "0=allowed,0=unlimited"},
+	}
+	for _, tt := range tests {
+		if err := ExpectResponse(tt.id, tt.prefixes...); err != tt.want {
+			t.Errorf("%s: err %v, want %v", tt.name, err, tt.want)
+		}
+		if got := strings.Join(fd.expected, ","); got != tt.expected {
+			t.Errorf("%s: host took %q, want %q", tt.name, got, tt.expected)
 		}
 	}
 }

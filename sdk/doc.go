@@ -90,6 +90,11 @@
 // plugins' on_request, and a request a later plugin rejects before the
 // calls started never makes them.
 //
+// When a host service's usual answer needs nothing from the plugin (an
+// admission's "allowed"), [ExpectResponse] says so as the call is
+// dispatched: such an answer is consumed by the host, with no
+// [OnCallResponse] callback, and only the others reach the handler.
+//
 // # Buffers and allocation
 //
 // The host never allocates in the guest: values are copied into buffers the

@@ -7,6 +7,7 @@ package sdk
 // without them still installs).
 type dispatchHostAPI interface {
 	dispatch(service string, req []byte) int32
+	expectResponse(call int32, prefix string) int32
 	callResponse(buf []byte) int32
 	callResponseHeader(name string, buf []byte) int32
 }
@@ -20,7 +21,10 @@ func dispatchHost() dispatchHostAPI {
 }
 
 func hostDispatch(service string, req []byte) int32 { return dispatchHost().dispatch(service, req) }
-func hostCallResponse(buf []byte) int32             { return dispatchHost().callResponse(buf) }
+func hostExpectResponse(call int32, prefix string) int32 {
+	return dispatchHost().expectResponse(call, prefix)
+}
+func hostCallResponse(buf []byte) int32 { return dispatchHost().callResponse(buf) }
 func hostCallResponseHeader(name string, buf []byte) int32 {
 	return dispatchHost().callResponseHeader(name, buf)
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tollgate/tollgate/sdk/plugintest"
 	"github.com/tollgate/tollgate/sdk/wasmhost"
@@ -181,6 +182,64 @@ func TestExtensionAnswers(t *testing.T) {
 			sess.Send(plugintest.Event{Text: strings.Repeat("y", 5000)})
 			if more := ext.requests() != before; more == tt.skips {
 				t.Errorf("after the chunk phase was skipped (%v): extensions %q", tt.skips, ext.requests())
+			}
+		})
+	}
+}
+
+// callbacks counts the request phase's callbacks.
+type callbacks struct{ n int }
+
+func (c *callbacks) ObserveDuration(time.Duration) { c.n++ }
+
+// A hold made ("ok ...") is consumed by the host (sdk.ExpectResponse):
+// one callback per held request, and the chunk phase runs as it did —
+// for a stream whose hold grows, not for a bounded reply. Other answers
+// reach on_call_response.
+func TestHeldNeedsNoCallback(t *testing.T) {
+	tests := []struct {
+		name      string
+		stream    bool
+		answer    string
+		callbacks int
+		rejected  bool
+		chunks    bool // the chunk phase runs: the large event asks for more
+	}{
+		{"held, bounded", false, "ok 1 1", 1, false, false},
+		{"held, growing", true, "ok 1 1", 1, false, true},
+		{"refused, growing", true, "insufficient 1 0", 2, true, false},
+		{"unlimited, growing", true, "unlimited", 2, false, false},
+		{"a bare ok, growing", true, "ok", 2, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := plugintest.Load(t, plugintest.Build(t, "."), `{}`)
+			p.Services.Models = map[string]wasmhost.ModelFacts{"m-1": {Known: true}}
+			var cb callbacks
+			p.Instrument(wasmhost.Instruments{Request: &cb})
+			p.Services.AnswerService("budget.reserve", func([]byte) plugintest.Answer { return body(tt.answer) })
+			ext := &answers{list: []plugintest.Answer{body("ok 1 1")}}
+			ext.serve(p, "budget.extend")
+			stream := `"max_tokens":5000,`
+			if tt.stream {
+				stream = `"stream":true,`
+			}
+			sess := p.Session(plugintest.Request{Body: chat(stream, "hi"), Tenant: acme})
+			res := sess.Request()
+			if res.Err != nil || res.Rejected != tt.rejected {
+				t.Fatalf("got %+v, want rejected %v", res, tt.rejected)
+			}
+			if cb.n != tt.callbacks {
+				t.Errorf("%d callbacks, want %d", cb.n, tt.callbacks)
+			}
+			if tt.rejected {
+				return
+			}
+			if st := sess.Send(plugintest.Event{Text: strings.Repeat("x", 1500)}); st.Err != nil || len(st.Out) != 1 {
+				t.Fatalf("event: %+v", st)
+			}
+			if extended := ext.requests() != ""; extended != tt.chunks {
+				t.Errorf("extensions %q, want some: %v", ext.requests(), tt.chunks)
 			}
 		})
 	}

@@ -29,7 +29,8 @@
 //
 // No instance waits on the counter: budget.reserve is dispatched and the
 // request phase deferred (sdk.Defer: the host may make the hold in the
-// rate limiter's round trip), and budget.extend is dispatched with the
+// rate limiter's round trip; a hold made needs no second callback,
+// sdk.ExpectResponse), and budget.extend is dispatched with the
 // event paused (sdk.Pause) until its answer.
 //
 // Config (all optional):
@@ -176,7 +177,9 @@ func (h *hold) slack() int64 { return max(minSlack, 2*h.largest) }
 // onRequest dispatches budget.reserve for the request's bound and defers:
 // the plugins after it run while the call waits, and the host may serve it
 // together with theirs (the rate limiter's admission in the same round
-// trip to Redis). reserved decides on the answer.
+// trip to Redis). A hold ("ok ...") is consumed by the host
+// (sdk.ExpectResponse): what reserved would do on it — skip the chunk
+// phase unless the hold grows — is done here; reserved decides the rest.
 func onRequest(r *sdk.Request) sdk.Verdict {
 	if !r.HasTenant() {
 		r.SkipPhases(sdk.PhaseChunk)
@@ -199,16 +202,25 @@ func onRequest(r *sdk.Request) sdk.Verdict {
 	scratch = strconv.AppendInt(scratch, completion, 10)
 	scratch = append(scratch, ' ')
 	scratch = strconv.AppendInt(scratch, cfg.leaseMs, 10)
-	if _, err := sdk.Dispatch("budget.reserve", scratch); err != nil {
+	id, err := sdk.Dispatch("budget.reserve", scratch)
+	if err == nil {
+		// A hold ("ok AMOUNT REMAINING") needs no callback: what
+		// reserved does on it is done here, before the answer.
+		err = sdk.ExpectResponse(id, "ok ")
+	}
+	if err != nil {
 		r.SkipPhases(sdk.PhaseChunk)
 		return unavailable(r, "the budget service is not available: "+err.Error())
 	}
 	if grows {
-		// What the answer's handler needs: the hold to grow from.
+		// What the answer's handler needs, and a stream with a hold
+		// keeps: the hold to grow from.
 		h := hold{reserved: completion}
 		if err := r.SetState(h.encode(scratch)); err != nil {
 			sdk.Log(sdk.LevelError, "budget: cannot keep the hold's state: "+err.Error())
 		}
+	} else {
+		r.SkipPhases(sdk.PhaseChunk) // bounded output: no per-event counting, whatever the answer
 	}
 	return sdk.Defer
 }

@@ -13,7 +13,8 @@
 // the model patterns and writes the headers natively. The call is
 // dispatched (sdk.Dispatch) and the request phase deferred (sdk.Defer), so
 // no instance is held while the host waits on Redis, and the admission can
-// share its round trip with the budget's hold.
+// share its round trip with the budget's hold; an admitted request needs
+// no second callback (sdk.ExpectResponse).
 //
 // Limits that apply to a request:
 //
@@ -146,8 +147,9 @@ func buildTail(c config) []byte {
 
 // onRequest dispatches the admission and defers: the plugins after it run
 // while the call waits, and the host may serve it together with theirs
-// (the budget's hold in the same round trip to Redis). onCallResponse
-// decides.
+// (the budget's hold in the same round trip to Redis). An admission
+// ("allowed", "unlimited") is consumed by the host (sdk.ExpectResponse):
+// onCallResponse decides the rest.
 func onRequest(r *sdk.Request) sdk.Verdict {
 	estimate := r.PromptTokensEstimate()
 	if m, ok := r.MaxTokens(); ok {
@@ -162,7 +164,13 @@ func onRequest(r *sdk.Request) sdk.Verdict {
 	req = strconv.AppendInt(req, estimate, 10)
 	req = append(req, '\n')
 	req = append(req, tail...)
-	if _, err := sdk.Dispatch("ratelimit.admit", req); err != nil {
+	id, err := sdk.Dispatch("ratelimit.admit", req)
+	if err == nil {
+		// An admission needs no callback: admitted answers Continue
+		// and does nothing else on these.
+		err = sdk.ExpectResponse(id, "allowed", "unlimited")
+	}
+	if err != nil {
 		return unavailable(r, "the rate-limit service is not available: "+err.Error())
 	}
 	return sdk.Defer

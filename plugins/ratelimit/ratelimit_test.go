@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate/tollgate/sdk/plugintest"
 	"github.com/tollgate/tollgate/sdk/wasmhost"
@@ -162,5 +163,41 @@ func BenchmarkRequest(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		p.Request(plugintest.Request{Tenant: acme})
+	}
+}
+
+// callbacks counts the request phase's callbacks.
+type callbacks struct{ n int }
+
+func (c *callbacks) ObserveDuration(time.Duration) { c.n++ }
+
+// An admission is consumed by the host (sdk.ExpectResponse): one callback
+// per admitted request; a refusal or a failure reaches on_call_response.
+func TestAdmissionNeedsNoCallback(t *testing.T) {
+	tests := []struct {
+		answer    plugintest.Answer
+		callbacks int
+		rejected  bool
+	}{
+		{plugintest.Answer{Body: "allowed"}, 1, false},
+		{plugintest.Answer{Body: "unlimited"}, 1, false},
+		{plugintest.Answer{Body: "limited requests 5 1500"}, 2, true},
+		{plugintest.Answer{Body: "unavailable"}, 2, true},
+		{plugintest.Answer{Status: plugintest.Timeout}, 2, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.answer.Body, func(t *testing.T) {
+			p := plugintest.Load(t, plugintest.Build(t, "."), `{"on_redis_error":"fail_closed"}`)
+			var cb callbacks
+			p.Instrument(wasmhost.Instruments{Request: &cb})
+			p.Services.AnswerService("ratelimit.admit", func([]byte) plugintest.Answer { return tt.answer })
+			res := p.Request(plugintest.Request{Tenant: acme})
+			if res.Err != nil || res.Rejected != tt.rejected {
+				t.Fatalf("got %+v, want rejected %v", res, tt.rejected)
+			}
+			if cb.n != tt.callbacks {
+				t.Errorf("%d callbacks, want %d", cb.n, tt.callbacks)
+			}
+		})
 	}
 }

@@ -137,6 +137,8 @@ const (
 const (
 	MaxOutstandingCalls = 16 // calls a plugin may have outstanding per request
 	MaxPauseRounds      = 8  // rounds of calls one callback may wait on
+	MaxExpectPrefixes   = 4  // expect_response prefixes per call
+	MaxExpectPrefix     = 64 // bytes of one expect_response prefix
 )
 
 // Log levels of the log import.

@@ -105,3 +105,44 @@ func TestDispatchedService(t *testing.T) {
 		})
 	}
 }
+
+// callbacks counts a phase's callbacks (wasmhost.Instruments).
+type callbacks struct{ n int }
+
+func (c *callbacks) ObserveDuration(time.Duration) { c.n++ }
+
+// A host service's answer the plugin expects (sdk.ExpectResponse) skips
+// its OnCallResponse, as in the gateway; another is delivered.
+func TestExpectedAnswer(t *testing.T) {
+	wasm := plugintest.Build(t, testPlugin)
+	tests := []struct {
+		answer    string
+		responses string
+		callbacks int // on_request and the on_call_responses
+	}{
+		{"ok 1", "", 1},
+		{"refused", "0:0:refused:;", 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.answer, func(t *testing.T) {
+			p := plugintest.Load(t, wasm, `{"request":["dispatch:quota.check=a","expect:ok ","defer"],"call_response":"record_response"}`)
+			var cb callbacks
+			p.Instrument(wasmhost.Instruments{Request: &cb})
+			p.Services.Handle("quota.check", func([]byte) ([]byte, error) { return []byte(tt.answer), nil })
+			s := p.Session(plugintest.Request{Body: `{}`})
+			defer s.Close()
+			if res := s.Request(); res.Err != nil || res.Rejected {
+				t.Fatalf("got %+v", res)
+			}
+			if got, _ := s.Fact("responses"); got != tt.responses {
+				t.Errorf("responses %q, want %q", got, tt.responses)
+			}
+			if cb.n != tt.callbacks {
+				t.Errorf("%d callbacks, want %d", cb.n, tt.callbacks)
+			}
+			if d := p.Services.Dispatched(); len(d) != 1 || d[0].Answer.Body != tt.answer {
+				t.Errorf("dispatched %+v", d)
+			}
+		})
+	}
+}

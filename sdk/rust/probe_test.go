@@ -84,6 +84,7 @@ func TestProbe(t *testing.T) {
 		{action: "errors", up: "Invalid|tollgate: invalid argument"},
 		{action: "dispatch", up: "0:200:pong:2;1:0:r2:none;", client: map[string]string{"x-dispatch": "0|1|Err(NotAllowed)"}},
 		{action: "defer", up: "0:200:pong:2;1:0:r2:none;", client: map[string]string{"x-dispatch": "0|1|Err(NotAllowed)"}},
+		{action: "expect", up: "", client: map[string]string{"x-expect": "Err(Invalid)|Err(Invalid)"}},
 		{action: "reject", rejectd: true},
 		{action: "panic", log: "probe panic"},
 		{action: "fail", log: "probe failing"},

@@ -145,4 +145,6 @@ const (
 
 	maxOutstandingCalls = abi.MaxOutstandingCalls
 	maxPauseRounds      = abi.MaxPauseRounds
+	maxExpectPrefixes   = abi.MaxExpectPrefixes
+	maxExpectPrefix     = abi.MaxExpectPrefix
 )

@@ -1,6 +1,7 @@
 package wasmhost
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync/atomic"
@@ -71,6 +72,46 @@ type Call struct {
 	finished atomic.Bool
 	res      CallResult
 	start    time.Time // when it was started, for tracing
+
+	// The answers the guest needs no on_call_response for: prefixes
+	// (expect_response) stored end to end in expected (in inline while
+	// they fit), the i-th ending at expectEnds[i].
+	expected   []byte
+	expectEnds [maxExpectPrefixes]uint8
+	expects    uint8
+	inline     [16]byte
+}
+
+// expect adds prefix to c's expected answers; false when it is too long
+// or c has maxExpectPrefixes already.
+func (c *Call) expect(prefix []byte) bool {
+	if len(prefix) > maxExpectPrefix || int(c.expects) >= maxExpectPrefixes {
+		return false
+	}
+	if c.expected == nil {
+		c.expected = c.inline[:0]
+	}
+	c.expected = append(c.expected, prefix...)
+	c.expectEnds[c.expects] = uint8(len(c.expected))
+	c.expects++
+	return true
+}
+
+// expectedAnswer reports whether res is an answer c's guest said it needs no
+// on_call_response for: a host service's (status 0) whose body starts
+// with one of c's prefixes.
+func (c *Call) expectedAnswer(res *CallResult) bool {
+	if c.expects == 0 || res.Status != 0 {
+		return false
+	}
+	from := 0
+	for _, end := range c.expectEnds[:c.expects] {
+		if bytes.HasPrefix(res.Body, c.expected[from:end]) {
+			return true
+		}
+		from = int(end)
+	}
+	return false
 }
 
 // CallResult is a dispatched call's response.
@@ -226,7 +267,9 @@ func (r *Request) awaitNext() *Call {
 // restartCall starts c's request again as a new call, alone, with the
 // same id.
 func (r *Request) restartCall(c *Call) *Call {
-	n := &Call{Plugin: c.Plugin, Service: c.Service, Request: c.Request, id: c.id, done: make(chan struct{})}
+	n := &Call{Plugin: c.Plugin, Service: c.Service, Request: c.Request, id: c.id, done: make(chan struct{}),
+		expectEnds: c.expectEnds, expects: c.expects}
+	n.expected = append(n.inline[:0], c.expected...)
 	r.prepareCall(n)
 	r.startCall(n)
 	return n

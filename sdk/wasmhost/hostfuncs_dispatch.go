@@ -11,6 +11,7 @@ import (
 func (p *Plugin) dispatchFuncs() []hostFunc {
 	return []hostFunc{
 		{"dispatch", 4, nil, i32, p.hostDispatch},
+		{"expect_response", 3, nil, i32, hostExpectResponse},
 		{"call_response", 2, nil, i32, func(ctx context.Context, m api.Module, s []uint64) {
 			_, r := current(ctx)
 			if r.calls.current == nil {
@@ -67,4 +68,26 @@ func (p *Plugin) hostDispatch(ctx context.Context, m api.Module, s []uint64) {
 	r.calls.next++
 	r.calls.queued = append(r.calls.queued, c)
 	s[0] = uint64(uint32(c.id))
+}
+
+// hostExpectResponse adds a prefix to a queued call's expected answers:
+// expect_response(call, prefix_ptr, prefix_len) → 0, or INVALID for a call
+// this callback did not queue (or already started), a prefix over
+// maxExpectPrefix bytes, or past maxExpectPrefixes of them. A host
+// service's answer that starts with one is consumed without
+// on_call_response (Pipeline.suspend).
+func hostExpectResponse(ctx context.Context, m api.Module, s []uint64) {
+	_, r := current(ctx)
+	prefix := read(m, uint32(s[1]), uint32(s[2]), "expected prefix")
+	id := int32(uint32(s[0]))
+	for _, c := range r.calls.queued {
+		if c.id == id {
+			if !c.expect(prefix) {
+				break
+			}
+			s[0] = 0
+			return
+		}
+	}
+	s[0] = code(codeInvalid)
 }

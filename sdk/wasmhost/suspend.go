@@ -98,6 +98,16 @@ func (pl *Pipeline) suspend(p *Plugin, r *Request, ph Phase, flags uint32, round
 		if t, ok := r.Tracer.(DispatchTracer); ok {
 			t.DispatchedCall(p.spec.Name, p.spec.Slot, ph, c.Service, c.start, time.Since(c.start), q.result)
 		}
+		if c.expectedAnswer(&q.result) {
+			// As if on_call_response answered PAUSE while calls remain,
+			// CONTINUE after the last (expect_response).
+			q.current, q.result = nil, CallResult{}
+			r.stack[0] = uint64(Continue)
+			if len(q.waiting) > 0 {
+				r.stack[0] = uint64(Pause)
+			}
+			continue
+		}
 		body := 0
 		if q.result.Status >= 0 {
 			body = len(q.result.Body)

@@ -47,6 +47,35 @@ pub fn dispatch(service: &str, request: &[u8]) -> Result<CallId, Error> {
     Ok(CallId(n))
 }
 
+/// How many prefixes [`expect_response`] takes per call.
+pub const MAX_EXPECT_PREFIXES: usize = 4;
+
+/// The longest prefix [`expect_response`] takes, in bytes.
+pub const MAX_EXPECT_PREFIX: usize = 64;
+
+/// Tells the host that the phase method needs no
+/// [`Plugin::on_call_response`](crate::Plugin::on_call_response) for an
+/// answer of `call` (just dispatched by this method, not yet started) that
+/// is a host service's result (status 0) starting with one of `prefixes`:
+/// the host consumes such an answer as if `on_call_response` had answered
+/// [`Verdict::Pause`](crate::Verdict::Pause) while other calls of the
+/// method are outstanding, [`Verdict::Continue`](crate::Verdict::Continue)
+/// after the last. Any other answer reaches `on_call_response` as usual.
+/// Do before dispatching what `on_call_response` would do on an expected
+/// answer (state, facts, skip_phases): it will not run.
+/// [`Error::Invalid`] for a call this method did not dispatch, more than
+/// [`MAX_EXPECT_PREFIXES`] prefixes for the call in all, or one over
+/// [`MAX_EXPECT_PREFIX`] bytes; the prefixes before the bad one are taken.
+pub fn expect_response(call: CallId, prefixes: &[&str]) -> Result<(), Error> {
+    for p in prefixes {
+        let n = unsafe { sys::expect_response(call.0, p.as_ptr(), p.len()) };
+        if let Some(e) = Error::from_code(n) {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
 /// The longest [`HttpRequest::cache_ttl`] the host accepts.
 pub const MAX_CACHE_TTL: Duration = Duration::from_secs(3600);
 

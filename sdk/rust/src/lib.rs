@@ -50,7 +50,10 @@ mod records;
 mod sys;
 
 pub use abi::{ChunkFlags, EndFlags, Error, Level, Phases, Verdict, ABI_VERSION};
-pub use dispatch::{append_http_request, dispatch, dispatch_http, CallId, CallResponse, HttpRequest, MAX_CACHE_TTL};
+pub use dispatch::{
+    append_http_request, dispatch, dispatch_http, expect_response, CallId, CallResponse, HttpRequest, MAX_CACHE_TTL,
+    MAX_EXPECT_PREFIX, MAX_EXPECT_PREFIXES,
+};
 pub use exchange::{Exchange, Messages, Tenant};
 pub use phases::{Chunk, End, Request, Response, ToolCalls, Usage};
 pub use host::{call, fail_callback, log, metric_add};

@@ -50,6 +50,7 @@ imports! {
     fn call_result(buf: *mut u8, cap: usize) -> i32;
     fn skip_phases(mask: i32) -> i32;
     fn dispatch(svc: *const u8, svc_len: usize, req: *const u8, req_len: usize) -> i32;
+    fn expect_response(call: i32, prefix: *const u8, prefix_len: usize) -> i32;
     fn call_response(buf: *mut u8, cap: usize) -> i32;
     fn call_response_header(name: *const u8, name_len: usize, buf: *mut u8, cap: usize) -> i32;
 }

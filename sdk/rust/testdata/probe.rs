@@ -5,7 +5,7 @@
 use tollgate::json;
 use std::time::Duration;
 
-use tollgate::{CallResponse, Chunk, End, Error, HttpRequest, Level, Phases, Plugin, Request, Response, Verdict};
+use tollgate::{CallId, CallResponse, Chunk, End, Error, HttpRequest, Level, Phases, Plugin, Request, Response, Verdict};
 
 #[derive(Default)]
 struct Probe {
@@ -160,6 +160,17 @@ impl Probe {
                 let refused = tollgate::dispatch_http(&HttpRequest { url: "https://elsewhere.test/", ..Default::default() });
                 r.set_response_header("x-dispatch", &format!("{}|{}|{:?}", a.0, b.0, refused))?;
                 return Ok(if action == "defer" { Verdict::Defer } else { Verdict::Pause });
+            }
+            "expect" => {
+                // The second answer is expected: respond sees only the
+                // first, so x-up is never set.
+                let a = tollgate::dispatch("svc2", b"a")?;
+                let b = tollgate::dispatch("svc2", b"b")?;
+                tollgate::expect_response(b, &["r2"])?;
+                let long = tollgate::expect_response(a, &[&"x".repeat(tollgate::MAX_EXPECT_PREFIX + 1)]);
+                let unknown = tollgate::expect_response(CallId(9), &["r2"]);
+                r.set_response_header("x-expect", &format!("{:?}|{:?}", long, unknown))?;
+                return Ok(Verdict::Pause);
             }
             _ => {}
         }

@@ -18,12 +18,18 @@ import (
 //	dispatch_n:<n>:<service>         dispatch n calls of service with request "<i>"
 //	dispatch_http:<url>              DispatchHTTP a POST of "hello" to url with X-Test: 1,
 //	                                 cached for a minute under "k"
+//	expect:<prefix>                  ExpectResponse(the last call dispatched, prefix); an error is
+//	                                 appended to "dispatch_errors" as "expect:<error>;"
+//	expect_id:<id>=<prefix>          ExpectResponse(id, prefix), the same way
 //	record_response                  on_call_response: append "<id>:<status>:<body>:<X-Test header>;"
 //	                                 to the fact "responses"
 //	record:<text>                    append "<text>;" to the fact "responses" (to see what ran
 //	                                 between the responses)
 //	pause_until:<n>                  on_call_response: PAUSE while fewer than n responses are
 //	                                 recorded, else CONTINUE
+
+// lastCall is the id of the last call dispatched (expect).
+var lastCall sdk.CallID
 
 // dispatchAction runs a's action if it is one of the above, returning the
 // verdict v becomes.
@@ -37,8 +43,15 @@ func dispatchAction(name, arg string, e *env, v sdk.Verdict) (sdk.Verdict, bool)
 		return sdk.Fail, true
 	case "dispatch":
 		svc, req, _ := strings.Cut(arg, "=")
-		_, err := sdk.Dispatch(svc, []byte(req))
+		id, err := sdk.Dispatch(svc, []byte(req))
+		lastCall = id
 		dispatchError(e, svc, err)
+	case "expect":
+		dispatchError(e, "expect", sdk.ExpectResponse(lastCall, arg))
+	case "expect_id":
+		id, prefix, _ := strings.Cut(arg, "=")
+		n, _ := strconv.Atoi(id)
+		dispatchError(e, "expect", sdk.ExpectResponse(sdk.CallID(n), prefix))
 	case "dispatch_n":
 		n, svc, _ := strings.Cut(arg, ":")
 		k, _ := strconv.Atoi(n)
