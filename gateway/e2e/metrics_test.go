@@ -374,7 +374,7 @@ func TestMetricsPhasesAndPromtool(t *testing.T) {
 		// preflight, the limited requests at ratelimit; the end phase
 		// runs for every request.
 		`tollgate_plugin_phase_duration_seconds_count{phase="request",plugin="preflight"}`:         all,
-		`tollgate_plugin_phase_duration_seconds_count{phase="request",plugin="ratelimit"}`:         2 * (all - 1), // on_request and on_call_response
+		`tollgate_plugin_phase_duration_seconds_count{phase="request",plugin="ratelimit"}`:         all - 1 + limited, // on_request; on_call_response only for a refusal (an admission is an expected answer)
 		`tollgate_plugin_phase_duration_seconds_count{phase="response_headers",plugin="phases"}`:   served,
 		`tollgate_plugin_phase_duration_seconds_count{phase="end",plugin="phases"}`:                all,
 		`tollgate_plugin_phase_duration_seconds_count{phase="chunk",plugin="holdback"}`:            whole + events,
