@@ -231,15 +231,11 @@ func (r *Redis) seedScopes(ctx context.Context, tenant string, scopes []Scope, k
 }
 
 func (r *Redis) exec(ctx context.Context, op string, s *rueidis.Lua, keys, args []string) ([]int64, error) {
-	res := r.c.Exec(ctx, s, keys, args)
-	if err := res.Error(); err != nil {
+	reply, err := r.c.Exec(ctx, s, keys, args).ToMessage()
+	if err != nil {
 		return nil, redisError(op, err)
 	}
-	v, err := res.AsIntSlice()
-	if err != nil || len(v) == 0 {
-		return nil, fmt.Errorf("budget %s: unexpected reply: %v", op, err)
-	}
-	return v, nil
+	return r.ints(op, reply)
 }
 
 // seedSpent sets a scope's spent key from the Seeder unless it exists.
