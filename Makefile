@@ -108,6 +108,11 @@ vet:
 # sdk/wasmhost's own tests. Running beside the race group, they use CPU its
 # packages leave idle while they wait on Postgres, Redis and timers instead
 # of taking a minute of their own.
+# The no-race group also runs the allocation tests (testing.AllocsPerRun)
+# that skip under the race detector, where sync.Pool drops items at random
+# and the detector allocates (scripts/alloc-tests.sh finds them: the files
+# calling AllocsPerRun that mention raceEnabled; 4 packages, a few seconds
+# beside the race group). Without this pass CI never ran them.
 # (make test runs them with -j3: the two groups and low-priority-checks.)
 COMPILE_TESTS := ^(TestPluginCheck|TestPluginWarm)$$
 unit: e2e
@@ -126,6 +131,7 @@ unit-race:
 unit-compile:
 	$(GO) test -count=1 -timeout 20m github.com/tollgate/tollgate/sdk/conformance
 	$(GO) test -count=1 -timeout 20m -run '$(COMPILE_TESTS)' ./gateway/cmd/tollgate
+	scripts/alloc-tests.sh
 
 # deploycheck: the Helm chart rendered with Helm's engine and decoded strictly
 # into k8s.io/api types, the compose file loaded with compose-go, the
