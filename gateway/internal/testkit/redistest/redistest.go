@@ -298,3 +298,64 @@ func tail(path string) string {
 	}
 	return string(b)
 }
+
+// Dump returns every key of the server's current database with its type
+// and contents, one key a block ("key (type)" then the values, a line
+// each), for tests that look for what must not be stored anywhere. Keys
+// are listed with SCAN, so the server keeps serving meanwhile; a key that
+// expires between SCAN and its read shows no values. Values are read by
+// type (GET, HGETALL, LRANGE, SMEMBERS, ZRANGE, XRANGE) rather than DUMP,
+// whose encoding may compress a long string.
+func (s *Server) Dump() (string, error) {
+	var keys []string
+	cursor := "0"
+	for {
+		reply, err := s.Do("SCAN", cursor, "COUNT", "1000")
+		if err != nil {
+			return "", fmt.Errorf("redis SCAN: %w", err)
+		}
+		// The reply is the next cursor, then the keys (arrays flattened).
+		lines := strings.Split(reply, "\n")
+		cursor = lines[0]
+		for _, k := range lines[1:] {
+			if k != "" {
+				keys = append(keys, k)
+			}
+		}
+		if cursor == "0" {
+			break
+		}
+	}
+	var b strings.Builder
+	for _, k := range keys {
+		typ, err := s.Do("TYPE", k)
+		if err != nil {
+			return "", fmt.Errorf("redis TYPE %q: %w", k, err)
+		}
+		var cmd []string
+		switch typ {
+		case "string":
+			cmd = []string{"GET", k}
+		case "hash":
+			cmd = []string{"HGETALL", k}
+		case "list":
+			cmd = []string{"LRANGE", k, "0", "-1"}
+		case "set":
+			cmd = []string{"SMEMBERS", k}
+		case "zset":
+			cmd = []string{"ZRANGE", k, "0", "-1", "WITHSCORES"}
+		case "stream":
+			cmd = []string{"XRANGE", k, "-", "+"}
+		case "none":
+			continue // expired since SCAN
+		default:
+			cmd = []string{"DUMP", k}
+		}
+		v, err := s.Do(cmd...)
+		if err != nil {
+			return "", fmt.Errorf("redis %s %q: %w", cmd[0], k, err)
+		}
+		fmt.Fprintf(&b, "%s (%s)\n%s\n", k, typ, v)
+	}
+	return b.String(), nil
+}
