@@ -199,13 +199,33 @@ func (w *budgetWorld) chat(t *testing.T, gw, body string) (int, http.Header, []b
 const chatMax100 = `{"model":"mock-1","max_tokens":100,"messages":[{"role":"user","content":"hello there"}]}`
 
 // TestBudgetExactAcrossReplicas: 64 concurrent requests through two gateway
-// processes against a budget that holds about 20 of them: the settled total
-// stays within the budget and every refusal is insufficient_quota.
+// processes against a budget of exactly 20 of them and 499 µ$ more: 20
+// are admitted, 44 refused with insufficient_quota, and the settled total
+// is exactly 20 requests' cost.
+//
+// The bound is exact because each request costs what it holds: its model
+// prices prompt tokens at 0 and completion tokens at 10 µ$, it asks for
+// max_tokens 50 and the mock generates 50, so hold = cost = 500 µ$. The
+// counter's spent + held is then 500 µ$ per request admitted so far,
+// whatever the order of holds and settlements across the two replicas,
+// and a request is admitted exactly while that leaves room for it. One
+// request admitted too many (two replicas both taking the last place)
+// is a 21st admission and 10,500 µ$ settled against 10,499.
 func TestBudgetExactAcrossReplicas(t *testing.T) {
-	// Each request holds ~1,003 µ$ (3 prompt + 100 completion tokens) and
-	// uses 50 completion tokens (~510 µ$).
-	const budget = 20_000
+	const (
+		cost     = 50 * outputMicrosPerMTok / 1_000_000 // 500 µ$: held and settled
+		admitted = 20
+		budget   = admitted*cost + cost - 1
+		requests = 64
+		body     = `{"model":"mock-exact","max_tokens":50,"messages":[{"role":"user","content":"hello there"}]}`
+	)
 	w := newBudgetWorld(t, budget)
+	if err := w.store.SetPrice(context.Background(), tenant.Price{Model: "mock-exact", InputMicrosPerMTok: 0,
+		OutputMicrosPerMTok: outputMicrosPerMTok, EffectiveFrom: time.Now().Add(-time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	// TTFT 300 ms: the holds of concurrent requests overlap, so both
+	// replicas decide while the other's holds are live.
 	_, mockURL := startMock(t, mockllm.Config{Tokens: 50, TTFT: 300 * time.Millisecond})
 	pol := w.policy(t, mockURL, `{}`, "")
 	_, gwA := w.process(t, pol)
@@ -213,7 +233,8 @@ func TestBudgetExactAcrossReplicas(t *testing.T) {
 
 	var ok, refused atomic.Int64
 	var wg sync.WaitGroup
-	for i := 0; i < 64; i++ {
+	start := make(chan struct{})
+	for i := 0; i < requests; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
@@ -221,23 +242,25 @@ func TestBudgetExactAcrossReplicas(t *testing.T) {
 			if i%2 == 1 {
 				gw = gwB
 			}
-			status, _, body := w.chat(t, gw, chatMax100)
+			<-start
+			status, _, resp := w.chat(t, gw, body)
 			switch status {
 			case 200:
 				ok.Add(1)
 			case 429:
-				e := decodeError(t, body).Error
+				e := decodeError(t, resp).Error
 				if e.Type != "insufficient_quota" || e.Code == nil || *e.Code != "insufficient_quota" {
-					t.Errorf("refusal is not insufficient_quota: %s", body)
+					t.Errorf("refusal is not insufficient_quota: %s", resp)
 				}
 				refused.Add(1)
 			default:
-				t.Errorf("status %d: %s", status, body)
+				t.Errorf("status %d: %s", status, resp)
 			}
 		}(i)
 	}
+	close(start)
 	wg.Wait()
-	w.waitRows(t, 64)
+	w.waitRows(t, requests)
 	rows, sum, month := w.ledger(t)
 	spent, holds := w.counter(t)
 	t.Logf("admitted %d, refused %d; call_log %d rows, %d µ$ settled; spend_month %d; redis spent %s, holds %s",
@@ -245,8 +268,12 @@ func TestBudgetExactAcrossReplicas(t *testing.T) {
 	if sum > budget {
 		t.Fatalf("settled %d µ$ against a budget of %d", sum, budget)
 	}
-	if ok.Load() < 15 || ok.Load()+refused.Load() != 64 {
-		t.Fatalf("admitted %d, refused %d", ok.Load(), refused.Load())
+	if ok.Load() != admitted || refused.Load() != requests-admitted {
+		t.Fatalf("admitted %d, refused %d; want exactly %d and %d (budget %d µ$, %d µ$ a request)",
+			ok.Load(), refused.Load(), admitted, requests-admitted, budget, cost)
+	}
+	if sum != admitted*cost {
+		t.Fatalf("settled %d µ$ for %d requests; each must cost exactly its hold, %d µ$", sum, admitted, cost)
 	}
 	if month != sum || spent != fmt.Sprint(sum) {
 		t.Fatalf("spend_month %d and the Redis counter %s disagree with call_log's sum %d", month, spent, sum)

@@ -98,6 +98,7 @@ type drillPolicy struct {
 	plugins          string // more plugins, after budget (YAML list items)
 	upstreams        string // more upstreams (YAML list items)
 	route            string // the route's target (default "upstream: up")
+	cache            string // store.cache (default "{ttl: 3s}")
 }
 
 // policy is policies/production.yaml's plugin chain against the world:
@@ -117,6 +118,7 @@ func (w *drillWorld) policy(t *testing.T, o drillPolicy) string {
 	def(&o.drain, "10s")
 	def(&o.timeouts, "{connect: 1s, first_byte: 5s, idle: 5s, total: 1m}")
 	def(&o.reconcile, "0s")
+	def(&o.cache, "{ttl: 3s}")
 	if o.replicas == 0 {
 		o.replicas = 1
 	}
@@ -129,7 +131,7 @@ func (w *drillWorld) policy(t *testing.T, o drillPolicy) string {
 	return base + fmt.Sprintf(`
 store:
   kind: postgres
-  cache: {ttl: 3s}
+  cache: %s
 redis: {addrs: [%q], timeout: 1s}
 call_log: {spool_dir: "${TG_TEST_SPOOL}", reconcile_interval: %s}
 plugins:
@@ -141,7 +143,7 @@ plugins:
   - name: budget
     path: %s
     config: {on_redis_error: %s, lease: %s}
-%s`, w.redis.Addr(), o.reconcile, pluginPath(t, "preflight"), pluginPath(t, "ratelimit"), o.ratelimitOnRedis, o.replicas,
+%s`, o.cache, w.redis.Addr(), o.reconcile, pluginPath(t, "preflight"), pluginPath(t, "ratelimit"), o.ratelimitOnRedis, o.replicas,
 		pluginPath(t, "budget"), o.budgetOnRedis, o.lease, o.plugins)
 }
 

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -364,13 +365,18 @@ func TestSecurityAdminAuth(t *testing.T) {
 // TestSecurityKeysHashedAndNotLogged runs the gateway binary with the
 // Postgres store, the admin API, the access log and debug logging, creates
 // keys with `tollgate keys` and the admin API, uses them (right, wrong,
-// revoked), then checks that no key appears in any table, in Redis, in the
-// gateway's log, in /metrics or in `tollgate keys list`, and that
-// api_keys holds their SHA-256.
+// revoked) and the admin token (right and wrong), then checks that no part
+// of a key past its display prefix — no 8 characters of it in a row — and
+// no 8 characters of the admin token appear in any table, in any Redis key
+// or value, in the gateway's log, in /metrics or in `tollgate keys list`,
+// and that api_keys holds their SHA-256.
 func TestSecurityKeysHashedAndNotLogged(t *testing.T) {
 	w := newBudgetWorld(t, 1_000_000)
 	_, mockURL := startMock(t, mockllm.Config{Tokens: 3, Usage: true})
 	adminAddr := freeAddr(t)
+	// Random secrets, so that no 8 characters of them can appear by
+	// chance (adminToken is words other text may hold).
+	adminToken := "adm_" + randomBase62(t, 32)
 	t.Setenv("TOLLGATE_ADMIN_TOKEN", adminToken)
 	pol := strings.Replace(w.policy(t, mockURL, `{}`, ""), "drain_timeout: 2s", "drain_timeout: 2s\n  access_log: true", 1) +
 		fmt.Sprintf("admin: {listen: %q}\n", adminAddr)
@@ -402,7 +408,29 @@ func TestSecurityKeysHashedAndNotLogged(t *testing.T) {
 	if !strings.HasPrefix(key1, pg.KeyPrefix) || !strings.HasPrefix(key2, created.Prefix) || len(created.Prefix) >= len(key2)-16 {
 		t.Fatalf("keys %q, %+v", key1, created)
 	}
-	wrong := pg.KeyPrefix + "wrongkeywrongkeywrongkeywrongkey00"
+	wrong := pg.KeyPrefix + randomBase62(t, 43)
+	// A wrong admin token that shares all but its last character with
+	// the right one: logging what was presented would show the right one.
+	last := "x"
+	if strings.HasSuffix(adminToken, last) {
+		last = "y"
+	}
+	wrongAdmin := adminToken[:len(adminToken)-1] + last
+	for _, c := range []struct {
+		token  string
+		status int
+	}{{adminToken, 200}, {wrongAdmin, 401}} {
+		req, _ := http.NewRequest("GET", adminURL+"/v1/admin/tenants/acme/keys", nil)
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.status {
+			t.Fatalf("admin API with the token %.6s…: %d, want %d", c.token, resp.StatusCode, c.status)
+		}
+	}
 
 	chat := func(hdr ...string) int {
 		status, _, _ := post(t, r.url+"/v1/chat/completions", chatMax100, hdr...)
@@ -466,7 +494,10 @@ func TestSecurityKeysHashedAndNotLogged(t *testing.T) {
 		}
 		fmt.Fprintf(&dump, "%s:\n%s\n", tbl, s)
 	}
-	redisDump, _ := w.redis.Do("KEYS", "*")
+	redisDump, err := w.redis.Dump()
+	if err != nil || !strings.Contains(redisDump, "acme") {
+		t.Fatalf("Redis holds nothing of acme's traffic (%v):\n%s", err, redisDump)
+	}
 	metrics, err := httpGet(adminURL + "/metrics")
 	if err != nil || !strings.Contains(metrics, "tollgate_requests_total") {
 		t.Fatalf("metrics: %v", err)
@@ -475,12 +506,48 @@ func TestSecurityKeysHashedAndNotLogged(t *testing.T) {
 	if strings.Count(logs, `"msg":"request"`) < 7 || !strings.Contains(logs, `"level":"DEBUG"`) {
 		t.Fatalf("the access log or debug logging is off:\n%s", tail(logs, 2000))
 	}
+	places := map[string]string{"the database": dump.String(), "Redis": redisDump, "the log": logs, "/metrics": metrics, "keys list": list}
+	// A key's display prefix is shown on purpose (keys list, api_keys):
+	// every 8 characters of it in a row that reach past the prefix must
+	// be nowhere. Of the admin token, no 8 characters in a row.
 	prefix := len(created.Prefix)
-	for _, k := range []string{key1, key2, w.key, wrong} {
-		for where, text := range map[string]string{"the database": dump.String(), "Redis": redisDump, "the log": logs, "/metrics": metrics, "keys list": list} {
-			if strings.Contains(text, k[prefix:]) {
-				t.Errorf("a key (%.12s…) is in %s", k, where)
+	secrets := []struct {
+		name, text string
+		from       int // the first window start to look for
+	}{
+		{"key1", key1, prefix - 7}, {"key2", key2, prefix - 7}, {"the world's key", w.key, prefix - 7},
+		{"the wrong key", wrong, prefix - 7}, {"the admin token", adminToken, 0}, {"the wrong admin token", wrongAdmin, 0},
+	}
+	for _, sec := range secrets {
+		for where, text := range places {
+			if frag, ok := fragmentIn(text, sec.text, sec.from, 8); ok {
+				t.Errorf("%s (%.6s…): %q, %d characters of it, is in %s", sec.name, sec.text, frag, len(frag), where)
 			}
 		}
 	}
+}
+
+// fragmentIn reports the first n-byte substring of secret, starting at
+// from or later, that text contains.
+func fragmentIn(text, secret string, from, n int) (string, bool) {
+	for i := max(from, 0); i+n <= len(secret); i++ {
+		if strings.Contains(text, secret[i:i+n]) {
+			return secret[i : i+n], true
+		}
+	}
+	return "", false
+}
+
+// randomBase62 returns n random letters and digits.
+func randomBase62(t *testing.T, n int) string {
+	t.Helper()
+	const digits = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	for i := range b {
+		b[i] = digits[int(b[i])%len(digits)]
+	}
+	return string(b)
 }
