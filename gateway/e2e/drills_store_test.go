@@ -22,6 +22,14 @@ func waitOutcome(t *testing.T, l *drillLoad, from time.Time, ok func(o *drillOut
 	return time.Time{}
 }
 
+// refusalsStopWithin bounds how long after Redis answers again a request
+// may still be refused for want of it: docs/RELIABILITY.md promises "a
+// few hundred milliseconds" (the gateway's Redis client redials on the
+// next command; measured 32 ms in the long form). The bound is on when
+// the refused request was sent, so a slow machine that delays replies
+// does not move it.
+const refusalsStopWithin = 500 * time.Millisecond
+
 // TestDrillRedisKill kills Redis under streaming load and restarts it
 // empty. Promised (docs/POLICY.md, ratelimit and budget): each plugin
 // applies its on_redis_error — ratelimit fail_open decides in-process and
@@ -69,6 +77,10 @@ func TestDrillRedisKill(t *testing.T) {
 	})
 	if refusals == 0 || fallbacks == 0 {
 		t.Errorf("the outage was not seen under load: %d budget refusals, %v ratelimit fallbacks", refusals, fallbacks)
+	}
+	if late := lastRefusal.Sub(back); late > refusalsStopWithin {
+		t.Errorf("a request sent %s after Redis answered again was refused budget_unavailable (%d refusals in all); refusals must stop within %s",
+			dur(late), refusals, refusalsStopWithin)
 	}
 	c := w.checkLedger(t, "drill-redis", outs, nil)
 	expectNothingLost(t, c)

@@ -29,7 +29,21 @@ type upstreamDrill struct {
 	// (healthy ones make exactly one). A fault after the upstream's first
 	// byte is never retried (docs/POLICY.md, Retries).
 	attempts [2]int
+	// cancelAfter, when set, is the timeout after which the gateway must
+	// cancel the faulted upstream request: the mock must see it closed
+	// that long after it arrived, give or take upstreamCancelSlack, and
+	// not after the fault's own delay, when the mock would have answered.
+	cancelAfter time.Duration
 }
+
+// upstreamCancelSlack is how far from its timeout the mock may see a
+// timed-out upstream request closed: the gateway starts its timer before
+// the request reaches the mock (the lower side) and closes the connection
+// when the timer fires (the upper side: 268-322 ms at worst in short runs
+// on a 2-core machine at load average 24). An upstream request that was
+// not cancelled is never seen closed: the fault holds it 2 s past the
+// timeout, then the mock answers it.
+const upstreamCancelSlack = time.Second
 
 // noCost is the row of a request the upstream generated nothing for.
 func noCost(o *drillOutcome, status, completion, cost int64) error {
@@ -88,8 +102,9 @@ var upstreamDrills = []upstreamDrill{
 		want: func(o *drillOutcome) bool {
 			return o.kind == refused && o.status == 504 && o.code == "upstream_timeout"
 		},
-		row:      noCost,
-		attempts: [2]int{1, 1},
+		row:         noCost,
+		attempts:    [2]int{1, 1},
+		cancelAfter: 2 * time.Second, // first_byte
 	},
 	{
 		id:       "upstream-slow-first-byte",
@@ -143,14 +158,15 @@ var upstreamDrills = []upstreamDrill{
 		attempts: [2]int{1, 2},
 	},
 	{
-		id:       "upstream-timeout-failover",
-		fault:    "the upstream sends nothing for 4 s (first_byte timeout 2 s); the route has a healthy second upstream",
-		hdr:      func(int) []string { return []string{mockllm.HeaderFailDelay, "4s"} },
-		spare:    true,
-		promise:  "after the first_byte timeout, retried on the other upstream: served whole, late",
-		want:     servedWhole,
-		row:      fullCost,
-		attempts: [2]int{1, 2},
+		id:          "upstream-timeout-failover",
+		fault:       "the upstream sends nothing for 4 s (first_byte timeout 2 s); the route has a healthy second upstream",
+		hdr:         func(int) []string { return []string{mockllm.HeaderFailDelay, "4s"} },
+		spare:       true,
+		promise:     "after the first_byte timeout, retried on the other upstream: served whole, late",
+		want:        servedWhole,
+		row:         fullCost,
+		attempts:    [2]int{1, 2},
+		cancelAfter: 2 * time.Second, // first_byte
 	},
 }
 
@@ -172,14 +188,24 @@ func TestDrillUpstream(t *testing.T) {
 
 	var mu sync.Mutex
 	attempts := map[string]int{}
+	// When each request reached the faulted upstream, and when the mock
+	// saw it closed before its reply was complete.
+	arrived, closedAt := map[string]time.Time{}, map[string]time.Time{}
 	for _, m := range []*mockllm.Server{w.mock, spare} {
 		m.SetOnRequest(func(h http.Header, _ []byte) {
+			now := time.Now()
 			mu.Lock()
-			attempts[h.Get("X-Request-Id")]++
+			id := h.Get("X-Request-Id")
+			attempts[id]++
+			if m == w.mock {
+				arrived[id] = now
+			}
 			mu.Unlock()
 		})
 		defer m.SetOnRequest(nil)
 	}
+	w.mock.SetOnClose(func(id string, at time.Time) { mu.Lock(); closedAt[id] = at; mu.Unlock() })
+	defer w.mock.SetOnClose(nil)
 	var single, failover []upstreamDrill
 	for _, d := range upstreamDrills {
 		if d.spare {
@@ -269,14 +295,18 @@ func TestDrillUpstream(t *testing.T) {
 				if lo < d.attempts[0] || hi > d.attempts[1] {
 					t.Errorf("%s: faulted requests were sent upstream %d to %d times, want %d to %d", d.id, lo, hi, d.attempts[0], d.attempts[1])
 				}
+				cancelled := ""
+				if d.cancelAfter > 0 {
+					cancelled = "; " + checkCancelled(t, d, mine, arrived, closedAt)
+				}
 				report(t, drillResult{
 					id:    d.id,
 					fault: d.fault,
 					load: fmt.Sprintf("%d clients, %d requests in %s, every 4th faulted with one of %d faults in turn: %d with this one",
 						load.workers, len(outs), dur(load.took), len(run.drills), len(mine)),
-					happened: fmt.Sprintf("%s. Measured: %s; upstream attempts per faulted request: %d–%d; "+
+					happened: fmt.Sprintf("%s. Measured: %s; upstream attempts per faulted request: %d–%d%s; "+
 						"the %d healthy requests of the load: %d served whole (upstream requests the gateway hung up on, whole load: %d)",
-						d.promise, tallyString(onlyFaulted(mine)), lo, hi, healthy,
+						d.promise, tallyString(onlyFaulted(mine)), lo, hi, cancelled, healthy,
 						countOf(outs, func(o *drillOutcome) bool { return o.fault == "" && o.kind == served }), closed),
 					lost:   c.lost(),
 					ledger: c.evidence(),
@@ -285,6 +315,39 @@ func TestDrillUpstream(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkCancelled checks that the mock saw each of the faulted requests
+// mine closed d.cancelAfter after it arrived (within upstreamCancelSlack),
+// and says how long after the timeout the last one was closed.
+func checkCancelled(t *testing.T, d upstreamDrill, mine []drillOutcome, arrived, closed map[string]time.Time) string {
+	t.Helper()
+	bad, latest := 0, time.Duration(-1<<62)
+	for i := range mine {
+		id := mine[i].id
+		a, sent := arrived[id]
+		c, ok := closed[id]
+		if !sent {
+			continue // the client left before the gateway sent it (none do here)
+		}
+		after := c.Sub(a) - d.cancelAfter
+		if !ok || after < -upstreamCancelSlack || after > upstreamCancelSlack {
+			if bad++; bad <= 3 {
+				if !ok {
+					t.Errorf("%s: %s: the upstream never saw its request closed (its timeout: %s)", d.id, id, d.cancelAfter)
+				} else {
+					t.Errorf("%s: %s: the upstream saw its request closed %s after it arrived; want %s ± %s (its timeout)",
+						d.id, id, dur(c.Sub(a)), d.cancelAfter, upstreamCancelSlack)
+				}
+			}
+			continue
+		}
+		latest = max(latest, after)
+	}
+	if bad > 0 {
+		return fmt.Sprintf("%d of %d upstream requests not cancelled at their timeout", bad, len(mine))
+	}
+	return fmt.Sprintf("the upstream saw every one closed at its timeout (%s after it at the latest)", dur(max(latest, 0)))
 }
 
 // onlyFaulted tallies the faulted requests' outcomes, without the fault's name.
