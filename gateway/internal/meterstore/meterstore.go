@@ -76,12 +76,12 @@ type Store struct {
 	limiter limiter.Limiter
 	budget  budget.Counter
 	// Both set when the two counters share a Redis client: the pairs are
-	// then one script call each.
+	// then one function call (FCALL) each.
 	rl *limiter.Redis
 	rb *budget.Redis
 }
 
-// New returns a Store on l and b. It makes each pair one script call when
+// New returns a Store on l and b. It makes each pair one function call when
 // l is a *limiter.Redis and b a *budget.Redis on the same client.
 func New(l limiter.Limiter, b budget.Counter) *Store {
 	s := &Store{limiter: l, budget: b}
@@ -93,11 +93,11 @@ func New(l limiter.Limiter, b budget.Counter) *Store {
 	return s
 }
 
-// OneTrip reports whether each pair is one script call.
+// OneTrip reports whether each pair is one function call.
 func (s *Store) OneTrip() bool { return s.rl != nil }
 
 // AdmitReserve admits lr and, if it is allowed, holds h: Admit and then
-// Reserve, in one script call when the Store is OneTrip (and a second one
+// Reserve, in one function call when the Store is OneTrip (and a second one
 // plus seeding when a budget scope is cold, as Reserve alone).
 func (s *Store) AdmitReserve(ctx context.Context, lr *limiter.Request, h *Hold) Admitted {
 	if s.rl == nil || lr.Tenant != h.Tenant {
@@ -170,7 +170,7 @@ func (s *Store) reserve(ctx context.Context, out Admitted, h *Hold) Admitted {
 	return out
 }
 
-// AdjustSettle corrects c's tokens and settles st, in one script call when
+// AdjustSettle corrects c's tokens and settles st, in one function call when
 // the Store is OneTrip and both have work for Redis (a second one plus
 // seeding when a budget scope is cold, as Settle alone). Either may be nil:
 // nothing of it to do.
@@ -224,7 +224,7 @@ func (s *Store) AdjustSettle(ctx context.Context, c *Correction, st *Settlement)
 	return out
 }
 
-// joinCall makes the keys and arguments of a script of two parts: ARGV
+// joinCall makes the keys and arguments of a call of two parts: ARGV
 // starts with the first part's numbers of keys and of arguments, which
 // the library's split uses to split them again.
 func joinCall(k1, a1, k2, a2 []string) (keys, args []string) {

@@ -39,7 +39,7 @@ func benchRequest(b *testing.B, m *meterstore.Store, id string) {
 }
 
 // BenchmarkRequestCounters compares a request's counter traffic in one
-// script call per pair (onetrip: 2 round trips) with the same calls made
+// call per pair (onetrip: 2 round trips) with the same calls made
 // one after the other (twocalls: 4), against a real Redis on loopback:
 // one request at a time (serial, the latency a request sees) and 32 at
 // once (parallel, where round trips are pipelined). server-ns/op is Redis's
