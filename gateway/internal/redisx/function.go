@@ -91,6 +91,19 @@ func fcall(rc rueidis.Client, f *Function, keys, args []string) rueidis.Complete
 	return rc.B().Fcall().Function(f.name).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
 }
 
+// Load loads l now, on every node, so that the first FCALLs find it (a
+// gateway calls it once connected, before serving). FCall loads it
+// anyway whenever it is missing.
+func (c *Client) Load(ctx context.Context, l *Library) error {
+	rc, err := c.Raw()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	return c.load(ctx, rc, l)
+}
+
 // load loads l on every node of rc (one for a single server; in a cluster
 // every node, as the key's slot may move to any of them). Callers that
 // miss at the same time share one load. A node that refuses (a replica)
