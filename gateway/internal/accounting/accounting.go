@@ -21,6 +21,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/config"
 	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
+	"github.com/tollgate/tollgate/gateway/internal/meterstore"
 	"github.com/tollgate/tollgate/gateway/internal/redisx"
 )
 
@@ -77,6 +78,9 @@ func New(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer) (_ *Accou
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		if err := a.Redis.Connect(ctx); err != nil {
 			log.Warn("redis not reachable at start; serving, and connecting in the background", "addrs", p.Redis.Addrs)
+		} else if err := meterstore.Preload(ctx, a.Redis); err != nil {
+			// The first calls load it themselves.
+			log.Warn("redis: loading the counters' functions", "err", err)
 		}
 		cancel()
 	}

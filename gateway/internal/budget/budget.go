@@ -43,9 +43,9 @@
 // same fate as the holds it adds up (an empty request id is therefore
 // rejected). Every operation is one Lua script call (EVALSHA, or EVAL once
 // after NOSCRIPT); Correct is one SET. Reserve and Settle are also Lua
-// functions (ReserveLua, SettleLua) that package meterstore runs after
-// the rate limiter's admission and token correction in the same script
-// call (Redis.PrepareReserve, Redis.PrepareSettle). A script's work grows with the
+// functions (HoldSettleLua) that package meterstore's Redis Functions
+// library runs after the rate limiter's admission and token correction in
+// the same call (Redis.PrepareReserve, Redis.PrepareSettle). A script's work grows with the
 // number of scopes: Reserve and Settle of three scopes take Redis about
 // twice the time of one (see BenchmarkRedisReserveSettle).
 //

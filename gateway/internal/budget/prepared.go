@@ -12,7 +12,7 @@ import (
 )
 
 // Hold is a Reserve (or Extend) prepared for a script call: the keys and
-// arguments of ReserveLua's reserve function, and how to read its reply.
+// arguments of HoldSettleLua's reserve function, and how to read its reply.
 // Redis.Reserve runs it alone; package meterstore runs it after the rate
 // limiter's admission in one script call. A cold reply (a scope without
 // its spent key) is finished by Seeded, which seeds and runs it alone.
@@ -115,7 +115,7 @@ func (h *Hold) read(v []int64) (Reservation, error) {
 }
 
 // Settlement is a Settle prepared for a script call: the keys and
-// arguments of SettleLua's settle function, and how to read its reply.
+// arguments of HoldSettleLua's settle function, and how to read its reply.
 // Redis.Settle runs it alone; package meterstore after the rate
 // limiter's token correction in one script call.
 type Settlement struct {

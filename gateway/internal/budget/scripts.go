@@ -14,12 +14,17 @@ const (
 
 // prelude is shared by the scripts that purge expired holds.
 //
-// Numbers cross into Redis as strings; int formats them with %.0f because
+// Numbers cross into Redis as strings; int formats them with %d, which
+// Redis's Lua 5.1 formats as a C long (64 bits on every platform Redis
+// ships for), exactly for the whole numbers a double holds (below 2^53):
 // Lua's default number format keeps only 14 significant digits, fewer than
-// a lease end in microseconds has. unpack is batched (LUAI_MAXCSTACK is
-// 8000) and so is the work per call of ZRANGEBYSCORE.
+// a lease end in microseconds has, and %.0f (or a Lua number handed to
+// redis.call, which Redis formats with %.17g) takes glibc's floating-point
+// path, about three times the CPU of %d (docs/adr/0020-redis-functions.md).
+// Constant arguments are strings for the same reason. unpack is batched
+// (LUAI_MAXCSTACK is 8000) and so is the work per call of ZRANGEBYSCORE.
 const prelude = `
-local function int(x) return string.format('%.0f', x) end
+local function int(x) return string.format('%d', x) end
 
 local function clock()
   local t = redis.call('TIME')
@@ -29,9 +34,9 @@ end
 -- expire drops the holds whose lease ended at or before at (now, as
 -- int made it: formatted once per script call, not once per scope).
 local function expire(holds, leases, at)
-  local batch = 256
+  local batch, limit = 256, '256'
   repeat
-    local ids = redis.call('ZRANGEBYSCORE', leases, '-inf', at, 'LIMIT', 0, batch)
+    local ids = redis.call('ZRANGEBYSCORE', leases, '-inf', at, 'LIMIT', '0', limit)
     if #ids > 0 then
       local amounts = redis.call('HMGET', holds, unpack(ids))
       local sum = 0
@@ -55,16 +60,19 @@ end
 
 // scopesPrelude reads the scopes of a multi-scope call from the keys K
 // and arguments A, locals the script declares before it (KEYS and ARGV in
-// a script of its own). K[1] is the request's settled marker and scope i
-// has K[3i-1] spent, K[3i] holds and K[3i+1] leases. loadSpent reads the
+// a script of its own; set before each call in a library, package
+// meterstore). K[1] is the request's settled marker and scope i has
+// K[3i-1] spent, K[3i] holds and K[3i+1] leases; n, the number of scopes,
+// is set by loadSpent, which every call runs first. loadSpent reads the
 // marker and every spent key with one MGET; it returns the spent of every
 // scope and whether the marker exists, or nil and the reply {codeSeed,
 // i...} naming the scopes whose spent key is missing (nothing has been
 // changed then).
 const scopesPrelude = prelude + `
-local n = (#K - 1) / 3
+local n
 
 local function loadSpent()
+  n = (#K - 1) / 3
   local ks = {K[1]}
   for i = 1, n do ks[i+1] = K[3*i-1] end
   local v = redis.call('MGET', unpack(ks))
@@ -158,13 +166,6 @@ end
 return reply(1, 0, spent, reserved)
 `
 
-// ReserveLua defines, over the keys K and arguments A (locals the script
-// declares before it, as reserveScript's KEYS and ARGV), the Lua function
-// reserve(now): Reserve's work, whose reply a Hold reads. Package
-// meterstore runs it after the rate limiter's admission, in one script
-// call, with the admission's now (one TIME for both).
-const ReserveLua = scopesPrelude + "local function reserve(now)\n" + reserveBody + "end\n"
-
 var reserveScript = rueidis.NewLuaScript("local K, A = KEYS, ARGV\nlocal now\n" + scopesPrelude + reserveBody)
 
 // extendScript: as reserveScript, with more for amount. A refusal changes
@@ -248,9 +249,14 @@ end
 return r
 `
 
-// SettleLua defines, over K and A as ReserveLua, the Lua function
-// settle(): Settle's work, whose reply a Settlement reads.
-const SettleLua = scopesPrelude + "local function settle()\n" + settleBody + "end\n"
+// HoldSettleLua defines, over the keys K and arguments A (locals declared
+// before it, which the caller sets before each call), the Lua functions
+// reserve(now), Reserve's work, whose reply a Hold reads, and settle(),
+// Settle's, whose reply a Settlement reads. Package meterstore's library
+// runs reserve after the rate limiter's admission, in one call, with the
+// admission's now (one TIME for both), and settle after its correction.
+const HoldSettleLua = scopesPrelude + "local function reserve(now)\n" + reserveBody + "end\n" +
+	"local function settle()\n" + settleBody + "end\n"
 
 var settleScript = rueidis.NewLuaScript("local K, A = KEYS, ARGV\n" + scopesPrelude + settleBody)
 

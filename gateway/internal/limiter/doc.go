@@ -56,8 +56,8 @@
 // second script, and none when there is nothing to move. Both scripts are
 // Lua functions over key and argument slices ([AdmitLua], [AdjustLua]),
 // so that package meterstore can run a request's admission with its budget
-// hold, and its adjustment with its budget settle, in one script call
-// ([Redis.PrepareAdmit], [Redis.PrepareAdjust]).
+// hold, and its adjustment with its budget settle, in one call of a Redis
+// function ([Redis.PrepareAdmit], [Redis.PrepareAdjust]).
 //
 // # When Redis fails
 //

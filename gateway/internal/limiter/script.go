@@ -21,13 +21,13 @@ import (
 // cell's TAT before this admission, at least now. A key expires a second
 // after its TAT (PX), when the cell is full and the key can go. The cells
 // are read with one MGET (and a missing one again with GET, which fails
-// on a key of another type). Numbers go to redis.call as Lua numbers, which
-// Redis writes with %.17g: every digit of a TAT (16) and of a PX, the same
-// bytes string.format('%.0f') made (and not Lua's tostring, which keeps 14
-// digits), without a formatting call each. admitScript calls it on KEYS and ARGV; a
-// script that runs an admission with other work (package meterstore)
+// on a key of another type). Numbers go to redis.call as strings made by
+// int, string.format('%d'): every digit of a TAT (16; Lua's tostring keeps
+// 14), formatted as a C long, about a third of the CPU of the %.17g Redis
+// applies to a Lua number or of '%.0f' (docs/adr/0020-redis-functions.md).
+// admitScript calls it on KEYS and ARGV; package meterstore's library
 // calls it on an Admission's Keys and Args.
-const AdmitLua = `
+const AdmitLua = intLua + `
 local function admit(K, A)
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -46,7 +46,7 @@ local function admit(K, A)
       local cost = tonumber(A[2 * i - 1])
       if cost > 0 then
         local tat = out[i + 2] + cost
-        redis.call('SET', K[i], tat, 'PX', math.floor((tat - now) / 1000) + 1000)
+        redis.call('SET', K[i], int(tat), 'PX', int(math.floor((tat - now) / 1000) + 1000))
       end
     end
   end
@@ -63,9 +63,9 @@ var admitScript = rueidis.NewLuaScript(AdmitLua + "return admit(KEYS, ARGV)\n")
 //	A[i]   how far to move its TAT, µs: positive is debt, negative a
 //	       give-back, which stops at now (a full cell, deleted)
 //
-// It returns the number of keys. Numbers are written as in AdmitLua.
-// adjustScript calls it on KEYS and ARGV;
-// package meterstore on an Adjustment's Keys and Args.
+// It returns the number of keys. Numbers are written as in AdmitLua
+// (it needs AdmitLua's int defined before it). adjustScript calls it on
+// KEYS and ARGV; package meterstore on an Adjustment's Keys and Args.
 const AdjustLua = `
 local function adjust(K, A)
   local t = redis.call('TIME')
@@ -78,7 +78,7 @@ local function adjust(K, A)
       if tat < now then tat = now end
       tat = tat + shift
       if tat > now then
-        redis.call('SET', K[i], tat, 'PX', math.floor((tat - now) / 1000) + 1000)
+        redis.call('SET', K[i], int(tat), 'PX', int(math.floor((tat - now) / 1000) + 1000))
       else
         redis.call('DEL', K[i])
       end
@@ -88,7 +88,12 @@ local function adjust(K, A)
 end
 `
 
-var adjustScript = rueidis.NewLuaScript(AdjustLua + "return adjust(KEYS, ARGV)\n")
+var adjustScript = rueidis.NewLuaScript(intLua + AdjustLua + "return adjust(KEYS, ARGV)\n")
+
+// intLua defines int(x), x formatted as a whole number (see AdmitLua).
+const intLua = `
+local function int(x) return string.format('%d', x) end
+`
 
 // redisCall is the reusable memory of one script call.
 type redisCall struct {

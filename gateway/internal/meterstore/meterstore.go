@@ -3,9 +3,10 @@
 // admission and then, only if admitted, its budget hold; when it ends,
 // its rate-limit token correction and its budget settle. With both
 // counters in one Redis (a limiter.Redis and a budget.Redis on the same
-// client) each pair is one Lua script call — one round trip — since every
-// key of a tenant, rate limits and budgets alike, carries the tenant's
-// hash tag and so lives in one Redis Cluster slot. Otherwise (the
+// client) each pair is one call of a Lua function of the package's Redis
+// Functions library (FCALL) — one round trip — since every key of a
+// tenant, rate limits and budgets alike, carries the tenant's hash tag and
+// so lives in one Redis Cluster slot. Otherwise (the
 // in-process counters) the two operations run one after the other, in the
 // same order. Either way the answers and the counters' state are what the
 // two operations would give made separately.
@@ -18,10 +19,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/tollgate/tollgate/gateway/internal/budget"
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
+	"github.com/tollgate/tollgate/gateway/internal/redisx"
 )
 
 // Hold is the budget hold asked for after an admission: the arguments of
@@ -76,12 +76,12 @@ type Store struct {
 	limiter limiter.Limiter
 	budget  budget.Counter
 	// Both set when the two counters share a Redis client: the pairs are
-	// then one script call each.
+	// then one function call (FCALL) each.
 	rl *limiter.Redis
 	rb *budget.Redis
 }
 
-// New returns a Store on l and b. It makes each pair one script call when
+// New returns a Store on l and b. It makes each pair one function call when
 // l is a *limiter.Redis and b a *budget.Redis on the same client.
 func New(l limiter.Limiter, b budget.Counter) *Store {
 	s := &Store{limiter: l, budget: b}
@@ -93,11 +93,11 @@ func New(l limiter.Limiter, b budget.Counter) *Store {
 	return s
 }
 
-// OneTrip reports whether each pair is one script call.
+// OneTrip reports whether each pair is one function call.
 func (s *Store) OneTrip() bool { return s.rl != nil }
 
 // AdmitReserve admits lr and, if it is allowed, holds h: Admit and then
-// Reserve, in one script call when the Store is OneTrip (and a second one
+// Reserve, in one function call when the Store is OneTrip (and a second one
 // plus seeding when a budget scope is cold, as Reserve alone).
 func (s *Store) AdmitReserve(ctx context.Context, lr *limiter.Request, h *Hold) Admitted {
 	if s.rl == nil || lr.Tenant != h.Tenant {
@@ -122,7 +122,7 @@ func (s *Store) AdmitReserve(ctx context.Context, lr *limiter.Request, h *Hold) 
 		return out
 	}
 	keys, args := joinCall(a.Keys(), a.Args(), p.Keys(), p.Args())
-	res := s.rl.Client().Exec(ctx, admitReserveScript, keys, args)
+	res := s.rl.Client().FCall(ctx, admitReserve, keys, args)
 	parts, err := res.ToArray()
 	if err == nil && len(parts) == 0 {
 		err = errors.New("empty reply")
@@ -170,7 +170,7 @@ func (s *Store) reserve(ctx context.Context, out Admitted, h *Hold) Admitted {
 	return out
 }
 
-// AdjustSettle corrects c's tokens and settles st, in one script call when
+// AdjustSettle corrects c's tokens and settles st, in one function call when
 // the Store is OneTrip and both have work for Redis (a second one plus
 // seeding when a budget scope is cold, as Settle alone). Either may be nil:
 // nothing of it to do.
@@ -204,7 +204,7 @@ func (s *Store) AdjustSettle(ctx context.Context, c *Correction, st *Settlement)
 		return out
 	}
 	keys, args := joinCall(a.Keys(), a.Args(), p.Keys(), p.Args())
-	res := s.rl.Client().Exec(ctx, adjustSettleScript, keys, args)
+	res := s.rl.Client().FCall(ctx, adjustSettle, keys, args)
 	parts, err := res.ToArray()
 	if err == nil && len(parts) != 2 {
 		err = fmt.Errorf("adjust-settle reply has %d parts, want 2", len(parts))
@@ -224,9 +224,9 @@ func (s *Store) AdjustSettle(ctx context.Context, c *Correction, st *Settlement)
 	return out
 }
 
-// joinCall makes the keys and arguments of a script of two parts: ARGV
+// joinCall makes the keys and arguments of a call of two parts: ARGV
 // starts with the first part's numbers of keys and of arguments, which
-// sliceLua uses to split KEYS and ARGV again.
+// the library's split uses to split them again.
 func joinCall(k1, a1, k2, a2 []string) (keys, args []string) {
 	keys = make([]string, 0, len(k1)+len(k2))
 	keys = append(append(keys, k1...), k2...)
@@ -236,45 +236,67 @@ func joinCall(k1, a1, k2, a2 []string) (keys, args []string) {
 	return keys, args
 }
 
-// sliceLua splits KEYS and ARGV (see joinCall) into the first part's LK
-// and LA and the second's K and A. failed makes the error a pcall caught
-// an error reply again (pcall hands over the message).
-const sliceLua = `
+// library holds the two functions, registered once per Redis
+// (FUNCTION LOAD, again after a restart or a flush: redisx.Client.FCall)
+// instead of scripts whose every call defines every helper again
+// (docs/adr/0020-redis-functions.md).
+//
+// split sets the upvalues LK and LA (the limiter's part) and K and A (the
+// budget's, which budget.HoldSettleLua's functions read) from a call's
+// keys and args (see joinCall). failed makes the error a pcall caught an
+// error reply again (pcall hands over the message).
+var library = redisx.NewLibrary("tollgate_meter", `
+local LK, LA, K, A
+
+local function split(keys, args)
+  local nk, na = tonumber(args[1]), tonumber(args[2])
+  LK, LA, K, A = {}, {}, {}, {}
+  for i = 1, #keys do
+    if i <= nk then LK[i] = keys[i] else K[i - nk] = keys[i] end
+  end
+  for i = 3, #args do
+    if i - 2 <= na then LA[i - 2] = args[i] else A[i - 2 - na] = args[i] end
+  end
+end
+
 local function failed(e)
   if type(e) == 'table' and e.err then return redis.error_reply(e.err) end
   return redis.error_reply(tostring(e))
 end
-local nk, na = tonumber(ARGV[1]), tonumber(ARGV[2])
-local LK, LA, K, A = {}, {}, {}, {}
-for i = 1, #KEYS do
-  if i <= nk then LK[i] = KEYS[i] else K[i - nk] = KEYS[i] end
-end
-for i = 3, #ARGV do
-  if i - 2 <= na then LA[i - 2] = ARGV[i] else A[i - 2 - na] = ARGV[i] end
-end
-`
+`+limiter.AdmitLua+limiter.AdjustLua+budget.HoldSettleLua+`
+register('admit_reserve', function(keys, args)
+  split(keys, args)
+  local a = admit(LK, LA)
+  if a[1] ~= 1 then return {a} end
+  local ok, b = pcall(reserve, a[2])
+  if not ok then b = failed(b) end
+  return {a, b}
+end)
 
-// admitReserveScript runs the rate limiter's admission and, only if it
-// allowed the request, the budget's reserve, on the admission's clock
-// reading (a[2]: one TIME for both). It replies {admit's reply}
-// when the admission refused, else {admit's reply, reserve's reply}, where
+register('adjust_settle', function(keys, args)
+  split(keys, args)
+  local ok, a = pcall(adjust, LK, LA)
+  if not ok then a = failed(a) end
+  local ok2, b = pcall(settle)
+  if not ok2 then b = failed(b) end
+  return {a, b}
+end)
+`)
+
+// Preload loads the package's Redis library on c, so that a gateway's
+// first requests do not each find it missing and wait for FUNCTION LOAD
+// (three round trips instead of one, in one command timeout).
+func Preload(ctx context.Context, c *redisx.Client) error { return c.Load(ctx, library) }
+
+// admitReserve runs the rate limiter's admission and, only if it allowed
+// the request, the budget's reserve, on the admission's clock reading
+// (a[2]: one TIME for both). It replies {admit's reply} when the
+// admission refused, else {admit's reply, reserve's reply}, where
 // reserve's is an error reply if it failed (its admission stays charged,
 // as it would have been with two calls).
-var admitReserveScript = rueidis.NewLuaScript(sliceLua + limiter.AdmitLua + budget.ReserveLua + `
-local a = admit(LK, LA)
-if a[1] ~= 1 then return {a} end
-local ok, b = pcall(reserve, a[2])
-if not ok then b = failed(b) end
-return {a, b}
-`)
+var admitReserve = library.Function("admit_reserve")
 
-// adjustSettleScript runs the rate limiter's token correction and then
-// the budget's settle, each whatever the other did. It replies
-// {adjust's reply, settle's reply}, each an error reply if it failed.
-var adjustSettleScript = rueidis.NewLuaScript(sliceLua + limiter.AdjustLua + budget.SettleLua + `
-local ok, a = pcall(adjust, LK, LA)
-if not ok then a = failed(a) end
-local ok2, b = pcall(settle)
-if not ok2 then b = failed(b) end
-return {a, b}
-`)
+// adjustSettle runs the rate limiter's token correction and then the
+// budget's settle, each whatever the other did. It replies {adjust's
+// reply, settle's reply}, each an error reply if it failed.
+var adjustSettle = library.Function("adjust_settle")

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"golang.org/x/sync/singleflight"
 )
 
 // ErrUnavailable is returned while there is no connection to Redis.
@@ -53,6 +54,8 @@ type Client struct {
 
 	commands atomic.Int64 // commands sent (a script call is one)
 	failures atomic.Int64 // commands that failed with a non-Redis error
+
+	loads singleflight.Group // FUNCTION LOADs, by library name
 }
 
 type clientBox struct{ c rueidis.Client }

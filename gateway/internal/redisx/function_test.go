@@ -1,0 +1,181 @@
+package redisx
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
+)
+
+var counterLib = NewLibrary("tollgate_test", `
+register('incr', function(keys, args)
+  return redis.call('INCRBY', keys[1], args[1])
+end)
+`)
+
+var incrFn = counterLib.Function("incr")
+
+// TestFCallLoadsAndReloads drives a function through every way Redis can
+// lose it — never loaded, FUNCTION FLUSH, FLUSHALL, a restart — and wants
+// each next call to load the library again and answer, with the commands
+// it took counted.
+func TestFCallLoadsAndReloads(t *testing.T) {
+	srv := redistest.Start(t)
+	c, err := New(Options{Addrs: []string{srv.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Connect(ctxTimeout(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	call := func(step string, by string, want int64, wantCommands int64) {
+		t.Helper()
+		before := c.Commands()
+		n, err := c.FCall(ctx, incrFn, []string{"k"}, []string{by}).AsInt64()
+		if err != nil || n != want {
+			t.Fatalf("%s: FCALL = %d, %v; want %d", step, n, err, want)
+		}
+		if d := c.Commands() - before; d != wantCommands {
+			t.Fatalf("%s: %d commands, want %d", step, d, wantCommands)
+		}
+	}
+	// Missing, loaded, called again: FCALL, FUNCTION LOAD, FCALL.
+	call("first call", "2", 2, 3)
+	call("warm call", "3", 5, 1)
+	out, err := srv.Do("FUNCTION", "LIST")
+	if err != nil || !strings.Contains(out, counterLib.Name()) {
+		t.Fatalf("FUNCTION LIST = %q, %v; want the library %s", out, err, counterLib.Name())
+	}
+
+	if _, err := srv.Do("FUNCTION", "FLUSH"); err != nil {
+		t.Fatal(err)
+	}
+	call("after FUNCTION FLUSH", "1", 6, 3)
+	if _, err := srv.Do("FLUSHALL"); err != nil { // keys go; Redis 7 keeps functions
+		t.Fatal(err)
+	}
+	call("after FLUSHALL", "4", 4, 1)
+
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.FCall(ctx, incrFn, []string{"k"}, []string{"1"}).Error(); !IsUnavailable(err) {
+		t.Fatalf("FCALL with Redis down: %v, want an unavailable error", err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Each of rueidis's connections finds Redis gone on its first command
+	// (EOF) and reconnects: wait for 50 keyed commands in a row to pass.
+	deadline := time.Now().Add(10 * time.Second)
+	get := func(b rueidis.Builder) rueidis.Completed { return b.Get().Key("k").Build() }
+	for ok := 0; ok < 50; {
+		if err := c.Do(ctx, get).Error(); err == nil || rueidis.IsRedisNil(err) {
+			ok++
+			continue
+		}
+		ok = 0
+		if time.Now().After(deadline) {
+			t.Fatal("no connection after the restart")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	call("after restart (a fresh server)", "7", 7, 3)
+	call("warm after restart", "1", 8, 1)
+}
+
+// TestLoadBeforeFirstCall loads the library ahead: the first call is then
+// one FCALL.
+func TestLoadBeforeFirstCall(t *testing.T) {
+	srv := redistest.Start(t)
+	c, err := New(Options{Addrs: []string{srv.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Connect(ctxTimeout(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Load(context.Background(), counterLib); err != nil {
+		t.Fatal(err)
+	}
+	before := c.Commands()
+	if n, err := c.FCall(context.Background(), incrFn, []string{"k"}, []string{"5"}).AsInt64(); err != nil || n != 5 {
+		t.Fatalf("FCALL = %d, %v; want 5", n, err)
+	}
+	if d := c.Commands() - before; d != 1 {
+		t.Fatalf("first call after Load: %d commands, want 1", d)
+	}
+}
+
+// TestFCallConcurrentMiss has many callers miss the function at once:
+// every one must get its answer, and the counter must hold every step.
+func TestFCallConcurrentMiss(t *testing.T) {
+	srv := redistest.Start(t)
+	c, err := New(Options{Addrs: []string{srv.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Connect(ctxTimeout(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	const callers = 32
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- c.FCall(context.Background(), incrFn, []string{"k"}, []string{"1"}).Error()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("a caller failed: %v", err)
+		}
+	}
+	if got, err := srv.Do("GET", "k"); err != nil || got != "32" {
+		t.Fatalf("GET k = %q, %v; want 32", got, err)
+	}
+}
+
+// TestLibraryNames wants names that differ with the code (gateways of two
+// versions on one Redis keep their own) and are stable for the same code.
+func TestLibraryNames(t *testing.T) {
+	a := NewLibrary("lib", "register('f', function() return 1 end)")
+	b := NewLibrary("lib", "register('f', function() return 2 end)")
+	a2 := NewLibrary("lib", "register('f', function() return 1 end)")
+	tests := []struct {
+		name      string
+		got, want string
+		same      bool
+	}{
+		{"same code, same library", a.Name(), a2.Name(), true},
+		{"same code, same function", a.Function("f").Name(), a2.Function("f").Name(), true},
+		{"other code, other library", a.Name(), b.Name(), false},
+		{"other code, other function", a.Function("f").Name(), b.Function("f").Name(), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if (tt.got == tt.want) != tt.same {
+				t.Fatalf("%q vs %q: same = %v, want %v", tt.got, tt.want, tt.got == tt.want, tt.same)
+			}
+		})
+	}
+	if !strings.HasPrefix(a.Code(), "#!lua name="+a.Name()+"\n") {
+		t.Fatalf("code starts %q", a.Code()[:40])
+	}
+	if !strings.HasPrefix(a.Function("f").Name(), "f_") || len(a.Function("f").Name()) != len("f_")+12 {
+		t.Fatalf("function name %q, want f_ and 12 hex digits", a.Function("f").Name())
+	}
+}
