@@ -22,6 +22,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
 	"github.com/tollgate/tollgate/gateway/internal/redisx"
+	"github.com/tollgate/tollgate/gateway/internal/tlsconf"
 )
 
 // Accounting is built once from the first policy; a reload that changes
@@ -64,21 +65,31 @@ func New(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer) (_ *Accou
 		}
 	}()
 	if p.Redis.Enabled() {
+		tlsCfg, err := tlsconf.Client(p.Redis.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("redis.tls: %w", err)
+		}
 		a.Redis, err = redisx.New(redisx.Options{
 			Addrs: p.Redis.Addrs, Username: p.Redis.Username, Password: p.Redis.Password,
-			DB: p.Redis.DB, Timeout: p.Redis.Timeout, Logger: log.With("component", "redis"),
+			DB: p.Redis.DB, Timeout: p.Redis.Timeout, TLS: tlsCfg, Logger: log.With("component", "redis"),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("redis: %w", err)
 		}
 		// Give Redis a moment, so the first requests do not meet a
 		// connection still being made; a Redis that is down does not
-		// stop the gateway (plugins apply on_redis_error meanwhile).
+		// stop the gateway (plugins apply on_redis_error meanwhile), but
+		// one that refuses the password or whose certificate does not
+		// verify does: waiting will not mend the configuration.
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		if err := a.Redis.Connect(ctx); err != nil {
+		err = a.Redis.Connect(ctx)
+		cancel()
+		if errors.Is(err, redisx.ErrRejected) {
+			return nil, err
+		}
+		if err != nil {
 			log.Warn("redis not reachable at start; serving, and connecting in the background", "addrs", p.Redis.Addrs)
 		}
-		cancel()
 	}
 	var seed budget.Seeder
 	if p.Store.Kind == config.StorePostgres && *p.CallLog.Enabled {

@@ -14,7 +14,6 @@ package tlsconf
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -240,17 +239,4 @@ func Client(t *config.RedisTLS) (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{pair}
 	}
 	return cfg, nil
-}
-
-// IsVerifyError reports whether err is a certificate the peer presented
-// that did not verify (unknown CA, wrong name, expired): a configuration
-// problem, not an outage.
-func IsVerifyError(err error) bool {
-	var (
-		cv *tls.CertificateVerificationError
-		ua x509.UnknownAuthorityError
-		hn x509.HostnameError
-		ci x509.CertificateInvalidError
-	)
-	return errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &ci)
 }
