@@ -266,7 +266,8 @@ func (a *Accounting) CheckReload(p *config.Policy) {
 }
 
 func equalRedis(a, b config.Redis) bool {
-	return slices.Equal(a.Addrs, b.Addrs) && a.Username == b.Username && a.Password == b.Password && a.DB == b.DB && a.Timeout == b.Timeout
+	return slices.Equal(a.Addrs, b.Addrs) && a.Username == b.Username && a.Password == b.Password && a.DB == b.DB && a.Timeout == b.Timeout &&
+		a.SameTLS(&b)
 }
 
 func equalCallLog(a, b config.CallLog) bool {

@@ -221,3 +221,18 @@ func LoadCertPool(file string) (*x509.CertPool, error) {
 	}
 	return pool, nil
 }
+
+// Same reports whether s and o configure the same listener: the TLS
+// sections are compared by value, not by pointer.
+func (s Server) Same(o Server) bool {
+	st, ot := s.TLS, o.TLS
+	s.TLS, o.TLS = nil, nil
+	return s == o && equalPtr(st, ot)
+}
+
+// SameTLS reports whether r and o connect to Redis with the same TLS.
+func (r *Redis) SameTLS(o *Redis) bool { return equalPtr(r.TLS, o.TLS) }
+
+func equalPtr[T comparable](a, b *T) bool {
+	return a == b || (a != nil && b != nil && *a == *b)
+}

@@ -46,6 +46,12 @@ func TestTLS(t *testing.T) {
 					t.Errorf("client_auth %q", got)
 				}
 			}},
+		{"redis: empty tls is TLS with the system's roots", "redis: {addrs: [\"r:6380\"], tls: {}}\n",
+			func(t *testing.T, p *Policy) {
+				if p.Redis.TLS == nil || *p.Redis.TLS != (RedisTLS{}) {
+					t.Errorf("got %+v", p.Redis.TLS)
+				}
+			}},
 		{"redis", fmt.Sprintf("redis: {addrs: [\"r:6380\"], tls: {ca_file: %s, server_name: redis.internal}}\n", ca.CertFile),
 			func(t *testing.T, p *Policy) {
 				if got := p.Redis.TLS; got.CAFile != ca.CertFile || got.ServerName != "redis.internal" || got.InsecureSkipVerify {
@@ -97,5 +103,25 @@ func TestTLSProblems(t *testing.T) {
 				t.Fatalf("got %v\nwant %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestServerSame(t *testing.T) {
+	a := func(min string) *ServerTLS { return &ServerTLS{CertFile: "c", KeyFile: "k", MinVersion: min} }
+	tests := []struct {
+		name string
+		x, y Server
+		want bool
+	}{
+		{"no TLS", Server{Listen: "a"}, Server{Listen: "a"}, true},
+		{"equal TLS, other pointers", Server{TLS: a("1.2")}, Server{TLS: a("1.2")}, true},
+		{"TLS changed", Server{TLS: a("1.2")}, Server{TLS: a("1.3")}, false},
+		{"TLS added", Server{}, Server{TLS: a("1.2")}, false},
+		{"another field changed", Server{Listen: "a", TLS: a("1.2")}, Server{Listen: "b", TLS: a("1.2")}, false},
+	}
+	for _, tt := range tests {
+		if got := tt.x.Same(tt.y); got != tt.want {
+			t.Errorf("%s: Same = %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }
