@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/tls"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,8 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/gateway/internal/config"
+	"github.com/tollgate/tollgate/gateway/internal/proxy"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/tlstest"
+	"github.com/tollgate/tollgate/gateway/internal/tlsconf"
 )
 
 // TestTLSListeners runs the tollgate binary with both listeners under TLS
@@ -195,4 +201,107 @@ admin:
 			}
 		})
 	}
+}
+
+// startTLSGateway runs the gateway in-process with its public listener
+// under TLS (a certificate of ca for 127.0.0.1).
+func startTLSGateway(t *testing.T, policyYAML string, ca *tlstest.CA) (*proxy.Server, string) {
+	t.Helper()
+	p, err := config.Parse([]byte(policyYAML), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatalf("policy: %v", err)
+	}
+	pair := ca.Server(t, "127.0.0.1")
+	ts, err := tlsconf.NewServer(tlsconf.Files{CertFile: pair.CertFile, KeyFile: pair.KeyFile, MinVersion: tls.VersionTLS12}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err := proxy.New(p, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { srv.ServeTLS(ln, ts.Config()); close(done) }()
+	t.Cleanup(func() {
+		srv.Shutdown(0, 2*time.Second)
+		<-done
+	})
+	return srv, ln.Addr().String()
+}
+
+// TestTLSStreamAndDisconnect streams a reply over TLS to its end, then
+// closes a TLS client mid-stream: the disconnect watch sees the socket
+// under TLS, so the upstream is canceled at once, not at the next write.
+func TestTLSStreamAndDisconnect(t *testing.T) {
+	ca := tlstest.NewCA(t, "stream")
+	mock, mockURL := startMock(t, mockllm.Config{})
+	closed := make(chan time.Time, 1)
+	mock.SetOnClose(func(_ string, at time.Time) {
+		select {
+		case closed <- at:
+		default:
+		}
+	})
+	srv, addr := startTLSGateway(t, policy(mockURL, ""), ca)
+	dial := func() (*tls.Conn, *bufio.Reader) {
+		c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.Pool()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, bufio.NewReader(c)
+	}
+	send := func(c *tls.Conn, hdr string) {
+		body := `{"model":"mock-1","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+		fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n%sContent-Length: %d\r\n\r\n%s", hdr, len(body), body)
+	}
+
+	c, br := dial()
+	send(c, "X-Mock-Tokens: 5\r\n")
+	var got strings.Builder
+	for !strings.Contains(got.String(), "data: [DONE]") {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the stream: %v; so far:\n%s", err, got.String())
+		}
+		got.WriteString(line)
+	}
+	if n := strings.Count(got.String(), `"content":"tok`); n != 5 {
+		t.Fatalf("%d content events, want 5:\n%s", n, got.String())
+	}
+	c.Close()
+	waitFor(t, func() bool { return srv.InFlight() == 0 })
+	select {
+	case <-closed: // a completed request leaves its upstream connection pooled
+		t.Fatal("the upstream saw a close for a completed stream")
+	default:
+	}
+
+	c, br = dial()
+	send(c, "X-Mock-Inter-Token: 2s\r\nX-Mock-Tokens: 5\r\n")
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the stream: %v", err)
+		}
+		if strings.Contains(line, `"content":"tok0`) {
+			break
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	t0 := time.Now()
+	c.Close()
+	select {
+	case at := <-closed:
+		if gap := at.Sub(t0); gap > 100*time.Millisecond {
+			t.Errorf("upstream saw the close after %v, want < 100ms", gap)
+		}
+	case <-time.After(1500 * time.Millisecond):
+		t.Fatal("upstream not canceled within 1.5s of the client's close (the next token is 2s away)")
+	}
+	waitFor(t, func() bool { return srv.InFlight() == 0 })
 }
