@@ -180,6 +180,13 @@ func serve(args []string, stdout, stderr io.Writer) int {
 			}
 		}()
 	}
+	pubTLS, err := listenerTLS(serverTLSFiles(p), log.With("listener", "public"))
+	if err != nil {
+		ln.Close()
+		fmt.Fprintf(stderr, "tollgate: server.tls: %v\n", err)
+		return 1
+	}
+	defer pubTLS.Close()
 	srv, err := proxy.New(p, log)
 	if err != nil {
 		ln.Close()
@@ -187,8 +194,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	log.Info("tollgate serving", "listen", ln.Addr().String(), "policy", source,
+	go func() { errc <- serveClients(srv, ln, pubTLS) }()
+	log.Info("tollgate serving", "listen", ln.Addr().String(), "tls", pubTLS != nil, "policy", source,
 		"upstreams", len(p.Upstreams), "routes", len(p.Routes), "plugins", len(p.Plugins), "version", version())
 	if demo != nil {
 		printDemo(stdout, ln.Addr(), demo)
@@ -200,6 +207,14 @@ func serve(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "tollgate: admin listener: %v\n", err)
 			return 1
 		}
+		adminTLS, err := listenerTLS(adminTLSFiles(p), log.With("listener", "admin"))
+		if err != nil {
+			adminLn.Close()
+			fmt.Fprintf(stderr, "tollgate: admin.tls: %v\n", err)
+			return 1
+		}
+		defer adminTLS.Close()
+		adminLn = adminListener(adminLn, adminTLS)
 		// /metrics (Prometheus) beside the admin API, without its token:
 		// keep the listener on loopback or a private network.
 		mux := http.NewServeMux()
@@ -208,7 +223,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		adminSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go adminSrv.Serve(adminLn)
 		defer adminSrv.Close()
-		log.Info("admin API serving", "listen", adminLn.Addr().String())
+		log.Info("admin API serving", "listen", adminLn.Addr().String(), "tls", adminTLS != nil)
 	}
 	stopReload := make(chan struct{})
 	defer close(stopReload)

@@ -23,6 +23,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
 	"github.com/tollgate/tollgate/gateway/internal/meterstore"
 	"github.com/tollgate/tollgate/gateway/internal/redisx"
+	"github.com/tollgate/tollgate/gateway/internal/tlsconf"
 )
 
 // Accounting is built once from the first policy; a reload that changes
@@ -65,24 +66,34 @@ func New(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer) (_ *Accou
 		}
 	}()
 	if p.Redis.Enabled() {
+		tlsCfg, err := tlsconf.Client(p.Redis.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("redis.tls: %w", err)
+		}
 		a.Redis, err = redisx.New(redisx.Options{
 			Addrs: p.Redis.Addrs, Username: p.Redis.Username, Password: p.Redis.Password,
-			DB: p.Redis.DB, Timeout: p.Redis.Timeout, Logger: log.With("component", "redis"),
+			DB: p.Redis.DB, Timeout: p.Redis.Timeout, TLS: tlsCfg, Logger: log.With("component", "redis"),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("redis: %w", err)
 		}
 		// Give Redis a moment, so the first requests do not meet a
 		// connection still being made; a Redis that is down does not
-		// stop the gateway (plugins apply on_redis_error meanwhile).
+		// stop the gateway (plugins apply on_redis_error meanwhile), but
+		// one that refuses the password or whose certificate does not
+		// verify does: waiting will not mend the configuration.
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		if err := a.Redis.Connect(ctx); err != nil {
+		err = a.Redis.Connect(ctx)
+		cancel()
+		if errors.Is(err, redisx.ErrRejected) {
+			return nil, err
+		}
+		if err != nil {
 			log.Warn("redis not reachable at start; serving, and connecting in the background", "addrs", p.Redis.Addrs)
 		} else if err := meterstore.Preload(ctx, a.Redis); err != nil {
 			// The first calls load it themselves.
 			log.Warn("redis: loading the counters' functions", "err", err)
 		}
-		cancel()
 	}
 	var seed budget.Seeder
 	if p.Store.Kind == config.StorePostgres && *p.CallLog.Enabled {
@@ -259,7 +270,8 @@ func (a *Accounting) CheckReload(p *config.Policy) {
 }
 
 func equalRedis(a, b config.Redis) bool {
-	return slices.Equal(a.Addrs, b.Addrs) && a.Username == b.Username && a.Password == b.Password && a.DB == b.DB && a.Timeout == b.Timeout
+	return slices.Equal(a.Addrs, b.Addrs) && a.Username == b.Username && a.Password == b.Password && a.DB == b.DB && a.Timeout == b.Timeout &&
+		a.SameTLS(&b)
 }
 
 func equalCallLog(a, b config.CallLog) bool {

@@ -95,6 +95,10 @@ type Admin struct {
 	// (default TOLLGATE_ADMIN_TOKEN). Without a token every call is refused.
 	TokenEnv string `yaml:"token_env"`
 
+	// TLS serves the admin API over TLS, with optional mutual TLS
+	// (absent: plain TCP).
+	TLS *AdminTLS `yaml:"tls"`
+
 	Token string `yaml:"-"` // resolved from TokenEnv; never logged
 }
 
@@ -233,6 +237,8 @@ type Server struct {
 	// end user is recorded in the call log and held against the plan's
 	// user budgets; a request naming none has no user budget.
 	EndUserHeader string `yaml:"end_user_header"`
+	// TLS serves the public listener over TLS (absent: plain TCP).
+	TLS *ServerTLS `yaml:"tls"`
 }
 
 // DefaultEndUserHeader is Server.EndUserHeader's default.
@@ -363,6 +369,7 @@ func (p *Policy) applyDefaults() {
 	setDefault(&s.IdleTimeout, DefaultIdleTimeout)
 	setDefault(&s.MaxConnections, DefaultServerConnections)
 	setDefault(&s.CancelPollInterval, DefaultCancelPollInterval)
+	p.applyTLSDefaults()
 	for i := range p.Upstreams {
 		u := &p.Upstreams[i]
 		setDefault(&u.Provider, ProviderOpenAI)
@@ -489,6 +496,7 @@ func (p *Policy) validate(lookupEnv func(string) (string, bool)) Problems {
 	p.validatePassthrough(&ps)
 	p.validateAlerts(lookupEnv, &ps)
 	p.validatePricing(&ps)
+	p.validateTLS(&ps)
 	p.Admin.Token, _ = lookupEnv(p.Admin.TokenEnv)
 	if p.Admin.Listen != "" && p.Admin.Token == "" {
 		ps.add("admin.token_env", "environment variable %s is not set: the admin API needs a token", p.Admin.TokenEnv)

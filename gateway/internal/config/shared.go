@@ -26,6 +26,8 @@ type Redis struct {
 	// A command that fails or times out applies the calling plugin's
 	// on_redis_error.
 	Timeout time.Duration `yaml:"timeout"`
+	// TLS connects over TLS (absent: plain TCP, the password in clear).
+	TLS *RedisTLS `yaml:"tls"`
 
 	Password string `yaml:"-"` // resolved from PasswordEnv; never logged
 }

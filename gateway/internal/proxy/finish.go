@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"sync/atomic"
 	"time"
@@ -50,15 +51,25 @@ func (f *finisher) finishEnded(cc *clientConn) {
 	f.pending.Add(-1)
 }
 
-// connListener hands the server clientConns.
-type connListener struct{ net.Listener }
+// connListener hands the server clientConns, under TLS when tls is set.
+type connListener struct {
+	net.Listener
+	tls *tls.Config
+}
 
 func (l connListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	return &clientConn{Conn: sockio.New(c)}, nil
+	c = sockio.New(c)
+	if l.tls != nil {
+		// TLS over the raw-syscall socket (docs/adr/0006): the record
+		// layer's reads and writes keep that path. The handshake runs at
+		// the connection's first read, on its own goroutine, not here.
+		c = tls.Server(c, l.tls)
+	}
+	return &clientConn{Conn: c}, nil
 }
 
 // close waits (within timeout) until every parked exchange is finished;

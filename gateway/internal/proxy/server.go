@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -169,7 +170,14 @@ func New(p *config.Policy, log *slog.Logger, opts ...Option) (*Server, error) {
 // called.
 func (s *Server) Serve(ln net.Listener) error {
 	s.ready.Store(true)
-	return s.srv.Serve(connListener{ln})
+	return s.srv.Serve(connListener{Listener: ln})
+}
+
+// ServeTLS is Serve over TLS: ln is a plain TCP listener and cfg the
+// server side of TLS (tlsconf.Server.Config).
+func (s *Server) ServeTLS(ln net.Listener, cfg *tls.Config) error {
+	s.ready.Store(true)
+	return s.srv.Serve(connListener{Listener: ln, tls: cfg})
 }
 
 // InFlight is the number of requests being forwarded.

@@ -159,7 +159,7 @@ func (s *Server) Reload(p *config.Policy) error {
 		return fmt.Errorf("reload: the server is shut down")
 	}
 	s.acct.CheckReload(p)
-	if old.policy.Server != p.Server {
+	if !old.policy.Server.Same(p.Server) {
 		s.log.Warn("reload: the server section changed; it applies at the next restart")
 	}
 	if !old.policy.Tracing.Same(p.Tracing) {

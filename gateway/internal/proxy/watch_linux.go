@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -61,7 +62,7 @@ func noGone(error) {}
 
 // watchClient calls gone(ErrClientGone) if the client of c closes before
 // stop. It returns nil when c cannot be watched (no file descriptor, e.g.
-// TLS, or no epoll): then the disconnect is noticed at the next write.
+// a pipe, or no epoll): then the disconnect is noticed at the next write.
 func watchClient(c net.Conn, gone func(error)) *clientWatch {
 	cc, ok := c.(*clientConn)
 	if !ok || cc.watch.token == unwatchable {
@@ -81,7 +82,12 @@ func watchClient(c net.Conn, gone func(error)) *clientWatch {
 // register adds the connection to the watcher's epoll set.
 func (cc *clientConn) register() bool {
 	d := watcher()
-	sc, ok := cc.Conn.(syscall.Conn)
+	c := cc.Conn
+	if tc, ok := c.(*tls.Conn); ok {
+		// The peer's FIN shows on the socket under TLS as well.
+		c = tc.NetConn()
+	}
+	sc, ok := c.(syscall.Conn)
 	if d == nil || !ok {
 		return false
 	}

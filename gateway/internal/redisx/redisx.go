@@ -9,6 +9,8 @@ package redisx
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,14 +26,22 @@ import (
 // ErrUnavailable is returned while there is no connection to Redis.
 var ErrUnavailable = errors.New("redis unavailable")
 
+// ErrRejected wraps a connection attempt that Redis or its certificate
+// refused — a wrong ACL user or password, a server certificate that does
+// not verify: a configuration problem that retrying will not mend, unlike
+// a Redis that is down.
+var ErrRejected = errors.New("redis refused the connection")
+
 // Options configure a Client.
 type Options struct {
 	// Addrs are host:port seed addresses (one for a single server; any
 	// nodes of a cluster).
 	Addrs    []string
 	Username string
-	Password string
+	Password string // never logged
 	DB       int
+	// TLS connects over TLS (nil: plain TCP).
+	TLS *tls.Config
 	// Timeout bounds one command, round trip included (default 100ms).
 	Timeout time.Duration
 	// DialTimeout bounds one connection attempt (default 1s).
@@ -45,7 +55,8 @@ type Client struct {
 	opts Options
 	log  *slog.Logger
 
-	cur atomic.Pointer[clientBox]
+	cur      atomic.Pointer[clientBox]
+	rejected atomic.Pointer[error] // the last attempt's ErrRejected, until one connects
 
 	mu      sync.Mutex // guards dialing and closed
 	dialing bool
@@ -85,11 +96,15 @@ func New(opts Options) (*Client, error) {
 	return c, nil
 }
 
-// Connect waits until the Client has a connection or ctx ends.
+// Connect waits until the Client has a connection, an attempt was
+// rejected (an error wrapping ErrRejected) or ctx ends.
 func (c *Client) Connect(ctx context.Context) error {
 	for {
 		if c.cur.Load() != nil {
 			return nil
+		}
+		if err := c.rejected.Load(); err != nil {
+			return *err
 		}
 		select {
 		case <-ctx.Done():
@@ -117,6 +132,7 @@ func (c *Client) redial() {
 				Username:     c.opts.Username,
 				Password:     c.opts.Password,
 				SelectDB:     c.opts.DB,
+				TLSConfig:    c.opts.TLS,
 				DisableCache: true,
 				Dialer:       net.Dialer{Timeout: c.opts.DialTimeout, KeepAlive: 30 * time.Second},
 				// Writes must not wait for a batch: one request, one round trip.
@@ -133,6 +149,7 @@ func (c *Client) redial() {
 				return
 			}
 			if err == nil {
+				c.rejected.Store(nil)
 				c.cur.Store(&clientBox{rc})
 				c.dialing = false
 				c.mu.Unlock()
@@ -142,6 +159,10 @@ func (c *Client) redial() {
 				return
 			}
 			c.mu.Unlock()
+			if rejected(err) {
+				err = fmt.Errorf("redis %v: %w: %w", c.opts.Addrs, ErrRejected, err)
+				c.rejected.Store(&err)
+			}
 			if !logged {
 				c.log.Warn("redis unavailable; retrying in the background", "addrs", c.opts.Addrs, "err", err)
 				logged = true
@@ -250,4 +271,20 @@ type counting struct {
 func (c counting) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
 	c.n.Add(1)
 	return c.Client.Do(ctx, cmd)
+}
+
+// rejected reports whether a connection attempt failed on an answer rather
+// than for want of one: Redis replied with an error (WRONGPASS, NOAUTH,
+// NOPERM, an invalid DB) or its certificate did not verify.
+func rejected(err error) bool {
+	if _, ok := rueidis.IsRedisErr(err); ok {
+		return true
+	}
+	var (
+		cv *tls.CertificateVerificationError
+		ua x509.UnknownAuthorityError
+		hn x509.HostnameError
+		ci x509.CertificateInvalidError
+	)
+	return errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &ci)
 }

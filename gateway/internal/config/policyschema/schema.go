@@ -191,6 +191,13 @@ var rules = map[string]rule{
 	"tenants.prices[].model":          {required: true},
 	"passthrough.files.plans":         {required: true, minItems: 1},
 	"pricing.unpriced":                {enum: []string{config.UnpricedFree, config.UnpricedRefuse}},
+	"server.tls.cert_file":            {required: true},
+	"server.tls.key_file":             {required: true},
+	"server.tls.min_version":          {enum: []string{"1.2", "1.3"}},
+	"admin.tls.cert_file":             {required: true},
+	"admin.tls.key_file":              {required: true},
+	"admin.tls.min_version":           {enum: []string{"1.2", "1.3"}},
+	"admin.tls.client_auth":           {enum: []string{config.ClientAuthNone, config.ClientAuthRequest, config.ClientAuthRequire}},
 }
 
 // generator builds the schema of one type tree.

@@ -47,6 +47,7 @@ type Server struct {
 	dir     string // temporary directory: data/, the unix socket, postgres.log
 	port    int
 	install *install
+	ssl     []string // -c settings serving TLS (StartTLS); nil: none
 
 	mu   sync.Mutex
 	proc *process // nil while stopped
@@ -73,9 +74,51 @@ func Start(t testing.TB) *Server {
 	return s
 }
 
+// StartTLS is Start with ssl=on, serving the certificate and key in
+// certFile and keyFile (PEM; copied into the server's directory, readable
+// only by the user postgres runs as, as postgres demands). Connections
+// without TLS are still accepted, so the DSN of DSN (sslmode=disable)
+// keeps working; TLSPort's DSNs are for the clients under test.
+func StartTLS(t testing.TB, certFile, keyFile string) *Server {
+	t.Helper()
+	s, err := newServer(func(s *Server) error {
+		dst := map[string]string{certFile: filepath.Join(s.dir, "server.crt"), keyFile: filepath.Join(s.dir, "server.key")}
+		for src, to := range dst {
+			if err := copyFile(src, to, 0o600); err != nil {
+				return fmt.Errorf("copying %s: %w", src, err)
+			}
+			if err := chownToRunner(to, s.install.cred); err != nil {
+				return err
+			}
+		}
+		s.ssl = []string{"-c", "ssl=on", "-c", "ssl_cert_file=" + dst[certFile], "-c", "ssl_key_file=" + dst[keyFile]}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Errorf("pgtest: stopping postgres: %v", err)
+		}
+		if err := os.RemoveAll(s.dir); err != nil {
+			t.Errorf("pgtest: removing %s: %v", s.dir, err)
+		}
+	})
+	return s
+}
+
+// DSNWith returns the URL of the DatabaseName database with the given
+// query parameters (e.g. "sslmode=verify-full&sslrootcert=/ca.pem")
+// instead of sslmode=disable.
+func (s *Server) DSNWith(query string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?%s", s.port, DatabaseName, query)
+}
+
 // newServer prepares a data directory and starts postgres with a database
-// named DatabaseName. On error it leaves nothing running.
-func newServer() (*Server, error) {
+// named DatabaseName; prepare (optional) runs before the first start. On
+// error it leaves nothing running.
+func newServer(prepare ...func(*Server) error) (*Server, error) {
 	in, err := findInstall()
 	if err != nil {
 		return nil, err
@@ -85,6 +128,12 @@ func newServer() (*Server, error) {
 		return nil, fmt.Errorf("creating a temporary directory: %w", err)
 	}
 	s := &Server{dir: dir, install: in}
+	for _, f := range prepare {
+		if err := f(s); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+	}
 	if err := s.setUp(); err != nil {
 		_ = s.Kill()
 		_ = os.RemoveAll(dir)
@@ -154,17 +203,17 @@ func (s *Server) Start() error {
 		return fmt.Errorf("opening the postgres log: %w", err)
 	}
 	defer logFile.Close() // the child has its own descriptor
-	cmd := exec.Command(s.install.postgres,
+	cmd := exec.Command(s.install.postgres, append([]string{
 		"-D", s.dataDir(),
 		"-p", strconv.Itoa(s.port),
 		"-c", "listen_addresses=127.0.0.1",
-		"-c", "unix_socket_directories="+s.dir,
+		"-c", "unix_socket_directories=" + s.dir,
 		"-c", "fsync=off",
 		"-c", "full_page_writes=off",
 		"-c", "shared_buffers=16MB",
 		"-c", "max_connections=100",
 		"-c", "log_min_messages=warning",
-	)
+	}, s.ssl...)...)
 	cmd.Dir = s.dir
 	cmd.Env = []string{"LC_ALL=C", "LANG=C", "PATH=/usr/bin:/bin"}
 	cmd.Stdout, cmd.Stderr = logFile, logFile

@@ -1,0 +1,242 @@
+// Package tlsconf builds the gateway's TLS configurations from the policy:
+// the listeners' server side, whose certificate and client CAs are read
+// again when their files change, and the Redis client's.
+//
+// Rotation (docs/adr/0021-tls-certificate-reload.md): a goroutine stats the
+// files on a short interval and, when one changed, loads the new set and
+// publishes a complete *tls.Config through an atomic pointer that the
+// handshake's GetConfigForClient reads. A handshake does no I/O and takes
+// no lock; a new set that does not load (a key that does not match its
+// certificate, a file half written) is logged and the previous one kept,
+// and is tried again when the files change again.
+package tlsconf
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate/tollgate/gateway/internal/config"
+)
+
+// DefaultReloadInterval is how often a Server stats its files.
+const DefaultReloadInterval = time.Second
+
+// Files is what a TLS listener serves: a certificate, its key, and for
+// mutual TLS the CAs client certificates are verified against.
+type Files struct {
+	CertFile, KeyFile string
+	ClientCAFile      string // "" without client certificates
+	ClientAuth        tls.ClientAuthType
+	MinVersion        uint16
+}
+
+// ForServer returns the files of the public listener's policy.
+func ForServer(t *config.ServerTLS) Files {
+	return Files{CertFile: t.CertFile, KeyFile: t.KeyFile, MinVersion: config.TLSVersion(t.MinVersion)}
+}
+
+// ForAdmin returns the files of the admin listener's policy.
+func ForAdmin(t *config.AdminTLS) Files {
+	f := Files{CertFile: t.CertFile, KeyFile: t.KeyFile, MinVersion: config.TLSVersion(t.MinVersion),
+		ClientAuth: config.ClientAuthType(t.ClientAuth)}
+	if f.ClientAuth != tls.NoClientCert {
+		f.ClientCAFile = t.ClientCAFile
+	}
+	return f
+}
+
+// Server is the server side of a TLS listener. Config is safe for
+// concurrent use with the reloads.
+type Server struct {
+	files Files
+	log   *slog.Logger
+	cur   atomic.Pointer[tls.Config]
+	base  *tls.Config
+
+	sig   []fileStamp // the files as last loaded (or last failed); poll goroutine only
+	stop  chan struct{}
+	done  chan struct{}
+	once  sync.Once
+	every time.Duration
+}
+
+// NewServer loads files; an error says which file is wrong. Watch starts
+// the reloads; log (nil: slog.Default()) receives them.
+func NewServer(files Files, log *slog.Logger) (*Server, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{files: files, log: log, stop: make(chan struct{}), done: make(chan struct{})}
+	s.sig = s.stamp()
+	cfg, err := s.load()
+	if err != nil {
+		return nil, err
+	}
+	s.cur.Store(cfg)
+	s.base = &tls.Config{
+		MinVersion: files.MinVersion,
+		NextProtos: []string{"http/1.1"},
+		// Every handshake takes the configuration last loaded: one atomic
+		// load, no I/O.
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return s.cur.Load(), nil },
+	}
+	return s, nil
+}
+
+// Config is the listener's configuration (tls.NewListener, tls.Server).
+func (s *Server) Config() *tls.Config { return s.base }
+
+// Certificate is the certificate being served.
+func (s *Server) Certificate() *x509.Certificate { return s.cur.Load().Certificates[0].Leaf }
+
+// Watch stats the files every interval (0: DefaultReloadInterval) until
+// Close and reloads them when they changed.
+func (s *Server) Watch(every time.Duration) {
+	if every <= 0 {
+		every = DefaultReloadInterval
+	}
+	s.every = every
+	go s.poll()
+}
+
+// Close stops Watch; safe to call more than once, without Watch, or on
+// nil.
+func (s *Server) Close() {
+	if s == nil {
+		return
+	}
+	s.once.Do(func() {
+		close(s.stop)
+		if s.every > 0 {
+			<-s.done
+		}
+	})
+}
+
+func (s *Server) poll() {
+	defer close(s.done)
+	t := time.NewTicker(s.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.Reload()
+		}
+	}
+}
+
+// Reload loads the files if they changed since the last load or failed
+// attempt, and reports whether a new configuration is being served.
+// Watch calls it; it must not be called concurrently with itself.
+func (s *Server) Reload() bool {
+	now := s.stamp()
+	if sameStamps(now, s.sig) {
+		return false
+	}
+	s.sig = now
+	cfg, err := s.load()
+	if err != nil {
+		s.log.Error("tls: new certificate files not loaded; serving the previous certificate",
+			"cert_file", s.files.CertFile, "err", err)
+		return false
+	}
+	s.cur.Store(cfg)
+	leaf := cfg.Certificates[0].Leaf
+	s.log.Info("tls: certificate reloaded", "cert_file", s.files.CertFile,
+		"serial", leaf.SerialNumber.Text(16), "not_after", leaf.NotAfter)
+	return true
+}
+
+// load reads the files into a complete configuration.
+func (s *Server) load() (*tls.Config, error) {
+	pair, err := tls.LoadX509KeyPair(s.files.CertFile, s.files.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("certificate %s and key %s: %w", s.files.CertFile, s.files.KeyFile, err)
+	}
+	cfg := &tls.Config{
+		Certificates: []tls.Certificate{pair},
+		MinVersion:   s.files.MinVersion,
+		NextProtos:   []string{"http/1.1"},
+		ClientAuth:   s.files.ClientAuth,
+	}
+	if s.files.ClientCAFile != "" {
+		if cfg.ClientCAs, err = config.LoadCertPool(s.files.ClientCAFile); err != nil {
+			return nil, err
+		}
+	}
+	return cfg, nil
+}
+
+// fileStamp is what a stat says of a file: a rewrite, a rename over it or
+// a secret volume's symlink swap changes it.
+type fileStamp struct {
+	mod  time.Time
+	size int64
+	err  bool
+}
+
+func (s *Server) stamp() []fileStamp {
+	names := [...]string{s.files.CertFile, s.files.KeyFile, s.files.ClientCAFile}
+	st := make([]fileStamp, 0, len(names))
+	for _, n := range names {
+		if n == "" {
+			continue
+		}
+		fi, err := os.Stat(n)
+		if err != nil {
+			st = append(st, fileStamp{err: true})
+			continue
+		}
+		st = append(st, fileStamp{mod: fi.ModTime(), size: fi.Size()})
+	}
+	return st
+}
+
+func sameStamps(a, b []fileStamp) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !a[i].mod.Equal(b[i].mod) || a[i].size != b[i].size || a[i].err != b[i].err {
+			return false
+		}
+	}
+	return true
+}
+
+// Client returns the configuration of a TLS connection to Redis (nil: no
+// TLS). The client certificate is read once: Redis connections are
+// long-lived, and a rotated certificate is used from the next start.
+func Client(t *config.RedisTLS) (*tls.Config, error) {
+	if t == nil {
+		return nil, nil
+	}
+	cfg := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		ServerName:         t.ServerName,
+		InsecureSkipVerify: t.InsecureSkipVerify, //nolint:gosec // policy's choice, documented as tests only
+	}
+	if t.CAFile != "" {
+		pool, err := config.LoadCertPool(t.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.RootCAs = pool
+	}
+	if t.CertFile != "" {
+		pair, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("client certificate %s and key %s: %w", t.CertFile, t.KeyFile, err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
