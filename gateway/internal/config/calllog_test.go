@@ -11,7 +11,7 @@ func TestCallLogWAL(t *testing.T) {
 		yaml string
 		want CallLogWAL
 	}{
-		{"durable by default", "", CallLogWAL{Mode: "fsync"}},
+		{"durable against a kill by default", "", CallLogWAL{Mode: "write"}},
 		{"every field", "call_log: {wal: {mode: write, max_bytes: 64MiB, segment_bytes: 1MiB}}\n",
 			CallLogWAL{Mode: "write", MaxBytes: 64 << 20, SegmentBytes: 1 << 20}},
 		{"off", "call_log: {wal: {mode: \"off\"}}\n", CallLogWAL{Mode: "off"}},
