@@ -16,7 +16,7 @@ var drillOrder = []string{
 	"redis-kill", "postgres-kill",
 	"upstream-5xx", "upstream-timeout", "upstream-slow-first-byte", "upstream-stall", "upstream-stream-cut", "upstream-garbage-sse",
 	"upstream-5xx-failover", "upstream-timeout-failover",
-	"client-disconnect", "sigterm-open-streams", "replica-sigkill",
+	"client-disconnect", "sigterm-open-streams", "replica-sigkill", "calllog-wal-disk",
 	"plugin-trap", "plugin-loop", "plugin-membomb", "plugin-wildptr",
 	"hot-reload",
 }

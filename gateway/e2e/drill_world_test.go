@@ -95,6 +95,7 @@ type drillPolicy struct {
 	drain            string // server.drain_timeout (default 10s)
 	timeouts         string // the upstream's timeouts
 	reconcile        string // call_log.reconcile_interval (default 0s: off)
+	wal              string // call_log.wal (default: none, the defaults)
 	plugins          string // more plugins, after budget (YAML list items)
 	upstreams        string // more upstreams (YAML list items)
 	route            string // the route's target (default "upstream: up")
@@ -133,7 +134,7 @@ store:
   kind: postgres
   cache: %s
 redis: {addrs: [%q], timeout: 1s}
-call_log: {spool_dir: "${TG_TEST_SPOOL}", reconcile_interval: %s}
+call_log: {spool_dir: "${TG_TEST_SPOOL}", reconcile_interval: %s%s}
 plugins:
   - name: preflight
     path: %s
@@ -143,7 +144,7 @@ plugins:
   - name: budget
     path: %s
     config: {on_redis_error: %s, lease: %s}
-%s`, o.cache, w.redis.Addr(), o.reconcile, pluginPath(t, "preflight"), pluginPath(t, "ratelimit"), o.ratelimitOnRedis, o.replicas,
+%s`, o.cache, w.redis.Addr(), o.reconcile, walField(o.wal), pluginPath(t, "preflight"), pluginPath(t, "ratelimit"), o.ratelimitOnRedis, o.replicas,
 		pluginPath(t, "budget"), o.budgetOnRedis, o.lease, o.plugins)
 }
 
@@ -210,7 +211,9 @@ func mustHaveRow(o *drillOutcome) bool {
 	case cut, noReply:
 		return false
 	case refused:
-		return o.code != "shutting_down" && o.code != "tenant_service_unavailable"
+		// call_log_unavailable: refused before it cost anything, or its
+		// reply withheld (its row may still be stored).
+		return o.code != "shutting_down" && o.code != "tenant_service_unavailable" && o.code != "call_log_unavailable"
 	}
 	return true
 }
@@ -422,4 +425,11 @@ func dur(d time.Duration) string {
 		return fmt.Sprintf("%.1f s", d.Seconds())
 	}
 	return fmt.Sprintf("%d ms", d.Milliseconds())
+}
+
+func walField(v string) string {
+	if v == "" {
+		return ""
+	}
+	return ", wal: " + v
 }

@@ -100,12 +100,14 @@ func TestDrillSIGTERM(t *testing.T) {
 }
 
 // TestDrillReplicaSIGKILL runs two replicas behind a balancer under
-// streaming load and kills one with SIGKILL. Promised (ADR 0004, budget
-// leases, docs/SCALING.md): the other replica serves on; the streams open
-// on the killed one are cut (the drill's doing) and their budget holds
-// expire with their lease; a crash loses at most the rows of the last
-// moments before it, whose cost the reconcile job takes back out of the
-// counter; every other request has its row.
+// streaming load and kills one with SIGKILL. Promised (ADR 0004, ADR 0022,
+// budget leases, docs/SCALING.md): the other replica serves on; the
+// streams open on the killed one are cut (the drill's doing) and their
+// budget holds expire with their lease; the replacement, started on the
+// victim's spool directory as a restarted process would be, stores the
+// rows the victim's write-ahead log held: every request whose reply
+// completed has exactly one row, the victim's last ones included, and the
+// counter equals call_log.
 func TestDrillReplicaSIGKILL(t *testing.T) {
 	const id = "replica-sigkill"
 	const lease = 2 * time.Second
@@ -149,12 +151,13 @@ func TestDrillReplicaSIGKILL(t *testing.T) {
 	}
 	<-victim.exited
 	time.Sleep(scaled(time.Second, 5*time.Second))
-	fresh := w.startReplica(t, "r2", pol)
+	fresh := w.startReplicaOn(t, "r2", pol, victim.spool)
 	fresh.waitReady(t)
 	mu.Lock()
 	byURL[fresh.url] = fresh
 	mu.Unlock()
 	lb.add(fresh)
+	recovered := walRecovered(fresh.logText())
 	time.Sleep(scaled(time.Second, 5*time.Second))
 	load.stopLoad()
 
@@ -181,11 +184,10 @@ func TestDrillReplicaSIGKILL(t *testing.T) {
 		}
 		return false
 	})
-	// A row is excused only for a request the victim finished within a
-	// second before it died: its row was still queued (ADR 0004).
-	c := w.checkLedger(t, "drill-sigkill", outs, func(o *drillOutcome) bool {
-		return o.target == victim.url && o.ended.After(killed.Add(-time.Second)) && o.ended.Before(killed.Add(time.Second))
-	})
+	// No row is excused: the write-ahead log made each durable before
+	// its reply's end, and the replacement stored what the victim had
+	// not (ADR 0022).
+	c := w.checkLedger(t, "drill-sigkill", outs, nil)
 	expectNothingLost(t, c)
 	if held := w.waitReleased(t, "drill-sigkill", 5*time.Second); held != 0 {
 		t.Errorf("%d µ$ still held %v after the kill (lease %v)", held, time.Since(killed).Round(time.Millisecond), lease)
@@ -209,8 +211,9 @@ func TestDrillReplicaSIGKILL(t *testing.T) {
 			load.workers, len(outs), dur(load.took), countOf(outs, atKill)),
 		happened: fmt.Sprintf("%d streams open on the victim cut (the drill's cut: the client sees the connection break); %d connections refused by the dead "+
 			"replica and retried on another; served whole: %d by the victim before it died, %d by the survivor, %d by the replacement; "+
+			"the replacement, on the victim's spool directory, replayed the %d rows its write-ahead log still held (rows already in Postgres skipped, none counted twice); "+
 			"the victim's budget holds expired with their %s lease; the Redis counter equals call_log (reconcile every 1 s)",
-			cutByDrill, refusedConns, servedBy(victim), servedBy(reps[1]), servedBy(fresh), dur(lease)),
+			cutByDrill, refusedConns, servedBy(victim), servedBy(reps[1]), servedBy(fresh), recovered, dur(lease)),
 		lost:   c.lost(),
 		ledger: c.evidence(),
 		run:    "^TestDrillReplicaSIGKILL$",

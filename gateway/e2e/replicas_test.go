@@ -54,6 +54,7 @@ type replica struct {
 	name   string
 	url    string
 	cmd    *exec.Cmd
+	spool  string // its call_log.spool_dir
 	logs   *syncWriter
 	buf    *strings.Builder
 	exited chan struct{}
@@ -68,6 +69,14 @@ type replica struct {
 // (waitReady), so several can start at once.
 func (w *budgetWorld) startReplica(t *testing.T, name, pol string, flags ...string) *replica {
 	t.Helper()
+	return w.startReplicaOn(t, name, pol, filepath.Join(t.TempDir(), "spool"), flags...)
+}
+
+// startReplicaOn is startReplica with the spool directory given: a
+// replica started on a dead one's takes over its spool and write-ahead
+// log, as a restarted process on the same host does.
+func (w *budgetWorld) startReplicaOn(t *testing.T, name, pol, spool string, flags ...string) *replica {
+	t.Helper()
 	dir := t.TempDir()
 	pf := filepath.Join(dir, "policy.yaml")
 	if err := os.WriteFile(pf, []byte(pol), 0o600); err != nil {
@@ -76,8 +85,8 @@ func (w *budgetWorld) startReplica(t *testing.T, name, pol string, flags ...stri
 	addr := freeAddr(t)
 	args := append([]string{"serve", "-policy", pf, "-listen", addr}, flags...)
 	cmd := exec.Command(filepath.Join(binDir, "tollgate"), args...)
-	cmd.Env = append(os.Environ(), "TOLLGATE_DATABASE_URL="+w.dsn, "TG_TEST_SPOOL="+filepath.Join(dir, "spool"))
-	r := &replica{name: name, url: "http://" + addr, cmd: cmd, buf: &strings.Builder{}, exited: make(chan struct{})}
+	cmd.Env = append(os.Environ(), "TOLLGATE_DATABASE_URL="+w.dsn, "TG_TEST_SPOOL="+spool)
+	r := &replica{name: name, url: "http://" + addr, cmd: cmd, spool: spool, buf: &strings.Builder{}, exited: make(chan struct{})}
 	r.logs = &syncWriter{w: r.buf}
 	cmd.Stderr = r.logs
 	if err := cmd.Start(); err != nil {

@@ -245,9 +245,14 @@ const maxSpoolSlots = 64
 // (locked), so several on one host can share a spool_dir, and a restarted
 // gateway replays the spool of the slot it takes.
 func openLedger(pool *pgxpool.Pool, c config.CallLog, log *slog.Logger) (*calllog.Writer, error) {
+	mode, err := calllog.ParseWALMode(c.WAL.Mode)
+	if err != nil {
+		return nil, err // validated: cannot happen
+	}
 	for i := 0; i < maxSpoolSlots; i++ {
 		w, err := calllog.New(pool, calllog.Options{QueueSize: c.QueueSize, MaxBatch: c.MaxBatch,
-			SpoolDir: filepath.Join(c.SpoolDir, strconv.Itoa(i)), Logger: log})
+			SpoolDir: filepath.Join(c.SpoolDir, strconv.Itoa(i)), Logger: log,
+			WALMode: mode, WALMaxBytes: int64(c.WAL.MaxBytes), WALSegmentBytes: int64(c.WAL.SegmentBytes)})
 		if errors.Is(err, calllog.ErrSpoolInUse) {
 			continue
 		}
@@ -276,7 +281,7 @@ func equalRedis(a, b config.Redis) bool {
 
 func equalCallLog(a, b config.CallLog) bool {
 	return *a.Enabled == *b.Enabled && a.SpoolDir == b.SpoolDir && a.QueueSize == b.QueueSize && a.MaxBatch == b.MaxBatch &&
-		*a.ReconcileInterval == *b.ReconcileInterval
+		*a.ReconcileInterval == *b.ReconcileInterval && a.WAL == b.WAL
 }
 
 // OpenState counts a policy state that may still write call-log rows;

@@ -51,3 +51,27 @@ func (a *Accounting) WriteRow(row *calllog.Row) error {
 	}
 	return a.Ledger.Write(context.Background(), *row)
 }
+
+// LogsAhead reports whether rows go through the call log's write-ahead log
+// (LogRow before the reply's end; docs/adr/0022-call-log-wal.md).
+func (a *Accounting) LogsAhead() bool { return a.Ledger != nil && a.logCfg.WAL.Mode != "off" }
+
+// LogRow makes row durable in the call log's write-ahead log before the
+// reply's last byte, and sets row.WAL, which the row later handed to
+// WriteRow must carry. Rows without a tenant, or without a ledger, are
+// not logged (nil).
+func (a *Accounting) LogRow(row *calllog.Row) error {
+	if a.Ledger == nil || row.TenantID == "" {
+		return nil
+	}
+	return a.Ledger.Log(row)
+}
+
+// Ready returns calllog.ErrWALFull (wrapped) while the call log cannot take
+// rows durably: the request is refused before it costs anything.
+func (a *Accounting) Ready() error {
+	if a.Ledger == nil {
+		return nil
+	}
+	return a.Ledger.Ready()
+}

@@ -59,6 +59,12 @@
 //     began is durable. A shutdown that waits for Close loses nothing. If
 //     Close's context ends first, Postgres is abandoned and the rest goes to
 //     the spool, still fsynced before Close returns.
+//   - A row made durable by Log first (the write-ahead log, wal.go, the
+//     default: Options.WALMode) survives any crash of the process: its
+//     record stays in SpoolDir/wal until the row is stored, and the next
+//     New moves it into the spool, whose replay stores it once. The
+//     proxy calls Log before a reply's last byte. What follows is about
+//     rows written without Log (WALOff).
 //   - A Write that queues its row returns before the row is durable: that
 //     is what the queue is for. A hard crash of the process (SIGKILL, OOM
 //     kill, a panic elsewhere, power loss) loses the queued rows and the

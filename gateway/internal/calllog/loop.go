@@ -79,6 +79,7 @@ func (w *Writer) fill(first Row, max int) []Row {
 func (w *Writer) persist(rows []Row) {
 	if w.pool != nil && !w.spooling.Load() {
 		n, err := w.store(w.ctx, rows)
+		w.release(rows[:n])
 		if err == nil {
 			return
 		}
@@ -86,7 +87,7 @@ func (w *Writer) persist(rows []Row) {
 			"err", err, "rows", len(rows)-n, "spool", w.sp.path)
 		rows = rows[n:]
 	}
-	_ = w.spoolRows(rows) // a loss is logged and counted
+	_ = w.spoolRows(rows) // a loss is logged and counted; its rows stay in the WAL
 }
 
 // spoolHandoffs appends the rows of req and of every other waiting inline
@@ -129,6 +130,7 @@ func (w *Writer) spoolRows(rows []Row) error {
 		if err == nil {
 			w.stats.spooled.Add(int64(len(rows)))
 			w.stats.spoolBytes.Store(w.sp.size)
+			w.release(rows)
 			return nil
 		}
 		w.log.Error("cannot append to the spool; holding the rows and retrying", "err", err, "rows", len(rows))
@@ -144,6 +146,7 @@ func (w *Writer) spoolRows(rows []Row) error {
 			// These rows may now pass rows in the spool; with the disk
 			// failing, getting them stored comes first.
 			n, err := w.store(w.ctx, rows)
+			w.release(rows[:n])
 			if err == nil {
 				return nil
 			}
@@ -253,6 +256,7 @@ func (w *Writer) takeHandoff(req handoffReq) {
 		return
 	}
 	n, err := w.store(w.ctx, req.rows)
+	w.release(req.rows[:n])
 	if err == nil {
 		req.done <- nil
 		return
@@ -277,11 +281,19 @@ func (w *Writer) drain() {
 	}
 }
 
-// finish closes the spool and releases the directory.
+// finish closes the write-ahead log and the spool and releases the
+// directory.
 func (w *Writer) finish() {
-	err := w.sp.close()
-	if cerr := w.lock.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("releasing the spool lock: %w", cerr)
+	var err error
+	if w.wal != nil {
+		// Rows lost keep their records: the next New stores them.
+		if werr := w.wal.close(); werr != nil {
+			err = fmt.Errorf("closing the write-ahead log: %w", werr)
+		}
+	}
+	err = errors.Join(err, w.sp.close())
+	if cerr := w.lock.Close(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("releasing the spool lock: %w", cerr))
 	}
 	if lost := w.stats.lost.Load(); lost > 0 {
 		err = errors.Join(fmt.Errorf("%w: %d rows", ErrLost, lost), err)

@@ -45,6 +45,9 @@ type Row struct {
 	// config.Server.EndUserHeader); "" is stored as NULL. Key and
 	// end-user budgets are seeded from these rows.
 	EndUser string
+	// WAL is the row's record in the write-ahead log, set by Writer.Log
+	// (zero: none). Write releases it once the row is stored.
+	WAL Mark
 }
 
 // TokenKinds are a row's tokens of the kinds priced apart: parts of its

@@ -41,6 +41,11 @@ type Stats struct {
 	QueueDepth int
 	// SpoolBytes is the spool's size now.
 	SpoolBytes int64
+	// WALRows were made durable by Log; WALRounds are the writes (each
+	// with its fsync, in mode fsync) that did it: WALRows/WALRounds is
+	// the group commit's size. WALBytes is the write-ahead log's disk use
+	// now (rows not yet stored, and the current segment's).
+	WALRows, WALRounds, WALBytes int64
 	// Spooling is true while new rows go to the spool: Postgres was
 	// unavailable and the spool has not been replayed yet, or there is no
 	// pool.
@@ -61,6 +66,7 @@ type counters struct {
 	txSizes                                   [TxSizeBuckets]atomic.Int64
 	inline, spooled, replayed, rejected, lost atomic.Int64
 	spoolBytes                                atomic.Int64
+	walRows, walRounds                        atomic.Int64
 }
 
 // committed counts a committed transaction of n rows, inserted of them new.
@@ -87,6 +93,10 @@ func (w *Writer) Stats() Stats {
 		InlineWrites: c.inline.Load(), SpooledRows: c.spooled.Load(),
 		ReplayedRows: c.replayed.Load(), Rejected: c.rejected.Load(), Lost: c.lost.Load(),
 		QueueDepth: len(w.queue), SpoolBytes: c.spoolBytes.Load(), Spooling: w.spooling.Load(),
+		WALRows: c.walRows.Load(), WALRounds: c.walRounds.Load(),
+	}
+	if w.wal != nil {
+		s.WALBytes = w.wal.bytes.Load()
 	}
 	for i := range s.TxSizes {
 		s.TxSizes[i] = c.txSizes[i].Load()

@@ -60,10 +60,20 @@ type Options struct {
 	// longer counts as Postgres being unavailable, and its rows go to the
 	// spool (default 10s).
 	TxTimeout time.Duration
+	// WALMode is how durable Log makes a row (default WALFsync); WALOff
+	// keeps no write-ahead log. See docs/adr/0022-call-log-wal.md.
+	WALMode WALMode
+	// WALSegmentBytes is the size at which the write-ahead log starts a
+	// new segment file (default 4 MiB); a segment is removed once all its
+	// rows are stored.
+	WALSegmentBytes int64
+	// WALMaxBytes caps the write-ahead log's rows not yet stored (default
+	// 1 GiB): past it Log and Ready return ErrWALFull.
+	WALMaxBytes int64
 }
 
 func (o Options) withDefaults() (Options, error) {
-	if o.QueueSize < 0 || o.MaxBatch < 0 || o.RetryInterval < 0 || o.TxTimeout < 0 {
+	if o.QueueSize < 0 || o.MaxBatch < 0 || o.RetryInterval < 0 || o.TxTimeout < 0 || o.WALSegmentBytes < 0 || o.WALMaxBytes < 0 {
 		return o, fmt.Errorf("calllog: negative option in %+v", o)
 	}
 	if o.QueueSize == 0 {
@@ -87,6 +97,12 @@ func (o Options) withDefaults() (Options, error) {
 	if o.TxTimeout == 0 {
 		o.TxTimeout = 10 * time.Second
 	}
+	if o.WALSegmentBytes == 0 {
+		o.WALSegmentBytes = DefaultWALSegmentBytes
+	}
+	if o.WALMaxBytes == 0 {
+		o.WALMaxBytes = DefaultWALMaxBytes
+	}
 	return o, nil
 }
 
@@ -97,6 +113,7 @@ type Writer struct {
 	opts Options
 	log  *slog.Logger
 	lock *os.File // flock of SpoolDir
+	wal  *wal     // nil: WALOff
 
 	queue   chan Row
 	handoff chan handoffReq
@@ -168,6 +185,14 @@ func New(pool *pgxpool.Pool, opts Options) (*Writer, error) {
 		w.log.Warn("ignored the torn or damaged end of the spool (a crash during an append)",
 			"path", sp.path, "bytes", sp.cut, "reason", sp.cutReason)
 	}
+	if o.WALMode != WALOff {
+		if w.wal, err = startWAL(o, sp, &w.stats, w.log); err != nil {
+			hurry()
+			sp.close()
+			lock.Close()
+			return nil, fmt.Errorf("calllog: %w", err)
+		}
+	}
 	w.stats.spoolBytes.Store(sp.size)
 	if sp.size > 0 || pool == nil {
 		w.spooling.Store(true)
@@ -178,6 +203,71 @@ func New(pool *pgxpool.Pool, opts Options) (*Writer, error) {
 	}
 	go w.run()
 	return w, nil
+}
+
+// startWAL moves the rows an earlier run left in the write-ahead log into
+// the spool (the loop replays them) and starts the log.
+func startWAL(o Options, sp *spool, stats *counters, log *slog.Logger) (*wal, error) {
+	dir := filepath.Join(o.SpoolDir, WALDirName)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating the write-ahead log directory: %w", err)
+	}
+	moved, next, err := recoverWAL(dir, sp, log)
+	if err != nil {
+		return nil, err
+	}
+	if moved > 0 {
+		log.Info("moved the write-ahead log of an earlier run to the spool", "rows", moved)
+	}
+	return openWAL(dir, o, next, stats, log), nil
+}
+
+// Log makes r durable in the write-ahead log (Options.WALMode says how) and
+// sets r.WAL; the caller then hands r, or a later version of it with the
+// same WAL, RequestID and StartedAt, to Write, which releases the record
+// once the row is stored. A crash between the two leaves the record, and
+// the next New stores it. The proxy calls Log before a reply's last byte.
+//
+// Log waits only for the write (and fsync) that covers its record: records
+// that arrive together share one. It returns ErrWALFull when the log is at
+// Options.WALMaxBytes or its disk fails, ErrClosed after Close, and
+// ErrInvalidRow for a row Write would refuse; with WALOff it does nothing.
+func (w *Writer) Log(r *Row) error {
+	if w.wal == nil {
+		return nil
+	}
+	if err := r.validate(); err != nil {
+		return err
+	}
+	if !w.enter() {
+		return ErrClosed
+	}
+	defer w.leave()
+	m, err := w.wal.append(r)
+	if err != nil {
+		return err
+	}
+	r.WAL = m
+	return nil
+}
+
+// Ready returns ErrWALFull (wrapped) while Log would refuse rows because
+// the write-ahead log is full or its disk failed within the last
+// RetryInterval, so that requests can be refused before they cost
+// anything; nil otherwise, and always with WALOff.
+func (w *Writer) Ready() error {
+	if w.wal == nil {
+		return nil
+	}
+	return w.wal.ready()
+}
+
+// release lets go of the write-ahead log records of rows now stored (in
+// Postgres or the spool) or rejected.
+func (w *Writer) release(rows []Row) {
+	if w.wal != nil {
+		w.wal.release(rows)
+	}
 }
 
 // Write queues r for the writer goroutine and returns at once. If the queue
@@ -210,9 +300,11 @@ func (w *Writer) Write(ctx context.Context, r Row) error {
 		err := w.commit(w.ctx, rows)
 		switch {
 		case err == nil:
+			w.release(rows)
 			return nil
 		case rowFault(err):
 			w.reject(&r, err)
+			w.release(rows)
 			return fmt.Errorf("%w: request %s: %w", ErrRejected, r.RequestID, err)
 		}
 		w.log.WarnContext(ctx, "Postgres unavailable for an inline call-log write; spooling it", "err", err)

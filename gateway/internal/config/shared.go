@@ -55,6 +55,25 @@ type CallLog struct {
 	// last month's spend from call_log and corrects the counters (default
 	// 1h; 0s turns it off).
 	ReconcileInterval *time.Duration `yaml:"reconcile_interval"`
+	// WAL is the write-ahead log that makes each row durable before the
+	// reply's last byte (docs/adr/0022-call-log-wal.md).
+	WAL CallLogWAL `yaml:"wal"`
+}
+
+// CallLogWAL configures the call log's write-ahead log, kept in the spool
+// slot's directory (spool_dir/N/wal).
+type CallLogWAL struct {
+	// Mode: write (default) waits for the write only — the row survives a
+	// kill of the process (SIGKILL, OOM kill), not a power loss; fsync also
+	// waits for an fsync covering the row — it survives a crash of the
+	// machine, at the disk's flush latency per reply; off keeps no
+	// write-ahead log (a crash loses the rows still queued).
+	Mode string `yaml:"mode"`
+	// MaxBytes caps the rows the log holds that are not yet stored
+	// (default 1GiB); at the cap new requests are refused with 503.
+	MaxBytes ByteSize `yaml:"max_bytes"`
+	// SegmentBytes is the size of one segment file (default 4MiB).
+	SegmentBytes ByteSize `yaml:"segment_bytes"`
 }
 
 // Defaults of the shared stores.
@@ -70,6 +89,7 @@ func (p *Policy) applySharedDefaults() {
 		on := true
 		p.CallLog.Enabled = &on
 	}
+	setDefault(&p.CallLog.WAL.Mode, "write") // ADR 0022: fsync measured too slow on shared disks
 	if p.CallLog.ReconcileInterval == nil {
 		d := DefaultReconcileInterval
 		p.CallLog.ReconcileInterval = &d
@@ -108,6 +128,17 @@ func (p *Policy) validateShared(lookupEnv func(string) (string, bool), ps *Probl
 	}
 	if d := c.ReconcileInterval; d != nil && *d < 0 {
 		ps.add("call_log.reconcile_interval", "must not be negative (0s turns the reconcile job off)")
+	}
+	switch c.WAL.Mode {
+	case "", "fsync", "write", "off":
+	default:
+		ps.add("call_log.wal.mode", "must be fsync, write or off, got %q", c.WAL.Mode)
+	}
+	if c.WAL.SegmentBytes != 0 && (c.WAL.SegmentBytes < 4<<10 || c.WAL.SegmentBytes > 1<<30) {
+		ps.add("call_log.wal.segment_bytes", "must be between 4KiB and 1GiB, got %d", c.WAL.SegmentBytes)
+	}
+	if c.WAL.MaxBytes != 0 && c.WAL.MaxBytes < 16<<10 {
+		ps.add("call_log.wal.max_bytes", "must be at least 16KiB, got %d", c.WAL.MaxBytes)
 	}
 	p.validateTracing(lookupEnv, ps)
 }

@@ -94,6 +94,7 @@ func (x *exchange) end(flags uint32, status int) {
 		x.wr.ClientHeader = nil
 	}
 	x.settle(flags)
+	x.logAhead(flags, status)
 }
 
 // release parks an ended exchange on its client connection (finished once

@@ -11,6 +11,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/tollgate/tollgate/gateway/internal/calllog"
 	"github.com/tollgate/tollgate/gateway/internal/cancels"
 	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
@@ -74,6 +75,11 @@ type exchange struct {
 	ended     bool
 	endFlags  uint32
 	endStatus int
+	// walMark is the row's record in the call log's write-ahead log
+	// (logAhead); unlogged: it could not be made durable, and the reply
+	// is withheld.
+	walMark  calllog.Mark
+	unlogged bool
 
 	// While the request is with the upstreams (openUpstream to
 	// closeUpstream; finish.go): the final reply (a stream's is kept
@@ -111,6 +117,7 @@ func (x *exchange) free() {
 	x.route, x.modelLabel = nil, ""
 	x.try.reset()
 	x.ended, x.endFlags, x.endStatus, x.ex, x.exCancel, x.watch, x.inFlight = false, 0, 0, nil, nil, nil, false
+	x.walMark, x.unlogged = calllog.Mark{}, false
 	exchangePool.Put(x)
 }
 
@@ -129,6 +136,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 	streamed := false
 	defer func() {
 		if !streamed {
+			x.withholdUnlogged(ctx)
 			x.release()
 		}
 	}()
@@ -145,6 +153,9 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 	x.st = s.acquireState()
 	if x.st == nil {
 		writeError(ctx, &openai.Error{Status: 503, Type: "server_error", Code: "shutting_down", Message: "The gateway is shutting down; retry the request."})
+		return
+	}
+	if x.refuseUnrecordable(ctx) {
 		return
 	}
 	var t *target
@@ -280,6 +291,12 @@ func (x *exchange) StreamClosed(flags uint32, usage openai.Usage) {
 	x.watch.stop()
 	x.usage = usage
 	x.end(flags, x.ex.StatusCode())
+	if x.unlogged && x.conn != nil {
+		// The stream's row is not durable: its terminating chunk, still
+		// in fasthttp's buffer, must not reach the client as a complete
+		// reply.
+		x.conn.Close()
+	}
 	x.leave()
 	x.release()
 }

@@ -57,6 +57,7 @@ func (s *Server) passthru(ctx *fasthttp.RequestCtx, pe *passEndpoint, id []byte)
 	streamed := false
 	defer func() {
 		if !streamed {
+			x.withholdUnlogged(ctx)
 			x.release()
 		}
 	}()
@@ -74,6 +75,9 @@ func (s *Server) passthru(ctx *fasthttp.RequestCtx, pe *passEndpoint, id []byte)
 	x.st = s.acquireState()
 	if x.st == nil {
 		writeError(ctx, &openai.Error{Status: 503, Type: "server_error", Code: "shutting_down", Message: "The gateway is shutting down; retry the request."})
+		return
+	}
+	if x.refuseUnrecordable(ctx) {
 		return
 	}
 	excluded, e := x.passRoute(pe)

@@ -222,11 +222,17 @@ func (s *Server) storedResponse(ctx *fasthttp.RequestCtx, id, sub []byte) {
 	x.conn, _ = ctx.Conn().(*clientConn)
 	x.start, x.firstByte = time.Now(), -1
 	x.up.TTFT, x.upSent = -1, 0
-	defer x.release()
+	defer func() {
+		x.withholdUnlogged(ctx)
+		x.release()
+	}()
 	x.id = s.requestID(ctx, x.id[:0])
 	ctx.Response.Header.SetBytesV("X-Request-Id", x.id)
 	if x.st = s.acquireState(); x.st == nil {
 		writeError(ctx, &openai.Error{Status: 503, Type: "server_error", Code: "shutting_down", Message: "The gateway is shutting down; retry the request."})
+		return
+	}
+	if x.refuseUnrecordable(ctx) {
 		return
 	}
 	var buf [4]storeTarget
