@@ -194,18 +194,19 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		printDemo(stdout, ln.Addr(), demo)
 	}
 
+	_, stopMetrics, err := serveMetrics(p, srv, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "tollgate: %v\n", err)
+		return 1
+	}
+	defer stopMetrics()
 	if p.Admin.Listen != "" {
 		adminLn, err := net.Listen("tcp", p.Admin.Listen)
 		if err != nil {
 			fmt.Fprintf(stderr, "tollgate: admin listener: %v\n", err)
 			return 1
 		}
-		// /metrics (Prometheus) beside the admin API, without its token:
-		// keep the listener on loopback or a private network.
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", srv.MetricsHandler())
-		mux.Handle("/", srv.AdminHandler())
-		adminSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		adminSrv := &http.Server{Handler: adminMux(p, srv), ReadHeaderTimeout: 10 * time.Second}
 		go adminSrv.Serve(adminLn)
 		defer adminSrv.Close()
 		log.Info("admin API serving", "listen", adminLn.Addr().String())
