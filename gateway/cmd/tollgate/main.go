@@ -107,7 +107,8 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	}
 	code := 0
 	for _, f := range fs.Args() {
-		if _, err := config.Load(f); err != nil {
+		p, err := config.Load(f)
+		if err != nil {
 			code = 1
 			var ps config.Problems
 			if errors.As(err, &ps) {
@@ -121,6 +122,9 @@ func validate(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		fmt.Fprintf(stdout, "%s: ok\n", f)
+		for _, w := range p.DrainWarnings() {
+			fmt.Fprintf(stdout, "  warning: %s\n", w)
+		}
 	}
 	return code
 }
@@ -194,6 +198,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		printDemo(stdout, ln.Addr(), demo)
 	}
 
+	logDrainWarnings(p, log)
 	_, stopMetrics, err := serveMetrics(p, srv, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "tollgate: %v\n", err)

@@ -49,3 +49,10 @@ func serveMetrics(p *config.Policy, srv *proxy.Server, log *slog.Logger) (addr n
 	go hs.Serve(ln)
 	return ln.Addr(), func() { hs.Close() }, nil
 }
+
+// logDrainWarnings warns of what a drain would cut (config.DrainWarnings).
+func logDrainWarnings(p *config.Policy, log *slog.Logger) {
+	for _, w := range p.DrainWarnings() {
+		log.Warn("drain shorter than a stream may last", "detail", w)
+	}
+}
