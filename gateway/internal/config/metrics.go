@@ -37,6 +37,11 @@ type Metrics struct {
 	TenantLabels int `yaml:"-"`
 }
 
+// Same reports whether m and n configure the same metrics.
+func (m Metrics) Same(n Metrics) bool {
+	return m.Listen == n.Listen && m.Public == n.Public && m.Token == n.Token && m.TenantLabels == n.TenantLabels
+}
+
 // Bounds of metrics.max_tenants.
 const (
 	DefaultMetricsMaxTenants = 100

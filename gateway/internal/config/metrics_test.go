@@ -65,3 +65,31 @@ func TestMetricsProblems(t *testing.T) {
 		})
 	}
 }
+
+// Same compares what was resolved, not how it was written.
+func TestMetricsSame(t *testing.T) {
+	vars := map[string]string{"A": "x", "B": "y"}
+	parse := func(y string) Metrics {
+		t.Helper()
+		p, err := Parse([]byte(valid+y), env(vars))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Metrics
+	}
+	base := parse("")
+	tests := []struct {
+		yaml string
+		same bool
+	}{
+		{"metrics: {max_tenants: 100}\n", true},
+		{"metrics: {max_tenants: 5}\n", false},
+		{"metrics: {listen: '127.0.0.1:9090'}\n", false},
+		{"metrics: {token_env: A}\n", false},
+	}
+	for _, tt := range tests {
+		if got := base.Same(parse(tt.yaml)); got != tt.same {
+			t.Errorf("%q: Same %v, want %v", tt.yaml, got, tt.same)
+		}
+	}
+}
