@@ -139,8 +139,10 @@ func TestChart(t *testing.T) {
 	})
 
 	t.Run("longest stream 30m, metrics on a port of their own with a token", func(t *testing.T) {
+		// --set on a list element replaces the element: give it whole.
 		r := renderAndCheck(t,
-			"policy.upstreams[0].timeouts.total=30m",
+			"policy.upstreams[0].name=openai", "policy.upstreams[0].base_url=https://api.openai.com/v1",
+			"policy.upstreams[0].api_key_env=OPENAI_API_KEY", "policy.upstreams[0].timeouts.total=30m",
 			"metrics.port=9090", "metrics.token.existingSecret=tollgate-metrics", "metrics.maxTenants=0",
 		)
 		if g := *r.gw.Pod.Spec.TerminationGracePeriodSeconds; g != 1825 || r.gw.DrainTimeout.Seconds() != 1800 {
