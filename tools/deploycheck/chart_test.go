@@ -53,6 +53,8 @@ func renderAndCheck(t *testing.T, sets ...string) rendering {
 	}
 	if msg, err := ValidatePolicy(tollgateBin(t), gw.PolicyText, policyEnv(t)...); err != nil {
 		t.Fatalf("the rendered policy:\n%s\n%v", gw.PolicyText, err)
+	} else if strings.Contains(msg, "warning:") {
+		t.Errorf("the rendered policy validates with a warning (a drain shorter than a stream?):\n%s", msg)
 	} else {
 		t.Log(strings.TrimSpace(msg))
 	}
@@ -84,10 +86,18 @@ func TestChart(t *testing.T) {
 		if len(h.Spec.Metrics) != 1 || h.Spec.Metrics[0].Type != autoscalingv2.ResourceMetricSourceType || *h.Spec.MinReplicas != 3 {
 			t.Errorf("HPA metrics %+v min %d: want CPU only from 3", h.Spec.Metrics, *h.Spec.MinReplicas)
 		}
-		// Grace = delay 5 + drain 60 + ledger 20, with the policy's drain
-		// taken from the same value.
-		if g := *r.gw.Pod.Spec.TerminationGracePeriodSeconds; g != 85 || r.gw.DrainTimeout.Seconds() != 60 || r.gw.ShutdownDelay.Seconds() != 5 {
+		// The drain is the longest stream the policy allows (the default
+		// upstream's timeouts.total, 10m); grace = delay 5 + drain 600 +
+		// ledger 20.
+		if g := *r.gw.Pod.Spec.TerminationGracePeriodSeconds; g != 625 || r.gw.DrainTimeout.Seconds() != 600 || r.gw.ShutdownDelay.Seconds() != 5 {
 			t.Errorf("grace %d s, drain %v, shutdown delay %v", g, r.gw.DrainTimeout, r.gw.ShutdownDelay)
+		}
+		// /metrics on the admin port, announced to Prometheus, no token.
+		if a := r.gw.Pod.Annotations; a["prometheus.io/scrape"] != "true" || a["prometheus.io/port"] != "8081" || a["prometheus.io/path"] != "/metrics" {
+			t.Errorf("scrape annotations %v", a)
+		}
+		if m := r.gw.Policy.Metrics; m.Listen != "" || m.TokenEnv != "" || m.Public {
+			t.Errorf("policy metrics %+v, want the admin listener's", m)
 		}
 		if len(ByKind(r.objs, "Job")) != 1 || len(ByKind(r.objs, "PodDisruptionBudget")) != 1 {
 			t.Errorf("want the migration Job and a PDB")
@@ -125,6 +135,27 @@ func TestChart(t *testing.T) {
 		}
 		if len(ByKind(r.objs, "Service")) != 2 {
 			t.Errorf("want the public and admin Services (no headless one without a StatefulSet)")
+		}
+	})
+
+	t.Run("longest stream 30m, metrics on a port of their own with a token", func(t *testing.T) {
+		// --set on a list element replaces the element: give it whole.
+		r := renderAndCheck(t,
+			"policy.upstreams[0].name=openai", "policy.upstreams[0].base_url=https://api.openai.com/v1",
+			"policy.upstreams[0].api_key_env=OPENAI_API_KEY", "policy.upstreams[0].timeouts.total=30m",
+			"metrics.port=9090", "metrics.token.existingSecret=tollgate-metrics", "metrics.maxTenants=0",
+		)
+		if g := *r.gw.Pod.Spec.TerminationGracePeriodSeconds; g != 1825 || r.gw.DrainTimeout.Seconds() != 1800 {
+			t.Errorf("grace %d s, drain %v: want 1825 s, 30m", g, r.gw.DrainTimeout)
+		}
+		if m := r.gw.Policy.Metrics; m.Listen != "0.0.0.0:9090" || m.TokenEnv != "TOLLGATE_METRICS_TOKEN" {
+			t.Errorf("policy metrics %+v", m)
+		}
+		if r.gw.Pod.Annotations["prometheus.io/port"] != "9090" {
+			t.Errorf("scrape annotations %v", r.gw.Pod.Annotations)
+		}
+		if !strings.Contains(r.gw.PolicyText, "max_tenants: 0") {
+			t.Errorf("policy without max_tenants: 0:\n%s", r.gw.PolicyText)
 		}
 	})
 
@@ -181,8 +212,22 @@ func TestChartRejects(t *testing.T) {
 		{name: "invalid name", sets: []string{"fullnameOverride=Edge_Gateway"}, at: atDecode, want: "RFC 1123"},
 		{name: "kind the checker does not know", broken: "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: x}\n", at: atDecode,
 			want: `kind "Ingress" is not a kind this checker validates`},
-		{name: "grace period shorter than the drain", sets: []string{"terminationGracePeriodSeconds=30"}, at: atCheck,
-			want: "terminationGracePeriodSeconds 30 is not longer than -shutdown-delay 5s + drain_timeout 1m0s"},
+		{name: "grace period shorter than the drain", sets: []string{"terminationGracePeriodSeconds=600"}, at: atRender,
+			want: "terminationGracePeriodSeconds (600) is shorter than drain.shutdownDelaySeconds + the drain + drain.ledgerFlushSeconds (625)"},
+		{name: "grace period shorter than the drain, past the template", edit: replaceIn("workload.yaml", "terminationGracePeriodSeconds: 625", "terminationGracePeriodSeconds: 30"), at: atCheck,
+			want: "terminationGracePeriodSeconds 30 is not longer than -shutdown-delay 5s + drain_timeout 10m0s"},
+		{name: "drain shorter than the longest stream", sets: []string{"drain.timeoutSeconds=60"}, at: atRender,
+			want: "drain.timeoutSeconds (60) is shorter than the longest stream the policy allows (600s"},
+		{name: "drain shorter than the longest stream, past the template", edit: replaceIn("configmap.yaml", "drain_timeout: 600s", "drain_timeout: 60s"), at: atCheck,
+			want: "drain_timeout 1m0s is shorter than upstream openai's timeouts.total 10m0s"},
+		{name: "a total timeout that is not a duration", sets: []string{"policy.upstreams[0].timeouts.total=10 minutes"}, at: atRender,
+			want: `policy.upstreams[0].timeouts.total: "10 minutes" is not a duration`},
+		{name: "in-flight autoscaling without metrics", sets: []string{"admin.enabled=false", "autoscaling.inflight.enabled=true"}, at: atRender,
+			want: "autoscaling.inflight.enabled needs /metrics"},
+		{name: "metrics port the container lacks", edit: replaceIn("configmap.yaml", "max_tenants: 100", "max_tenants: 100\n      listen: 0.0.0.0:9090"), at: atCheck,
+			want: `container port "metrics" is 0, the policy's metrics.listen listens on 9090`},
+		{name: "metrics on the public listener", edit: replaceIn("configmap.yaml", "max_tenants: 100", "max_tenants: 100\n      public: true"), at: atCheck,
+			want: "policy metrics.public"},
 		{name: "liveness on the readiness endpoint", sets: []string{"probes.liveness.path=/readyz"}, at: atCheck,
 			want: "liveness probe must be GET /healthz"},
 		{name: "impatient liveness", sets: []string{"probes.liveness.failureThreshold=1"}, at: atCheck, want: "is not generous"},

@@ -241,6 +241,12 @@ func (c *chartCheck) ports() {
 	if c.gw.Policy.Admin.Listen != "" {
 		check("admin", c.gw.Policy.Admin.Listen, "admin.listen")
 	}
+	if c.gw.Policy.Metrics.Listen != "" {
+		check("metrics", c.gw.Policy.Metrics.Listen, "metrics.listen")
+	}
+	if c.gw.Policy.Metrics.Public {
+		c.fail("policy metrics.public: /metrics (spend by tenant) on the public Service")
+	}
 }
 
 // env checks that every secret the policy reads comes from a Secret.
@@ -273,6 +279,9 @@ func (c *chartCheck) env() {
 		secret(p.Admin.TokenEnv, "admin.token_env", true)
 	}
 	secret(p.Redis.PasswordEnv, "redis.password_env", false)
+	if p.Metrics.TokenEnv != "" {
+		secret(p.Metrics.TokenEnv, "metrics.token_env", true)
+	}
 	for _, u := range p.Upstreams {
 		if u.APIKeyEnv != "" {
 			secret(u.APIKeyEnv, "upstream "+u.Name+" api_key_env", true)
@@ -355,6 +364,23 @@ func (c *chartCheck) shutdown() {
 	if time.Duration(grace)*time.Second <= need {
 		c.fail("%s: terminationGracePeriodSeconds %d is not longer than -shutdown-delay %v + drain_timeout %v: the kubelet would SIGKILL open streams",
 			c.gw.Workload, grace, c.gw.ShutdownDelay, c.gw.DrainTimeout)
+	}
+	// The drain must outlast the longest stream the policy allows, or a
+	// rolling deploy cuts it (deploy/README.md, Drain).
+	for _, u := range c.gw.Policy.Upstreams {
+		total := 10 * time.Minute // the gateway's default timeouts.total
+		if u.Timeouts.Total != "" {
+			d, err := time.ParseDuration(u.Timeouts.Total)
+			if err != nil {
+				c.fail("policy upstream %s: timeouts.total %q: %v", u.Name, u.Timeouts.Total, err)
+				continue
+			}
+			total = d
+		}
+		if c.gw.DrainTimeout < total {
+			c.fail("%s: drain_timeout %v is shorter than upstream %s's timeouts.total %v: a rolling deploy would cut its longest streams",
+				c.gw.Workload, c.gw.DrainTimeout, u.Name, total)
+		}
 	}
 }
 

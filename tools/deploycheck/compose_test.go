@@ -79,7 +79,7 @@ func TestComposeRejects(t *testing.T) {
 			to: "      mock:\n        condition: service_started", want: "mock"},
 		{name: "gateway before migrate finished", from: "condition: service_completed_successfully",
 			to: "condition: service_started", want: "depends_on migrate"},
-		{name: "unknown key", from: "stop_grace_period: 45s", to: "stop_grace_periodd: 45s", want: "stop_grace_periodd"},
+		{name: "unknown key", from: "stop_grace_period: 330s", to: "stop_grace_periodd: 330s", want: "stop_grace_periodd"},
 		{name: "admin API on every interface", from: `"127.0.0.1:8081:8081"`, to: `"8081:8081"`, want: "not the host's loopback"},
 	}
 	for _, tc := range tests {

@@ -72,6 +72,7 @@ func policyEnv(t *testing.T) []string {
 	return []string{
 		"TOLLGATE_DATABASE_URL=postgres://tollgate:secret@postgres:5432/tollgate",
 		"TOLLGATE_ADMIN_TOKEN=admin-token",
+		"TOLLGATE_METRICS_TOKEN=metrics-token",
 		"OPENAI_API_KEY=sk-test",
 		"TOLLGATE_PLUGIN_DIR=" + filepath.Join(out, "plugins"),
 	}
@@ -266,7 +267,7 @@ func TestDockerPolicy(t *testing.T) {
 		t.Errorf("redis.addrs %v: want ${TOLLGATE_REDIS_ADDR} defaulting to the compose service", p.Redis.Addrs)
 	}
 	tests := []struct{ name, from, to, want string }{
-		{"unknown key", "drain_timeout: 30s", "drain_timeot: 30s", "unknown field"},
+		{"unknown key", "drain_timeout: 5m", "drain_timeot: 5m", "unknown field"},
 		{"route to no upstream", "upstream: mock", "upstream: openai", "routes[0].upstream"},
 		{"missing plugin", "/budget.wasm", "/no-such-plugin.wasm", "plugins[2].path"},
 	}

@@ -25,7 +25,15 @@ type Policy struct {
 	Upstreams []struct {
 		Name      string `yaml:"name"`
 		APIKeyEnv string `yaml:"api_key_env"`
+		Timeouts  struct {
+			Total string `yaml:"total"`
+		} `yaml:"timeouts"`
 	} `yaml:"upstreams"`
+	Metrics struct {
+		Listen   string `yaml:"listen"`
+		Public   bool   `yaml:"public"`
+		TokenEnv string `yaml:"token_env"`
+	} `yaml:"metrics"`
 	Admin struct {
 		Listen   string `yaml:"listen"`
 		TokenEnv string `yaml:"token_env"`

@@ -107,7 +107,8 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	}
 	code := 0
 	for _, f := range fs.Args() {
-		if _, err := config.Load(f); err != nil {
+		p, err := config.Load(f)
+		if err != nil {
 			code = 1
 			var ps config.Problems
 			if errors.As(err, &ps) {
@@ -121,6 +122,9 @@ func validate(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		fmt.Fprintf(stdout, "%s: ok\n", f)
+		for _, w := range p.DrainWarnings() {
+			fmt.Fprintf(stdout, "  warning: %s\n", w)
+		}
 	}
 	return code
 }
@@ -201,6 +205,13 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		printDemo(stdout, ln.Addr(), demo)
 	}
 
+	logDrainWarnings(p, log)
+	_, stopMetrics, err := serveMetrics(p, srv, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "tollgate: %v\n", err)
+		return 1
+	}
+	defer stopMetrics()
 	if p.Admin.Listen != "" {
 		adminLn, err := net.Listen("tcp", p.Admin.Listen)
 		if err != nil {
@@ -215,12 +226,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		}
 		defer adminTLS.Close()
 		adminLn = adminListener(adminLn, adminTLS)
-		// /metrics (Prometheus) beside the admin API, without its token:
-		// keep the listener on loopback or a private network.
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", srv.MetricsHandler())
-		mux.Handle("/", srv.AdminHandler())
-		adminSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		adminSrv := &http.Server{Handler: adminMux(p, srv), ReadHeaderTimeout: 10 * time.Second}
 		go adminSrv.Serve(adminLn)
 		defer adminSrv.Close()
 		log.Info("admin API serving", "listen", adminLn.Addr().String(), "tls", adminTLS != nil)

@@ -25,6 +25,9 @@ routes:
 `), 0o600)
 	good := filepath.Join(dir, "good.yaml")
 	os.WriteFile(good, []byte("version: 1\nupstreams: [{name: a, base_url: 'http://x/v1'}]\nroutes: [{models: [m], upstream: a}]\n"), 0o600)
+	// A drain as long as the longest stream: no warning.
+	drained := filepath.Join(dir, "drained.yaml")
+	os.WriteFile(drained, []byte("version: 1\nserver: {drain_timeout: 5m}\nupstreams: [{name: a, base_url: 'http://x/v1', timeouts: {total: 5m}}]\nroutes: [{models: [m], upstream: a}]\n"), 0o600)
 
 	tests := []struct {
 		name       string
@@ -32,13 +35,16 @@ routes:
 		code       int
 		wantOut    []string
 		wantStderr []string
+		notOut     string
 	}{
-		{"good file", []string{"validate", good}, 0, []string{good + ": ok"}, nil},
+		{"good file, drain shorter than the default total timeout", []string{"validate", good}, 0, []string{good + ": ok",
+			`  warning: server.drain_timeout 30s is shorter than upstream "a"'s timeouts.total 10m0s`}, nil, ""},
+		{"drain fits the longest stream", []string{"validate", drained}, 0, []string{drained + ": ok"}, nil, "warning"},
 		{"bad file lists every problem", []string{"validate", good, bad}, 1, []string{good + ": ok"},
-			[]string{bad + ": 1 problem(s):", "upstreams[1].timeout (line 8): unknown field"}},
-		{"missing file", []string{"validate", filepath.Join(dir, "none.yaml")}, 1, nil, []string{"no such file"}},
-		{"no file", []string{"validate"}, 2, nil, []string{"usage: tollgate validate FILE..."}},
-		{"unknown command", []string{"frobnicate"}, 2, nil, []string{`unknown command "frobnicate"`}},
+			[]string{bad + ": 1 problem(s):", "upstreams[1].timeout (line 8): unknown field"}, ""},
+		{"missing file", []string{"validate", filepath.Join(dir, "none.yaml")}, 1, nil, []string{"no such file"}, ""},
+		{"no file", []string{"validate"}, 2, nil, []string{"usage: tollgate validate FILE..."}, ""},
+		{"unknown command", []string{"frobnicate"}, 2, nil, []string{`unknown command "frobnicate"`}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -50,6 +56,9 @@ routes:
 				if !strings.Contains(out.String(), w) {
 					t.Errorf("stdout lacks %q:\n%s", w, out.String())
 				}
+			}
+			if tt.notOut != "" && strings.Contains(out.String(), tt.notOut) {
+				t.Errorf("stdout has %q:\n%s", tt.notOut, out.String())
 			}
 			for _, w := range tt.wantStderr {
 				if !strings.Contains(errb.String(), w) {

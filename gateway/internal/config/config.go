@@ -72,6 +72,9 @@ type Policy struct {
 	CallLog CallLog `yaml:"call_log"`
 	// Tracing exports OpenTelemetry spans (off by default).
 	Tracing Tracing `yaml:"tracing"`
+	// Metrics says where Prometheus /metrics is served (default: the
+	// admin listener) and caps its tenant label.
+	Metrics Metrics `yaml:"metrics"`
 	// Alerts delivers budget alerts to a webhook (off by default).
 	Alerts Alerts `yaml:"alerts"`
 	// Passthrough configures the endpoints passed through without a
@@ -497,6 +500,7 @@ func (p *Policy) validate(lookupEnv func(string) (string, bool)) Problems {
 	p.validateAlerts(lookupEnv, &ps)
 	p.validatePricing(&ps)
 	p.validateTLS(&ps)
+	p.validateMetrics(lookupEnv, &ps)
 	p.Admin.Token, _ = lookupEnv(p.Admin.TokenEnv)
 	if p.Admin.Listen != "" && p.Admin.Token == "" {
 		ps.add("admin.token_env", "environment variable %s is not set: the admin API needs a token", p.Admin.TokenEnv)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/tollgate/tollgate/gateway/internal/accounting"
 	"github.com/tollgate/tollgate/gateway/internal/anthropic"
@@ -69,6 +70,10 @@ type Server struct {
 	srv      *fasthttp.Server
 	ids      *requestIDs
 
+	// publicMetrics serves /metrics on the public listener behind its
+	// token (metrics.public); nil: that path is unknown there.
+	publicMetrics fasthttp.RequestHandler
+
 	// base is the parent of every request's context; canceling it ends
 	// every exchange still open.
 	base      context.Context
@@ -112,10 +117,13 @@ func New(p *config.Policy, log *slog.Logger, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	s.host = host
-	s.obs = observe.NewMetrics(s.pgTracer, s.ledgerTracer) // before the pools: it wraps their tracers
+	s.obs = observe.NewMetrics(s.pgTracer, s.ledgerTracer, p.Metrics.TenantLabels) // before the pools: it wraps their tracers
 	s.pgTracer, s.ledgerTracer = s.obs.PGTracers()
 	s.callouts = callout.NewMetrics()
 	s.obs.Register(s.callouts.Collectors()...)
+	if p.Metrics.Public { // validation required a token
+		s.publicMetrics = fasthttpadaptor.NewFastHTTPHandler(obs.RequireBearer(p.Metrics.Token, s.obs.Handler()))
+	}
 	if s.acct, err = accounting.New(p, log, s.ledgerTracer); err != nil {
 		host.Close()
 		return nil, err
@@ -310,6 +318,12 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		ctx.SetBodyString("ready\n")
+	case "/metrics":
+		if s.publicMetrics == nil {
+			writeError(ctx, unknownURL(ctx))
+			return
+		}
+		s.publicMetrics(ctx)
 	default:
 		if id, ok := cancelPath(ctx.Path()); ok {
 			s.cancelRequest(ctx, id)
@@ -327,9 +341,13 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			s.passthru(ctx, pe, id)
 			return
 		}
-		writeError(ctx, &openai.Error{Status: fasthttp.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
-			Message: fmt.Sprintf("Unknown request URL: %s %s.", ctx.Method(), ctx.Path())})
+		writeError(ctx, unknownURL(ctx))
 	}
+}
+
+func unknownURL(ctx *fasthttp.RequestCtx) *openai.Error {
+	return &openai.Error{Status: fasthttp.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
+		Message: fmt.Sprintf("Unknown request URL: %s %s.", ctx.Method(), ctx.Path())}
 }
 
 // looseFraming checks the raw header block for line ends RFC 9112 lets a

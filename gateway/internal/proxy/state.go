@@ -165,6 +165,9 @@ func (s *Server) Reload(p *config.Policy) error {
 	if !old.policy.Tracing.Same(p.Tracing) {
 		s.log.Warn("reload: the tracing section changed; it applies at the next restart")
 	}
+	if !old.policy.Metrics.Same(p.Metrics) {
+		s.log.Warn("reload: the metrics section changed; it applies at the next restart")
+	}
 	old.release()
 	s.reloads.Add(1)
 	return nil

@@ -48,11 +48,70 @@ app.kubernetes.io/part-of: tollgate
 {{- if .Values.callLog.spool.persistence.enabled -}}StatefulSet{{- else -}}Deployment{{- end -}}
 {{- end -}}
 
-{{- define "tollgate.terminationGracePeriodSeconds" -}}
-{{- if .Values.terminationGracePeriodSeconds -}}
-{{- int .Values.terminationGracePeriodSeconds -}}
+{{/*
+Seconds in a Go duration string ("10m", "1m30s", "90s"), rounded up; fails
+on anything else. The gateway reads durations with time.ParseDuration.
+*/}}
+{{- define "tollgate.seconds" -}}
+{{- $d := toString .d -}}
+{{- if not (regexMatch "^([0-9]+(\\.[0-9]*)?(ns|us|µs|ms|s|m|h))+$" $d) -}}
+{{- fail (printf "%s: %q is not a duration (e.g. 10m, 90s)" .at $d) -}}
+{{- end -}}
+{{- $unit := dict "h" 3600.0 "m" 60.0 "s" 1.0 "ms" 0.001 "us" 0.000001 "µs" 0.000001 "ns" 0.000000001 -}}
+{{- $s := 0.0 -}}
+{{- range regexFindAll "[0-9.]+(ns|us|µs|ms|s|m|h)" $d -1 -}}
+{{- $n := regexFind "^[0-9.]+" . -}}
+{{- $s = addf $s (mulf (float64 $n) (get $unit (trimPrefix $n .))) -}}
+{{- end -}}
+{{- ceil $s | int -}}
+{{- end -}}
+
+{{/*
+The longest stream the policy allows, in seconds: the largest
+policy.upstreams[].timeouts.total (the gateway's default is 10m).
+*/}}
+{{- define "tollgate.longestStreamSeconds" -}}
+{{- $max := 0 -}}
+{{- range $i, $u := .Values.policy.upstreams -}}
+{{- $total := "10m" -}}
+{{- with $u.timeouts }}{{ with .total }}{{ $total = . }}{{ end }}{{ end -}}
+{{- $s := include "tollgate.seconds" (dict "d" $total "at" (printf "policy.upstreams[%d].timeouts.total" $i)) | int -}}
+{{- if gt $s $max }}{{ $max = $s }}{{ end -}}
+{{- end -}}
+{{- $max -}}
+{{- end -}}
+
+{{/*
+The drain (the policy's server.drain_timeout), in seconds: as long as the
+longest stream, so a rolling deploy cuts none. drain.timeoutSeconds 0
+follows the policy; a value below the longest stream fails the rendering.
+*/}}
+{{- define "tollgate.drainSeconds" -}}
+{{- $longest := include "tollgate.longestStreamSeconds" . | int -}}
+{{- $d := int .Values.drain.timeoutSeconds -}}
+{{- if eq $d 0 -}}
+{{- $longest -}}
+{{- else if lt $d $longest -}}
+{{- fail (printf "drain.timeoutSeconds (%d) is shorter than the longest stream the policy allows (%ds, the largest policy.upstreams[].timeouts.total): a rolling deploy would cut the streams that outlast the drain. Set drain.timeoutSeconds to 0 (follow the policy) or at least %d, or lower timeouts.total" $d $longest $longest) -}}
 {{- else -}}
-{{- add .Values.drain.shutdownDelaySeconds .Values.drain.timeoutSeconds .Values.drain.ledgerFlushSeconds -}}
+{{- $d -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+-shutdown-delay + the drain + the call log's last batch; an explicit
+terminationGracePeriodSeconds below that fails the rendering (the kubelet
+would SIGKILL the streams the drain waits for).
+*/}}
+{{- define "tollgate.terminationGracePeriodSeconds" -}}
+{{- $need := add .Values.drain.shutdownDelaySeconds (include "tollgate.drainSeconds" . | int) .Values.drain.ledgerFlushSeconds -}}
+{{- $g := int .Values.terminationGracePeriodSeconds -}}
+{{- if eq $g 0 -}}
+{{- $need -}}
+{{- else if lt $g (int $need) -}}
+{{- fail (printf "terminationGracePeriodSeconds (%d) is shorter than drain.shutdownDelaySeconds + the drain + drain.ledgerFlushSeconds (%d): the kubelet would SIGKILL the streams the drain waits for. Set it to 0 (computed) or at least %d" $g (int $need) (int $need)) -}}
+{{- else -}}
+{{- $g -}}
 {{- end -}}
 {{- end -}}
 
@@ -70,7 +129,7 @@ unchanged outside the image (tools/deploycheck sets the variable).
 {{- $p := .Values.policy -}}
 {{- $server := deepCopy ($p.server | default dict) -}}
 {{- $_ := set $server "listen" (printf "0.0.0.0:%d" (int .Values.ports.http)) -}}
-{{- $_ := set $server "drain_timeout" (printf "%ds" (int .Values.drain.timeoutSeconds)) -}}
+{{- $_ := set $server "drain_timeout" (printf "%ss" (include "tollgate.drainSeconds" .)) -}}
 {{- $store := deepCopy ($p.store | default dict) -}}
 {{- $_ := set $store "kind" "postgres" -}}
 {{- $redis := dict "addrs" (required "redis.addrs: at least one Redis address is required" .Values.redis.addrs) "timeout" .Values.redis.timeout -}}
@@ -87,7 +146,25 @@ unchanged outside the image (tools/deploycheck sets the variable).
 {{- if .Values.admin.enabled -}}
 {{- $_ := set $policy "admin" (dict "listen" (printf "0.0.0.0:%d" (int .Values.ports.admin))) -}}
 {{- end -}}
+{{- $metrics := dict "max_tenants" (int .Values.metrics.maxTenants) -}}
+{{- with (include "tollgate.metricsPort" .) }}{{ if ne . (printf "%d" (int $.Values.ports.admin)) }}{{ $_ := set $metrics "listen" (printf "0.0.0.0:%s" .) }}{{ end }}{{ end -}}
+{{- if .Values.metrics.token.existingSecret }}{{ $_ := set $metrics "token_env" "TOLLGATE_METRICS_TOKEN" }}{{ end -}}
+{{- $_ := set $policy "metrics" $metrics -}}
 {{- toYaml $policy -}}
+{{- end -}}
+
+{{/*
+The port serving /metrics: metrics.port, else the admin port; "" when
+neither (no metrics, which the in-flight autoscaling metric needs).
+*/}}
+{{- define "tollgate.metricsPort" -}}
+{{- if .Values.metrics.port -}}
+{{- int .Values.metrics.port -}}
+{{- else if .Values.admin.enabled -}}
+{{- int .Values.ports.admin -}}
+{{- else if .Values.autoscaling.inflight.enabled -}}
+{{- fail "autoscaling.inflight.enabled needs /metrics: set metrics.port, or admin.enabled" -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The gateway's environment: secrets by reference only. */}}
@@ -107,6 +184,13 @@ unchanged outside the image (tools/deploycheck sets the variable).
     secretKeyRef:
       name: {{ required "secrets.adminToken.existingSecret: name the Secret holding the admin token (or admin.enabled=false)" .Values.secrets.adminToken.existingSecret }}
       key: {{ .Values.secrets.adminToken.key }}
+{{- end }}
+{{- with .Values.metrics.token.existingSecret }}
+- name: TOLLGATE_METRICS_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: {{ $.Values.metrics.token.key }}
 {{- end }}
 {{- with .Values.secrets.redisPassword.existingSecret }}
 - name: TOLLGATE_REDIS_PASSWORD
@@ -152,7 +236,14 @@ metadata:
     {{- with .Values.podLabels }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
-  {{- with .Values.podAnnotations }}
+  {{- $annotations := deepCopy (.Values.podAnnotations | default dict) -}}
+  {{- $metricsPort := include "tollgate.metricsPort" . -}}
+  {{- if and $metricsPort .Values.metrics.scrapeAnnotations -}}
+  {{- $_ := set $annotations "prometheus.io/scrape" "true" -}}
+  {{- $_ := set $annotations "prometheus.io/port" $metricsPort -}}
+  {{- $_ := set $annotations "prometheus.io/path" "/metrics" -}}
+  {{- end }}
+  {{- with $annotations }}
   annotations:
     {{- toYaml . | nindent 4 }}
   {{- end }}
@@ -225,6 +316,11 @@ spec:
         {{- if .Values.admin.enabled }}
         - name: admin
           containerPort: {{ .Values.ports.admin }}
+          protocol: TCP
+        {{- end }}
+        {{- if .Values.metrics.port }}
+        - name: metrics
+          containerPort: {{ .Values.metrics.port }}
           protocol: TCP
         {{- end }}
       env:

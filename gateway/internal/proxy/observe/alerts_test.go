@@ -30,7 +30,7 @@ func TestAlertMetrics(t *testing.T) {
 	for deadline := time.Now().Add(5 * time.Second); d.Stats().Fired[100] == 0 && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
 	}
-	o := NewMetrics(nil, nil)
+	o := NewMetrics(nil, nil, 100)
 	var inflight, reloads atomic.Int64
 	o.SetSources(Sources{Inflight: &inflight, Reloads: &reloads, Accounting: &accounting.Accounting{AlertDispatcher: d},
 		Cancels: &cancels.Registry{}, Services: &hostsvc.Counts{}})

@@ -30,11 +30,12 @@ type Metrics struct {
 	upstream   *prometheus.HistogramVec
 	ttft       *prometheus.HistogramVec
 	phases     *prometheus.HistogramVec
-	tokens     *prometheus.CounterVec
 	tokenUsage *prometheus.HistogramVec
-	cost       *prometheus.CounterVec
-	unpriced   *prometheus.CounterVec
-	guard      *prometheus.CounterVec
+	// tenants are the tenant-labelled series (tokens, cost), resolved
+	// once per tenant and capped at metrics.max_tenants (tenants.go).
+	tenants  *obs.LabelCap[*tenantSeries]
+	unpriced *prometheus.CounterVec
+	guard    *prometheus.CounterVec
 	// plugins times each plugin callback, by plugin and phase; its
 	// children are resolved when a policy state is built (attach).
 	plugins    *obs.HistogramVec
@@ -61,8 +62,10 @@ var (
 // NewMetrics registers the metrics. It wraps the Postgres tracers of the
 // tenant store's and the ledger's pools (nil: none; tests' own still see
 // every call), so it runs before the pools are made: they are to trace
-// with PGTracers.
-func NewMetrics(tenants, ledger pgx.QueryTracer) *Metrics {
+// with PGTracers. maxTenants caps the tenant label's values
+// (metrics.max_tenants: the first maxTenants tenants seen, the rest as
+// other; 0: no tenant label).
+func NewMetrics(tenants, ledger pgx.QueryTracer, maxTenants int) *Metrics {
 	o := &Metrics{reg: prometheus.NewRegistry()}
 	o.states.live = map[*attached]struct{}{}
 	o.states.plugins = map[string]*pluginTotals{}
@@ -88,15 +91,11 @@ func NewMetrics(tenants, ledger pgx.QueryTracer) *Metrics {
 			"upstream_first_byte (send to the response headers, retries included), stream (response headers to a stream's last event).",
 		Buckets: requestBuckets},
 		[]string{"phase", "upstream"})
-	o.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_tokens_total",
-		Help: "Tokens used by tenant and type, prompt or completion (the upstream's usage, else the gateway's count; OpenTelemetry gen_ai.usage.input_tokens, gen_ai.usage.output_tokens)."},
-		[]string{"tenant", "type"})
+	tenantVecs := o.newTenantSeries(maxTenants)
 	o.tokenUsage = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tollgate_request_tokens",
 		Help:    "Tokens per request by model and type, prompt or completion (OpenTelemetry gen_ai.client.token.usage, gen_ai.token.type input and output).",
 		Buckets: tokenBuckets},
 		[]string{"model", "type"})
-	o.cost = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_cost_usd_micros_total",
-		Help: "Cost of the requests by tenant, in USD micros."}, []string{"tenant"})
 	o.unpriced = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_budget_unpriced_requests_total",
 		Help: "Requests served for a model without a price (pricing.unpriced: free), so charged nothing, by the policy's model name or pattern."},
 		[]string{"model"})
@@ -110,8 +109,9 @@ func NewMetrics(tenants, ledger pgx.QueryTracer) *Metrics {
 		Help: "Requests a plugin rejected (REJECT in the request or response_headers phase), by plugin."},
 		[]string{"plugin"})
 	o.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&collector{o: o}, o.requests, o.duration, o.upstream, o.ttft, o.phases, o.tokens, o.tokenUsage,
-		o.cost, o.unpriced, o.guard, o.plugins, o.rejections)
+		&collector{o: o}, o.requests, o.duration, o.upstream, o.ttft, o.phases, o.tokenUsage,
+		o.unpriced, o.guard, o.plugins, o.rejections)
+	o.reg.MustRegister(tenantVecs...)
 	return o
 }
 

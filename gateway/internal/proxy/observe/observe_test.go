@@ -30,11 +30,17 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // newTestMetrics is a Metrics whose scrape-time sources are all zero.
 func newTestMetrics(t *testing.T) (*Metrics, *atomic.Int64) {
 	t.Helper()
-	o := NewMetrics(nil, nil)
+	o := NewMetrics(nil, nil, 100)
+	src := zeroSources()
+	o.SetSources(src)
+	return o, src.Inflight
+}
+
+// zeroSources are scrape-time sources that are all zero.
+func zeroSources() Sources {
 	var inflight, reloads atomic.Int64
-	o.SetSources(Sources{Inflight: &inflight, Reloads: &reloads, Accounting: &accounting.Accounting{},
-		Cancels: &cancels.Registry{}, Services: &hostsvc.Counts{}})
-	return o, &inflight
+	return Sources{Inflight: &inflight, Reloads: &reloads, Accounting: &accounting.Accounting{},
+		Cancels: &cancels.Registry{}, Services: &hostsvc.Counts{}}
 }
 
 // scrape returns the exposition lines of the tollgate_ metrics.

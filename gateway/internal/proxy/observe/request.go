@@ -42,15 +42,7 @@ func (o *Metrics) observe(f *Finished) {
 		o.tokenUsage.WithLabelValues(model, "completion").Observe(float64(row.CompletionTokens))
 	}
 	if row.TenantID != "" {
-		if row.PromptTokens > 0 {
-			o.tokens.WithLabelValues(row.TenantID, "prompt").Add(float64(row.PromptTokens))
-		}
-		if row.CompletionTokens > 0 {
-			o.tokens.WithLabelValues(row.TenantID, "completion").Add(float64(row.CompletionTokens))
-		}
-		if row.CostMicros > 0 {
-			o.cost.WithLabelValues(row.TenantID).Add(float64(row.CostMicros))
-		}
+		o.tenants.Get(row.TenantID).add(row.PromptTokens, row.CompletionTokens, row.CostMicros)
 	}
 	if f.Unpriced {
 		o.unpriced.WithLabelValues(model).Inc()
