@@ -90,7 +90,7 @@ func New(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer) (_ *Accou
 		}
 		if err != nil {
 			log.Warn("redis not reachable at start; serving, and connecting in the background", "addrs", p.Redis.Addrs)
-		} else if err := meterstore.Preload(ctx, a.Redis); err != nil {
+		} else if err := preloadMeter(a.Redis); err != nil {
 			// The first calls load it themselves.
 			log.Warn("redis: loading the counters' functions", "err", err)
 		}
@@ -323,4 +323,11 @@ func (a *Accounting) Close(ctx context.Context) error {
 		a.Redis.Close()
 	}
 	return err
+}
+
+// preloadMeter loads the counters' Redis library at start, within the
+// Redis command timeout (Load's own), so that the first requests do not
+// each find it missing.
+func preloadMeter(c *redisx.Client) error {
+	return meterstore.Preload(context.Background(), c)
 }
