@@ -215,7 +215,7 @@ type Server struct {
 	// MaxBodyBytes caps a request body; larger bodies get 413 (default 4 MiB).
 	MaxBodyBytes ByteSize `yaml:"max_body_bytes"`
 	// DrainTimeout bounds how long open streams may run after SIGTERM
-	// (default 30s).
+	// (default: the longest upstreams[].timeouts.total, at least 30s).
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
 	// ReadTimeout bounds reading one request, headers and body (default 30s).
 	ReadTimeout time.Duration `yaml:"read_timeout"`
@@ -367,7 +367,6 @@ func (p *Policy) applyDefaults() {
 	setDefault(&s.Listen, DefaultListen)
 	setDefault(&s.MaxBodyBytes, DefaultMaxBodyBytes)
 	setDefault(&s.EndUserHeader, DefaultEndUserHeader)
-	setDefault(&s.DrainTimeout, DefaultDrainTimeout)
 	setDefault(&s.ReadTimeout, DefaultReadTimeout)
 	setDefault(&s.IdleTimeout, DefaultIdleTimeout)
 	setDefault(&s.MaxConnections, DefaultServerConnections)
@@ -381,6 +380,13 @@ func (p *Policy) applyDefaults() {
 		setDefault(&u.Timeouts.Idle, DefaultIdleTimeoutStream)
 		setDefault(&u.Timeouts.Total, DefaultTotalTimeout)
 		setDefault(&u.MaxConnections, DefaultUpstreamConns)
+	}
+	if s.DrainTimeout == 0 {
+		// Unset, the drain lets the longest stream the upstreams allow
+		// finish (a drain ends as soon as nothing is in flight, and a
+		// second signal ends it at once), so a rolling deploy cuts none.
+		s.DrainTimeout, _ = p.LongestStream()
+		s.DrainTimeout = max(s.DrainTimeout, DefaultDrainTimeout)
 	}
 	for i := range p.Plugins {
 		setDefault(&p.Plugins[i].OnError, FailClosed)

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate/tollgate/sdk/wasmbuild"
 )
@@ -30,8 +31,11 @@ func TestParseValidAppliesDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Server.Listen != DefaultListen || p.Server.MaxBodyBytes != DefaultMaxBodyBytes || p.Server.DrainTimeout != DefaultDrainTimeout {
+	if p.Server.Listen != DefaultListen || p.Server.MaxBodyBytes != DefaultMaxBodyBytes || p.Server.DrainTimeout != DefaultTotalTimeout {
 		t.Errorf("server defaults not applied: %+v", p.Server)
+	}
+	if w := p.DrainWarnings(); w != nil {
+		t.Errorf("the default drain warns: %q", w)
 	}
 	u := p.Upstreams[0]
 	if u.Provider != ProviderOpenAI || u.Timeouts.FirstByte != DefaultFirstByteTimeout || u.MaxConnections != DefaultUpstreamConns {
@@ -269,4 +273,35 @@ func FuzzPolicyParse(f *testing.F) {
 			t.Fatalf("accepted an incomplete policy: %+v", p)
 		}
 	})
+}
+
+// Unset, server.drain_timeout lets the longest stream finish (at least
+// 30s); set, it is kept, and a drain shorter than a stream warns.
+func TestDrainTimeoutDefault(t *testing.T) {
+	const head = "version: 1\nroutes: [{models: [m], upstream: a}]\n"
+	tests := []struct {
+		name, yaml string
+		want       time.Duration
+		warns      bool
+	}{
+		{"default total", head + "upstreams: [{name: a, base_url: \"http://127.0.0.1:9/v1/\"}]\n", DefaultTotalTimeout, false},
+		{"longest of two", head + "upstreams: [{name: a, base_url: \"http://127.0.0.1:9/v1/\", timeouts: {total: 5m}}, {name: b, base_url: \"http://127.0.0.1:9/v1/\", timeouts: {total: 45m}}]\n", 45 * time.Minute, false},
+		{"at least 30s", head + "upstreams: [{name: a, base_url: \"http://127.0.0.1:9/v1/\", timeouts: {first_byte: 5s, total: 10s}}]\n", DefaultDrainTimeout, false},
+		{"set shorter", head + "server: {drain_timeout: 1m}\nupstreams: [{name: a, base_url: \"http://127.0.0.1:9/v1/\", timeouts: {total: 5m}}]\n", time.Minute, true},
+		{"set longer", head + "server: {drain_timeout: 20m}\nupstreams: [{name: a, base_url: \"http://127.0.0.1:9/v1/\"}]\n", 20 * time.Minute, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := Parse([]byte(tt.yaml), env(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Server.DrainTimeout != tt.want {
+				t.Errorf("drain_timeout = %v, want %v", p.Server.DrainTimeout, tt.want)
+			}
+			if got := p.DrainWarnings() != nil; got != tt.warns {
+				t.Errorf("warns = %v, want %v (%q)", got, tt.warns, p.DrainWarnings())
+			}
+		})
+	}
 }
