@@ -25,7 +25,10 @@ routes:
 `), 0o600)
 	good := filepath.Join(dir, "good.yaml")
 	os.WriteFile(good, []byte("version: 1\nupstreams: [{name: a, base_url: 'http://x/v1'}]\nroutes: [{models: [m], upstream: a}]\n"), 0o600)
-	// A drain as long as the longest stream: no warning.
+	// A drain set shorter than the longest stream warns; one as long, or
+	// left to its default (the longest stream), does not.
+	short := filepath.Join(dir, "short.yaml")
+	os.WriteFile(short, []byte("version: 1\nserver: {drain_timeout: 30s}\nupstreams: [{name: a, base_url: 'http://x/v1'}]\nroutes: [{models: [m], upstream: a}]\n"), 0o600)
 	drained := filepath.Join(dir, "drained.yaml")
 	os.WriteFile(drained, []byte("version: 1\nserver: {drain_timeout: 5m}\nupstreams: [{name: a, base_url: 'http://x/v1', timeouts: {total: 5m}}]\nroutes: [{models: [m], upstream: a}]\n"), 0o600)
 
@@ -37,7 +40,8 @@ routes:
 		wantStderr []string
 		notOut     string
 	}{
-		{"good file, drain shorter than the default total timeout", []string{"validate", good}, 0, []string{good + ": ok",
+		{"good file, default drain", []string{"validate", good}, 0, []string{good + ": ok"}, nil, "warning"},
+		{"drain set shorter than the default total timeout", []string{"validate", short}, 0, []string{short + ": ok",
 			`  warning: server.drain_timeout 30s is shorter than upstream "a"'s timeouts.total 10m0s`}, nil, ""},
 		{"drain fits the longest stream", []string{"validate", drained}, 0, []string{drained + ": ok"}, nil, "warning"},
 		{"bad file lists every problem", []string{"validate", good, bad}, 1, []string{good + ": ok"},
