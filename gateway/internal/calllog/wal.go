@@ -102,8 +102,9 @@ func (b *walBatch) reset() {
 
 var waiterPool = sync.Pool{New: func() any { return make(chan error, 1) }}
 
-// wal is the write-ahead log. Log runs on any goroutine; all file I/O runs
-// on the WAL goroutine (run), never under mu.
+// wal is the write-ahead log. Log runs on any goroutine; file I/O runs in
+// rounds, one at a time (writing), on the WAL goroutine or on a Log that
+// found no round running, never under mu.
 type wal struct {
 	dir      string
 	mode     WALMode
@@ -121,6 +122,7 @@ type wal struct {
 	live    map[uint64]int   // unreleased records per segment
 	sizes   map[uint64]int64 // bytes per segment on disk (or pending)
 	closing bool
+	writing bool // a round is under way (run, or a Log leading one)
 	kick    chan struct{}
 	done    chan struct{}
 
@@ -128,7 +130,7 @@ type wal struct {
 	bytes       atomic.Int64 // sum of sizes: the WAL's disk use
 	failedUntil atomic.Int64 // unix nanos: Ready refuses until then
 
-	// Owned by run.
+	// Owned by the round's holder (writing).
 	f      *os.File
 	fseg   uint64
 	fsize  int64
@@ -199,8 +201,29 @@ func (l *wal) append(r *Row) (Mark, error) {
 	b.bytes += n
 	ch := waiterPool.Get().(chan error)
 	b.waiters = append(b.waiters, ch)
+	lead := !l.writing
+	if lead {
+		// No round is running: this goroutine runs one, writing what is
+		// pending (its own row, and any a round's end left), so an
+		// unloaded gateway pays the write and no hand-offs. The WAL
+		// goroutine takes the rounds that find one running, and the
+		// removal of released segments (file I/O off the request path).
+		l.writing = true
+		l.pending, l.spare = l.spare, nil
+	}
 	l.mu.Unlock()
-	l.wake()
+	if lead {
+		l.round(b)
+		l.mu.Lock()
+		l.writing = false
+		more := len(l.pending.waiters) > 0 || l.closing || l.anyReleased()
+		l.mu.Unlock()
+		if more {
+			l.wake()
+		}
+	} else {
+		l.wake()
+	}
 	err := <-ch
 	waiterPool.Put(ch)
 	if err != nil {
@@ -238,45 +261,34 @@ func (l *wal) wake() {
 
 // run is the WAL goroutine: it writes what is pending with one write per
 // segment and one sync, answers the waiters, and removes released
-// segments. Records arriving while it writes wait for the next round, so
-// rounds grow with the load and an idle WAL adds no delay (group commit).
+// segments. Records arriving while a round writes wait for the next one,
+// so rounds grow with the load and an idle WAL adds no delay (group
+// commit). A round is run by whoever holds the round (writing, under mu):
+// this goroutine, or a Log that found none running (append), which then
+// writes its own row without two goroutine hand-offs.
 func (l *wal) run() {
 	defer close(l.done)
 	for {
 		<-l.kick
 		l.mu.Lock()
+		if l.writing {
+			// A Log's round is under way; it kicks again when it ends
+			// with more to do.
+			l.mu.Unlock()
+			continue
+		}
+		l.writing = true
 		b := l.pending
 		l.pending, l.spare = l.spare, nil
 		l.mu.Unlock()
 
-		err := l.write(b)
-		if err != nil {
-			l.log.Error("cannot append to the call-log write-ahead log; refusing requests for a while",
-				"err", err, "rows", len(b.waiters), "dir", l.dir)
-			l.failedUntil.Store(time.Now().Add(l.retry).UnixNano())
-		} else if len(b.waiters) > 0 {
-			l.failedUntil.Store(0)
-			l.stats.walRows.Add(int64(len(b.waiters)))
-			l.stats.walRounds.Add(1)
-		}
+		l.round(b)
 		l.mu.Lock()
-		if err != nil {
-			for _, c := range b.chunks {
-				l.live[c.seg] -= c.rows
-				l.sizes[c.seg] -= int64(len(c.b))
-				l.bytes.Add(-int64(len(c.b)))
-			}
-		}
 		remove := l.removable()
-		l.room.Broadcast()
 		l.mu.Unlock()
-		for _, ch := range b.waiters {
-			ch <- err
-		}
-		b.reset()
 		l.removeSegments(remove)
 		l.mu.Lock()
-		l.spare = b
+		l.writing = false
 		closing, more := l.closing, len(l.pending.waiters) > 0
 		l.mu.Unlock()
 		if closing && !more {
@@ -288,10 +300,57 @@ func (l *wal) run() {
 			l.closed = l.closeFile()
 			return
 		}
-		if closing {
+		if closing || more {
 			l.wake()
 		}
 	}
+}
+
+// round writes b, answers its waiters and makes b the spare batch. The
+// caller holds the round (writing); the open segment is the round's.
+func (l *wal) round(b *walBatch) {
+	err := l.write(b)
+	if err != nil {
+		l.log.Error("cannot append to the call-log write-ahead log; refusing requests for a while",
+			"err", err, "rows", len(b.waiters), "dir", l.dir)
+		l.failedUntil.Store(time.Now().Add(l.retry).UnixNano())
+	} else if len(b.waiters) > 0 {
+		l.failedUntil.Store(0)
+		l.stats.walRows.Add(int64(len(b.waiters)))
+		l.stats.walRounds.Add(1)
+	}
+	l.mu.Lock()
+	if err != nil {
+		for _, c := range b.chunks {
+			l.live[c.seg] -= c.rows
+			l.sizes[c.seg] -= int64(len(c.b))
+			l.bytes.Add(-int64(len(c.b)))
+		}
+	}
+	l.room.Broadcast()
+	l.mu.Unlock()
+	for _, ch := range b.waiters {
+		ch <- err
+	}
+	b.reset()
+	l.mu.Lock()
+	l.spare = b
+	l.mu.Unlock()
+}
+
+// anyReleased reports whether a segment other than the current one has
+// no unreleased record left, for the WAL goroutine to remove. Called with
+// mu held.
+func (l *wal) anyReleased() bool {
+	if l.live[l.cur] == 0 && l.curSize > 0 && l.bytes.Load() >= l.maxBytes/2 {
+		return true // removable gives the current segment up
+	}
+	for s, n := range l.live {
+		if n == 0 && s != l.cur {
+			return true
+		}
+	}
+	return false
 }
 
 // removable lists the segments whose records are all released, except
