@@ -70,6 +70,17 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	return s.w.Write(p)
 }
 
+// String is what was written so far, when w is a fmt.Stringer (a
+// bytes.Buffer), read under the lock the writes take.
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st, ok := s.w.(fmt.Stringer); ok {
+		return st.String()
+	}
+	return ""
+}
+
 // TestSIGTERMDrainsOpenStreams opens streams, sends SIGTERM, and checks that
 // readiness fails, new connections are refused, and every open stream runs
 // to its [DONE] with its whole text within the drain time.

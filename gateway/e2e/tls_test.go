@@ -57,8 +57,10 @@ admin:
 	addr := freeAddr(t)
 	cmd := exec.Command(filepath.Join(binDir, "tollgate"), "serve", "-policy", pf, "-listen", addr)
 	cmd.Env = append(os.Environ(), "TOLLGATE_ADMIN_TOKEN=admintoken")
-	var logs bytes.Buffer
-	cmd.Stderr = &syncWriter{w: &logs}
+	// The process writes its log while the test reads it: both under the
+	// writer's lock.
+	logs := &syncWriter{w: &bytes.Buffer{}}
+	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
