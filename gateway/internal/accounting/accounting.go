@@ -90,8 +90,10 @@ func New(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer) (_ *Accou
 		}
 		if err != nil {
 			log.Warn("redis not reachable at start; serving, and connecting in the background", "addrs", p.Redis.Addrs)
-		} else if err := preloadMeter(a.Redis); err != nil {
-			// The first calls load it themselves.
+		} else if err := meterstore.Preload(context.Background(), a.Redis); err != nil {
+			// Loaded at start (within the command timeout, Load's own) so
+			// that the first requests do not each find it missing; if this
+			// fails, the first calls load it themselves.
 			log.Warn("redis: loading the counters' functions", "err", err)
 		}
 	}
@@ -323,11 +325,4 @@ func (a *Accounting) Close(ctx context.Context) error {
 		a.Redis.Close()
 	}
 	return err
-}
-
-// preloadMeter loads the counters' Redis library at start, within the
-// Redis command timeout (Load's own), so that the first requests do not
-// each find it missing.
-func preloadMeter(c *redisx.Client) error {
-	return meterstore.Preload(context.Background(), c)
 }

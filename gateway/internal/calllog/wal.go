@@ -338,35 +338,45 @@ func (l *wal) round(b *walBatch) {
 	l.mu.Unlock()
 }
 
-// anyReleased reports whether a segment other than the current one has
-// no unreleased record left, for the WAL goroutine to remove. Called with
-// mu held.
+// anyReleased reports whether removable would list a segment, for the WAL
+// goroutine to remove. Called with mu held.
 func (l *wal) anyReleased() bool {
-	if l.live[l.cur] == 0 && l.curSize > 0 && l.bytes.Load() >= l.maxBytes/2 {
-		return true // removable gives the current segment up
+	if l.givesUpCurrent() {
+		return true
 	}
-	for s, n := range l.live {
-		if n == 0 && s != l.cur {
+	for s := range l.live {
+		if l.released(s) {
 			return true
 		}
 	}
 	return false
 }
 
-// removable lists the segments whose records are all released, except
-// the one records still go to. Called with mu held.
-//
-// Past half of WALMaxBytes a released current segment is given up too (new
+// givesUpCurrent reports whether the current segment is to be given up:
+// past half of WALMaxBytes a released current segment goes too (new
 // records start another), so a WAL at its cap frees itself as soon as its
 // rows are stored; below that the segment stays, sparing a file creation
-// per round.
+// per round. Called with mu held.
+func (l *wal) givesUpCurrent() bool {
+	return l.live[l.cur] == 0 && l.curSize > 0 && !l.closing && l.bytes.Load() >= l.maxBytes/2
+}
+
+// released reports whether segment s has no unreleased record left and is
+// not the one records still go to (every segment, once closing). Called
+// with mu held.
+func (l *wal) released(s uint64) bool {
+	return l.live[s] == 0 && (s != l.cur || l.closing)
+}
+
+// removable lists the released segments, moving records to a new segment
+// first when the current one is given up. Called with mu held.
 func (l *wal) removable() []uint64 {
-	if l.live[l.cur] == 0 && l.curSize > 0 && !l.closing && l.bytes.Load() >= l.maxBytes/2 {
+	if l.givesUpCurrent() {
 		l.cur, l.curSize = l.cur+1, 0
 	}
 	var out []uint64
-	for s, n := range l.live {
-		if n == 0 && (s != l.cur || l.closing) {
+	for s := range l.live {
+		if l.released(s) {
 			out = append(out, s)
 		}
 	}

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/tollgate/tollgate/gateway/internal/budget"
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
 	"github.com/tollgate/tollgate/gateway/internal/meterstore"
@@ -72,22 +70,7 @@ func TestFunctionsLost(t *testing.T) {
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// Each of the client's connections (rueidis spreads keyed commands
-	// over several at random) finds Redis gone on its first command (EOF)
-	// and reconnects: wait for 50 keyed commands in a row to succeed.
-	deadline := time.Now().Add(10 * time.Second)
-	get := func(b rueidis.Builder) rueidis.Completed { return b.Get().Key("x").Build() }
-	for ok := 0; ok < 50; {
-		if err := c.Do(ctx, get).Error(); err == nil || rueidis.IsRedisNil(err) {
-			ok++
-			continue
-		}
-		ok = 0
-		if time.Now().After(deadline) {
-			t.Fatal("no connection after the restart")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	redistest.WaitReconnected(t, c, "x")
 	request("after a restart", 400, -1) // spent from the seed again
 	request("warm after the restart", 700, 2)
 }

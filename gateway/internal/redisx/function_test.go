@@ -5,9 +5,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
-
-	"github.com/redis/rueidis"
 
 	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
 )
@@ -26,15 +23,8 @@ var incrFn = counterLib.Function("incr")
 // it took counted.
 func TestFCallLoadsAndReloads(t *testing.T) {
 	srv := redistest.Start(t)
-	c, err := New(Options{Addrs: []string{srv.Addr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := connected(t, srv)
 	ctx := context.Background()
-	if err := c.Connect(ctxTimeout(t, 5*time.Second)); err != nil {
-		t.Fatal(err)
-	}
 	call := func(step string, by string, want int64, wantCommands int64) {
 		t.Helper()
 		before := c.Commands()
@@ -72,21 +62,7 @@ func TestFCallLoadsAndReloads(t *testing.T) {
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// Each of rueidis's connections finds Redis gone on its first command
-	// (EOF) and reconnects: wait for 50 keyed commands in a row to pass.
-	deadline := time.Now().Add(10 * time.Second)
-	get := func(b rueidis.Builder) rueidis.Completed { return b.Get().Key("k").Build() }
-	for ok := 0; ok < 50; {
-		if err := c.Do(ctx, get).Error(); err == nil || rueidis.IsRedisNil(err) {
-			ok++
-			continue
-		}
-		ok = 0
-		if time.Now().After(deadline) {
-			t.Fatal("no connection after the restart")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	redistest.WaitReconnected(t, c, "k")
 	call("after restart (a fresh server)", "7", 7, 3)
 	call("warm after restart", "1", 8, 1)
 }
@@ -95,14 +71,7 @@ func TestFCallLoadsAndReloads(t *testing.T) {
 // one FCALL.
 func TestLoadBeforeFirstCall(t *testing.T) {
 	srv := redistest.Start(t)
-	c, err := New(Options{Addrs: []string{srv.Addr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.Connect(ctxTimeout(t, 5*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	c := connected(t, srv)
 	if err := c.Load(context.Background(), counterLib); err != nil {
 		t.Fatal(err)
 	}
@@ -119,14 +88,7 @@ func TestLoadBeforeFirstCall(t *testing.T) {
 // every one must get its answer, and the counter must hold every step.
 func TestFCallConcurrentMiss(t *testing.T) {
 	srv := redistest.Start(t)
-	c, err := New(Options{Addrs: []string{srv.Addr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.Connect(ctxTimeout(t, 5*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	c := connected(t, srv)
 	const callers = 32
 	var wg sync.WaitGroup
 	errs := make(chan error, callers)

@@ -15,15 +15,8 @@ var incr = rueidis.NewLuaScript(`return redis.call('INCRBY', KEYS[1], ARGV[1])`)
 
 func TestExecCountsAndSurvivesRestart(t *testing.T) {
 	srv := redistest.Start(t)
-	c, err := New(Options{Addrs: []string{srv.Addr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := connected(t, srv)
 	ctx := context.Background()
-	if err := c.Connect(ctxTimeout(t, 5*time.Second)); err != nil {
-		t.Fatal(err)
-	}
 	n, err := c.Exec(ctx, incr, []string{"k"}, []string{"2"}).AsInt64()
 	if err != nil || n != 2 {
 		t.Fatalf("first exec = %d, %v", n, err)
@@ -102,4 +95,18 @@ func ctxTimeout(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// connected is a client of srv, connected, closed when t ends.
+func connected(t *testing.T, srv *redistest.Server) *Client {
+	t.Helper()
+	c, err := New(Options{Addrs: []string{srv.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if err := c.Connect(ctxTimeout(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

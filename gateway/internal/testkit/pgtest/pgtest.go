@@ -59,19 +59,7 @@ type Server struct {
 // or does not start.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	s, err := newServer()
-	if err != nil {
-		t.Fatalf("pgtest: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Errorf("pgtest: stopping postgres: %v", err)
-		}
-		if err := os.RemoveAll(s.dir); err != nil {
-			t.Errorf("pgtest: removing %s: %v", s.dir, err)
-		}
-	})
-	return s
+	return owned(t)
 }
 
 // StartTLS is Start with ssl=on, serving the certificate and key in
@@ -81,7 +69,7 @@ func Start(t testing.TB) *Server {
 // keeps working; TLSPort's DSNs are for the clients under test.
 func StartTLS(t testing.TB, certFile, keyFile string) *Server {
 	t.Helper()
-	s, err := newServer(func(s *Server) error {
+	return owned(t, func(s *Server) error {
 		dst := map[string]string{certFile: filepath.Join(s.dir, "server.crt"), keyFile: filepath.Join(s.dir, "server.key")}
 		for src, to := range dst {
 			if err := copyFile(src, to, 0o600); err != nil {
@@ -94,6 +82,13 @@ func StartTLS(t testing.TB, certFile, keyFile string) *Server {
 		s.ssl = []string{"-c", "ssl=on", "-c", "ssl_cert_file=" + dst[certFile], "-c", "ssl_key_file=" + dst[keyFile]}
 		return nil
 	})
+}
+
+// owned starts a server (newServer with prepare), failing t if it does not
+// start, and stops it and removes its files when t ends.
+func owned(t testing.TB, prepare ...func(*Server) error) *Server {
+	t.Helper()
+	s, err := newServer(prepare...)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
