@@ -113,6 +113,10 @@ vet:
 # and the detector allocates (scripts/alloc-tests.sh finds them: the files
 # calling AllocsPerRun that mention raceEnabled; 4 packages, a few seconds
 # beside the race group). Without this pass CI never ran them.
+# The no-race group also first builds the plugins the end-to-end tests load
+# and compiles them into the plugin runtime's cache
+# (gateway/e2e/testdata/warmplugins): in a fresh checkout those first builds
+# and compiles took over a minute of the serial end-to-end run.
 # (make test runs them with -j3: the two groups and low-priority-checks.)
 COMPILE_TESTS := ^(TestPluginCheck|TestPluginWarm)$$
 unit: e2e
@@ -129,6 +133,7 @@ unit-race:
 	$(GO) test -race -count=1 -timeout 20m -skip '$(COMPILE_TESTS)' $$({ $(GO) list $(SLOW_FIRST); $(GO) list ./... github.com/tollgate/tollgate/sdk/...; } | awk '!seen[$$0]++' | grep -v -e /gateway/e2e -e /sdk/conformance -e /tools/doccheck)
 
 unit-compile:
+	$(GO) run ./gateway/e2e/testdata/warmplugins
 	$(GO) test -count=1 -timeout 20m github.com/tollgate/tollgate/sdk/conformance
 	$(GO) test -count=1 -timeout 20m -run '$(COMPILE_TESTS)' ./gateway/cmd/tollgate
 	scripts/alloc-tests.sh
