@@ -32,11 +32,21 @@
 //
 //	{
 //	  "on_redis_error": "fail_open",  // or "fail_closed": 503 while Redis is unreachable
-//	  "replicas": 1,                  // fail_open: each replica allows limit ÷ replicas
+//	  "replicas": 0,                  // fail_open: a floor under the live replica count (0: none)
 //	  "default_max_tokens": 512,      // token estimate for a reply without max_tokens
 //	  "models": [{"match": "gpt-4*", "rpm": 100, "tpm": 40000}],
 //	  "anonymous": {"rpm": 0, "tpm": 0}
 //	}
+//
+// Under fail_open each replica admits, while Redis is unreachable, every
+// limit divided by the number of live gateway replicas: the count of the
+// fleet heartbeats in Redis (every second), as the replica last saw it
+// before Redis went away. "replicas" is a floor under that count — the
+// autoscaler's maximum bounds the fleet's total even for replicas that
+// start during an outage, which have never seen a count and divide by the
+// floor alone (docs/adr/0024-live-replica-count.md). 0 (the default)
+// follows the live count only; policies that set a number keep working,
+// the number now being the least divisor.
 package main
 
 import (
@@ -80,7 +90,7 @@ type config struct {
 var cfg config
 
 func configure(b []byte) error {
-	c := config{OnRedisError: "fail_open", Replicas: 1, DefaultMaxTokens: 512}
+	c := config{OnRedisError: "fail_open", DefaultMaxTokens: 512}
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
@@ -89,8 +99,8 @@ func configure(b []byte) error {
 	if c.OnRedisError != "fail_open" && c.OnRedisError != "fail_closed" {
 		return errors.New(`ratelimit config: on_redis_error must be "fail_open" or "fail_closed", got "` + c.OnRedisError + `"`)
 	}
-	if c.Replicas < 1 || c.Replicas > 1000 {
-		return errors.New("ratelimit config: replicas must be between 1 and 1000")
+	if c.Replicas < 0 || c.Replicas > 1000 {
+		return errors.New("ratelimit config: replicas must be between 0 (follow the live replica count) and 1000, got " + strconv.Itoa(c.Replicas))
 	}
 	if c.DefaultMaxTokens < 0 {
 		return errors.New("ratelimit config: default_max_tokens must not be negative")

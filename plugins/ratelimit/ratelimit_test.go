@@ -49,12 +49,12 @@ func TestAdmitRequestAndHeaders(t *testing.T) {
 	}
 	// The estimate: no prompt estimate in this harness (0) + max_tokens;
 	// the limit lines come from the config, the host fills them in.
-	want := "fail_open 1 100\ntenant\nkey\nmodel gpt-4* 7 0\nmodel * 0 99\nanon 3 0\n"
+	want := "fail_open 0 100\ntenant\nkey\nmodel gpt-4* 7 0\nmodel * 0 99\nanon 3 0\n"
 	if calls[0] != want {
 		t.Errorf("admit request %q, want %q", calls[0], want)
 	}
 	p.Request(plugintest.Request{})
-	if got := admissions(t, p)[1]; got != "fail_open 1 512\ntenant\nkey\nmodel gpt-4* 7 0\nmodel * 0 99\nanon 3 0\n" {
+	if got := admissions(t, p)[1]; got != "fail_open 0 512\ntenant\nkey\nmodel gpt-4* 7 0\nmodel * 0 99\nanon 3 0\n" {
 		t.Errorf("default estimate: %q", got)
 	}
 }
@@ -150,10 +150,29 @@ func TestUnlimited(t *testing.T) {
 }
 
 func TestConfigRefused(t *testing.T) {
-	for _, c := range []string{`{"on_redis_error":"maybe"}`, `{"replicas":0}`, `{"models":[{"match":"a b","rpm":1}]}`,
+	for _, c := range []string{`{"on_redis_error":"maybe"}`, `{"replicas":-1}`, `{"replicas":1001}`, `{"models":[{"match":"a b","rpm":1}]}`,
 		`{"models":[{"match":"x"}]}`, `{"nope":1}`, `{"models":[{"match":"[","rpm":1}]}`} {
 		if _, err := plugintest.LoadErr(t, plugintest.Build(t, "."), c); err == nil {
 			t.Errorf("config %s accepted", c)
+		}
+	}
+}
+
+// TestReplicasFloor: replicas is a floor the host divides by when the live
+// replica count is lower; absent is 0 (the live count alone), and the old
+// settings (1, 3, ...) stay valid.
+func TestReplicasFloor(t *testing.T) {
+	for _, tc := range []struct{ config, head string }{
+		{`{}`, "fail_open 0 512\n"},
+		{`{"replicas":0}`, "fail_open 0 512\n"},
+		{`{"replicas":1}`, "fail_open 1 512\n"},
+		{`{"replicas":20,"on_redis_error":"fail_closed"}`, "fail_closed 20 512\n"},
+		{`{"replicas":1000}`, "fail_open 1000 512\n"},
+	} {
+		p := load(t, tc.config, "allowed")
+		p.Request(plugintest.Request{Tenant: acme})
+		if got := admissions(t, p); len(got) != 1 || !strings.HasPrefix(got[0], tc.head) {
+			t.Errorf("config %s: admission %q, want it to start %q", tc.config, got, tc.head)
 		}
 	}
 }

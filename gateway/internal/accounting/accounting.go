@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/budget"
 	"github.com/tollgate/tollgate/gateway/internal/calllog"
 	"github.com/tollgate/tollgate/gateway/internal/config"
+	"github.com/tollgate/tollgate/gateway/internal/fleet"
 	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
 	"github.com/tollgate/tollgate/gateway/internal/meterstore"
@@ -30,8 +31,11 @@ import (
 // the redis or call_log sections is reported and applies at the next
 // restart. Its exported fields are set by New and not changed after.
 type Accounting struct {
-	log     *slog.Logger
-	Redis   *redisx.Client // nil without redis
+	log   *slog.Logger
+	Redis *redisx.Client // nil without redis
+	// Fleet is this process's heartbeat in the replicas' fleet (nil
+	// without redis): the rate limiter's fail-open share reads its count.
+	Fleet   *fleet.Heartbeat
 	Limiter limiter.Limiter
 	Budget  budget.Counter
 	// Alerts receives the budget services' threshold crossings and
@@ -96,6 +100,11 @@ func New(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer) (_ *Accou
 			// fails, the first calls load it themselves.
 			log.Warn("redis: loading the counters' functions", "err", err)
 		}
+		// Registered in the fleet from now on: the heartbeat runs in its
+		// own goroutine, off the request path, connected or not.
+		if a.Fleet, err = fleet.Start(a.Redis, fleet.Options{Logger: log.With("component", "fleet")}); err != nil {
+			return nil, err
+		}
 	}
 	var seed budget.Seeder
 	if p.Store.Kind == config.StorePostgres && *p.CallLog.Enabled {
@@ -126,7 +135,7 @@ func New(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer) (_ *Accou
 	// process) at 1,000 requests a second.
 	const settledTTL = 5 * time.Minute
 	if a.Redis != nil {
-		a.Limiter = limiter.NewRedis(a.Redis, limiter.RedisOptions{})
+		a.Limiter = limiter.NewRedis(a.Redis, limiter.RedisOptions{Fleet: a.Fleet})
 		a.Budget = budget.NewRedis(a.Redis, seed, budget.RedisOptions{SettledTTL: settledTTL})
 	} else {
 		a.Limiter = limiter.NewMemory(nil)
@@ -320,6 +329,13 @@ func (a *Accounting) Close(ctx context.Context) error {
 	}
 	if a.pool != nil {
 		a.pool.Close()
+	}
+	if a.Fleet != nil {
+		// Leave the fleet, so the others' count drops at their next
+		// heartbeat rather than when this registration goes stale.
+		if ferr := a.Fleet.Stop(context.WithoutCancel(ctx)); ferr != nil {
+			a.log.Warn("fleet", "err", ferr)
+		}
 	}
 	if a.Redis != nil {
 		a.Redis.Close()

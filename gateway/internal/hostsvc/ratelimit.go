@@ -78,6 +78,8 @@ type RateLimits struct {
 //	                      matching model line applies)
 //	anon RPM TPM          for a request without a tenant
 //
+// REPLICAS (0 to 1000) is the floor under the live replica count that
+// fail_open divides the limits by (limiter.Request.Replicas).
 // Lines that do not apply (no tenant, no override, no match) are skipped.
 // The host sets x-ratelimit-{limit,remaining,reset}-{requests,tokens} on
 // the response (and Retry-After when limited) and, when the request ends,

@@ -63,8 +63,11 @@
 //
 // Each request chooses: [FailClosed] returns an error wrapping
 // [ErrUnavailable]; [FailOpen] decides with an in-process [Memory] in which
-// every limit is divided by the expected number of replicas (rounded up), so
-// the fleet as a whole stays near the configured limit. The fallback's state
+// every limit is divided (rounded up) by the number of live replicas — the
+// count of the last fleet heartbeat that reached Redis (RedisOptions.Fleet,
+// package fleet), frozen while Redis is away — or by the request's Replicas
+// when that is larger, so the fleet as a whole stays near the configured
+// limit (docs/adr/0024-live-replica-count.md states the bound). The fallback's state
 // is separate from Redis: it starts full when Redis goes away and is left
 // behind when Redis comes back. A reply error (wrong type, a script bug) is
 // returned to the caller in both modes, never admitted silently.

@@ -39,7 +39,8 @@ const (
 	// FailClosed: Admit and Adjust return an error wrapping ErrUnavailable.
 	FailClosed FailMode = iota
 	// FailOpen: decide with the in-process fallback limiter, each limit
-	// divided by Replicas.
+	// divided by the live replica count (RedisOptions.Fleet) or Replicas,
+	// whichever is larger.
 	FailOpen
 )
 
@@ -65,8 +66,9 @@ type Request struct {
 	Tokens int64
 	// OnError is what to do when Redis cannot be reached (Redis only).
 	OnError FailMode
-	// Replicas is the expected number of gateway replicas, used by FailOpen
-	// to divide the limits: >= 1, 0 means 1.
+	// Replicas is the least number FailOpen divides the limits by (a
+	// floor under the live replica count of RedisOptions.Fleet): >= 0;
+	// 0 or 1 means the live count alone (1 without one).
 	Replicas int
 }
 
@@ -194,9 +196,4 @@ func checkKey(key string) string {
 		i += n
 	}
 	return ""
-}
-
-// divisor is the number limits are divided by under FailOpen.
-func divisor(replicas int) int64 {
-	return max(int64(replicas), 1)
 }

@@ -74,7 +74,7 @@ func (a *Admission) Failed(err error) (Decision, error) {
 	if err := a.r.failed(err, req.OnError, req.Tenant); err != nil {
 		return Decision{}, err
 	}
-	d := a.r.fallback.admit(&a.call.plan, req.Tenant, req.Limits, req.Tokens, divisor(req.Replicas))
+	d := a.r.fallback.admit(&a.call.plan, req.Tenant, req.Limits, req.Tokens, a.r.divisor(req.Replicas))
 	d.Fallback = true
 	a.r.fallbacks.Add(1)
 	a.r.count(d)
@@ -138,7 +138,7 @@ func (a *Adjustment) Failed(err error) error {
 	if err := a.r.failed(err, a.mode, a.tenant); err != nil {
 		return err
 	}
-	a.r.fallback.adjust(&a.call.plan, a.tenant, a.limits, a.delta, divisor(a.replicas))
+	a.r.fallback.adjust(&a.call.plan, a.tenant, a.limits, a.delta, a.r.divisor(a.replicas))
 	return nil
 }
 

@@ -24,7 +24,17 @@ type RedisOptions struct {
 	// Now is the clock of the FailOpen fallback (nil: time.Now). Decisions
 	// made by Redis use the Redis server's clock.
 	Now func() time.Time
+	// Fleet counts the live gateway replicas (package fleet's heartbeat);
+	// FailOpen divides the limits by its count when that is above the
+	// request's Replicas. nil: Replicas alone.
+	Fleet Fleet
 }
+
+// Fleet reports the number of live gateway replicas: the count of the
+// last heartbeat that reached Redis, 0 before the first. Live must be
+// cheap (the fallback reads it on every decision) and safe for
+// concurrent use.
+type Fleet interface{ Live() int }
 
 // Redis is a Limiter whose state lives in Redis, shared by every replica
 // that uses the same Redis and prefix. Safe for concurrent use.
@@ -32,6 +42,7 @@ type Redis struct {
 	c        *redisx.Client
 	prefix   string
 	fallback *Memory
+	fleet    Fleet     // nil: none
 	calls    sync.Pool // *redisCall
 
 	admitted, rejected, fallbacks, errs, invalid atomic.Int64
@@ -60,7 +71,7 @@ func NewRedis(c *redisx.Client, opts RedisOptions) *Redis {
 	if strings.ContainsAny(opts.Prefix, "{}") {
 		panic(fmt.Sprintf("limiter: key prefix %q contains a brace", opts.Prefix))
 	}
-	r := &Redis{c: c, prefix: opts.Prefix, fallback: NewMemory(opts.Now)}
+	r := &Redis{c: c, prefix: opts.Prefix, fallback: NewMemory(opts.Now), fleet: opts.Fleet}
 	r.calls.New = func() any {
 		return &redisCall{
 			buf:  make([]byte, 0, 512),
@@ -123,6 +134,17 @@ func (r *Redis) failed(err error, mode FailMode, tenant string) error {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return nil
+}
+
+// divisor is what FailOpen divides the limits by: the live replica count
+// (frozen at its last value while Redis is unreachable), at least floor
+// (the request's Replicas), at least 1.
+func (r *Redis) divisor(floor int) int64 {
+	n := int64(floor)
+	if r.fleet != nil {
+		n = max(n, int64(r.fleet.Live()))
+	}
+	return max(n, 1)
 }
 
 func (r *Redis) count(d Decision) {

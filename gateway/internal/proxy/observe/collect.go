@@ -66,6 +66,7 @@ var (
 	mCancelFallbacks = desc("tollgate_cancel_fallback_polls_total", "Cancel polls sent one command per key because Redis refused the script.")
 	mCancelRemote    = desc("tollgate_cancel_remote_total", "Requests cancelled through another replica.")
 	mRedisCommands   = desc("tollgate_redis_commands_total", "Commands sent to Redis (a script call is one).")
+	mReplicasLive    = desc("tollgate_replicas_live", "Gateway replicas sharing this Redis, this one included, at this gateway's last heartbeat that reached Redis (0: none has); the rate limiter's fail_open share divides by it.")
 	mRedisFailures   = desc("tollgate_redis_failures_total", "Redis commands that failed without a reply (refused, lost, timed out).")
 	mLimiter         = desc("tollgate_ratelimit_decisions_total", "Rate-limit admissions by result; fallback counts those decided in-process while Redis failed.", "result")
 	mLimiterErrors   = desc("tollgate_ratelimit_errors_total", "Rate-limit calls that failed because of Redis.")
@@ -79,7 +80,7 @@ var (
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{mInflight, mReloads, mLedgerRows, mLedgerTx, mLedgerInline, mLedgerSpooled,
 		mLedgerReplayed, mLedgerRejected, mLedgerLost, mLedgerQueue, mLedgerSpool, mReconcileRuns, mReconcileDrift,
-		mCancelPolls, mCancelFailures, mCancelFallbacks, mCancelRemote, mRedisCommands, mRedisFailures, mLimiter,
+		mCancelPolls, mCancelFailures, mCancelFallbacks, mCancelRemote, mRedisCommands, mRedisFailures, mReplicasLive, mLimiter,
 		mLimiterErrors, mPluginCalls, mPluginTraps, mPluginTimeouts, mPluginWaits, mPluginEvents} {
 		ch <- d
 	}
@@ -126,6 +127,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if rc := src.Accounting.Redis; rc != nil {
 		counter(mRedisCommands, rc.Commands())
 		counter(mRedisFailures, rc.Failures())
+	}
+	if f := src.Accounting.Fleet; f != nil {
+		gauge(mReplicasLive, int64(f.Live()))
 	}
 	if rl, ok := src.Accounting.Limiter.(*limiter.Redis); ok {
 		st := rl.Stats()
