@@ -179,6 +179,16 @@ func TestChartTLS(t *testing.T) {
 				t.Errorf("%s %s comes from Secret %q key %q, want %q key %q", w.what, file, secret, key, w.secret, w.key)
 			}
 		}
+		// Keys readable by the gateway's group (fsGroup) only: YAML's 0440
+		// must reach the API as octal.
+		for _, v := range r.gw.Pod.Spec.Volumes {
+			if v.Secret != nil && (v.Secret.DefaultMode == nil || *v.Secret.DefaultMode != 0o440) {
+				t.Errorf("Secret volume %s mode %v, want 0440", v.Name, v.Secret.DefaultMode)
+			}
+		}
+		if fs := r.gw.Pod.Spec.SecurityContext.FSGroup; fs == nil || *fs != 65532 {
+			t.Errorf("fsGroup %v: the gateway's group could not read the 0440 Secret files", fs)
+		}
 		if p.Server.TLS.MinVersion != "1.3" || p.Admin.TLS.MinVersion != "1.2" || p.Admin.TLS.ClientAuth != "require" ||
 			p.Redis.TLS.ServerName != "redis.llm.svc" || p.Redis.Username != "tollgate" || p.Redis.PasswordEnv != "TOLLGATE_REDIS_PASSWORD" {
 			t.Errorf("policy server.tls %+v admin.tls %+v redis %+v", p.Server.TLS, p.Admin.TLS, p.Redis)
