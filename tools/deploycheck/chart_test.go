@@ -246,6 +246,37 @@ func TestChartRejects(t *testing.T) {
 			want: `-cache-dir "/warm/other" is volume "cache" at "other", but the gateway's plugin_runtime.cache_dir is volume "cache" at "wazero"`},
 		{name: "plugin cache seeded from elsewhere", edit: replaceIn("workload.yaml", "- /var/cache/tollgate/wazero", "- /tmp/wazero"), at: atCheck,
 			want: `-seed "/tmp/wazero", want the image's cache /var/cache/tollgate/wazero`},
+		{name: "admin client CA without admin TLS", sets: []string{"tls.admin.clientCA.secretName=ops-ca", "tls.admin.clientAuth=require"}, at: atRender,
+			want: "tls.admin.clientCA.secretName needs tls.admin.secretName"},
+		{name: "admin mutual TLS without a client CA", sets: []string{"tls.admin.secretName=adm", "tls.admin.clientAuth=require"}, at: atRender,
+			want: "tls.admin.clientAuth require needs tls.admin.clientCA.secretName"},
+		{name: "admin client CA that is never asked for", sets: []string{"tls.admin.secretName=adm", "tls.admin.clientCA.secretName=ops-ca"}, at: atRender,
+			want: "tls.admin.clientCA.secretName is set but tls.admin.clientAuth is none"},
+		{name: "admin TLS without the admin API", sets: []string{"admin.enabled=false", "secrets.adminToken.existingSecret=", "tls.admin.secretName=adm"}, at: atRender,
+			want: "tls.admin.secretName is set but admin.enabled is false"},
+		{name: "TLS 1.1", sets: []string{"tls.server.secretName=gw", "tls.server.minVersion=1.1"}, at: atRender,
+			want: `tls.server.minVersion must be "1.2" or "1.3", got "1.1"`},
+		{name: "server.tls in the policy values", sets: []string{"policy.server.tls.cert_file=/x.crt"}, at: atRender,
+			want: "policy.server.tls: set tls.server.secretName instead"},
+		{name: "Redis CA without Redis TLS", sets: []string{"redis.tls.ca.secretName=redis-ca"}, at: atRender,
+			want: "need redis.tls.enabled"},
+		{name: "Postgres CA that verifies nothing", sets: []string{"postgres.ca.secretName=pg-ca", "postgres.sslMode=prefer"}, at: atRender,
+			want: `postgres.ca.secretName needs postgres.sslMode verify-full (or verify-ca, require), got "prefer"`},
+		{name: "Postgres sslmode misspelt", sets: []string{"postgres.sslMode=verify_full"}, at: atRender,
+			want: `postgres.sslMode must be disable, allow, prefer, require, verify-ca or verify-full, got "verify_full"`},
+		{name: "plain HTTP probes on a TLS listener", sets: tlsOn, edit: replaceAll("workload.yaml", "scheme: HTTPS", "scheme: HTTP"), at: atCheck,
+			want: "probe scheme HTTP, but the public listener is HTTPS"},
+		{name: "HTTPS probes on a plain listener", edit: replaceAll("workload.yaml", "scheme: HTTP", "scheme: HTTPS"), at: atCheck,
+			want: "probe scheme HTTPS, but the public listener is HTTP"},
+		{name: "certificate Secret mounted with subPath", sets: tlsOn,
+			edit: replaceIn("workload.yaml", "mountPath: /etc/tollgate/tls/server\n", "mountPath: /etc/tollgate/tls/server\n              subPath: tls.crt\n"), at: atCheck,
+			want: "tls-server is mounted with subPath"},
+		{name: "policy names a file no Secret holds", sets: tlsOn, edit: replaceIn("configmap.yaml", "/server/tls.crt", "/server/cert.pem"), at: atCheck,
+			want: "policy server.tls.cert_file /etc/tollgate/tls/server/cert.pem: Secret tollgate-tls's items put no file at cert.pem"},
+		{name: "Postgres CA not mounted in the migration", sets: tlsOn, edit: replaceIn("migrate-job.yaml", "mountPath: /etc/tollgate/tls/postgres-ca", "mountPath: /etc/tollgate/tls/pg-ca"), at: atCheck,
+			want: "env PGSSLROOTCERT /etc/tollgate/tls/postgres-ca/ca.crt is on no volume"},
+		{name: "admin TLS scraped over HTTP", sets: tlsOn, edit: replaceIn("workload.yaml", "prometheus.io/scheme: https", "prometheus.io/scheme: http"), at: atCheck,
+			want: `prometheus.io/scheme is "http"`},
 		{name: "policy routes to no upstream", sets: []string{"policy.routes[0].upstream=anthropic"}, at: atValidate,
 			want: "routes[0].upstream"},
 		{name: "policy with an unknown key", sets: []string{"policy.server.max_body=1MiB"}, at: atValidate, want: "unknown field"},
@@ -304,6 +335,21 @@ func replaceIn(file, from, to string) func(map[string]string) {
 					panic(file + " has no " + from)
 				}
 				files[name] = strings.Replace(text, from, to, 1)
+			}
+		}
+	}
+}
+
+// replaceAll edits every occurrence in the rendered template whose name
+// ends with file.
+func replaceAll(file, from, to string) func(map[string]string) {
+	return func(files map[string]string) {
+		for name, text := range files {
+			if strings.HasSuffix(name, "/"+file) {
+				if !strings.Contains(text, from) {
+					panic(file + " has no " + from)
+				}
+				files[name] = strings.ReplaceAll(text, from, to)
 			}
 		}
 	}

@@ -58,6 +58,7 @@ func CheckChart(objs []*Object) (*Gateway, error) {
 		c.writablePaths()
 		c.pluginCache()
 		c.shutdown()
+		c.tls()
 	}
 	c.probes()
 	c.resources()

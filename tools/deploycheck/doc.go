@@ -20,7 +20,10 @@
 //     the compilation cache from the image's before the gateway starts
 //     (`tollgate plugin warm`, into the volume and directory the policy's
 //     plugin_runtime.cache_dir names), HPA and PDB consistent with the
-//     workload (CheckChart).
+//     workload, every TLS file the policy or the PGSSL* variables name on
+//     a whole, read-only Secret mount of each container that reads it, and
+//     the probes' scheme HTTPS exactly when the public listener is TLS
+//     (CheckChart).
 //   - The rendered policy and deploy/docker/policy.yaml are validated by the
 //     tollgate binary itself (`tollgate validate`), against plugins built by
 //     deploy/docker/build.sh — the image's build steps — from a copy of the

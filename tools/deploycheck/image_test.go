@@ -75,6 +75,9 @@ func policyEnv(t *testing.T) []string {
 		"TOLLGATE_METRICS_TOKEN=metrics-token",
 		"OPENAI_API_KEY=sk-test",
 		"TOLLGATE_PLUGIN_DIR=" + filepath.Join(out, "plugins"),
+		// The chart's TLS files, made where the image build's output is
+		// (the rendered policy names ${TOLLGATE_TLS_DIR:-/etc/tollgate/tls}/...).
+		"TOLLGATE_TLS_DIR=" + tlsFixture(t, filepath.Join(out, "tls")),
 	}
 }
 

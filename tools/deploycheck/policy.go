@@ -19,8 +19,9 @@ import (
 // whole file; this reads what the manifests must agree with.
 type Policy struct {
 	Server struct {
-		Listen       string `yaml:"listen"`
-		DrainTimeout string `yaml:"drain_timeout"`
+		Listen       string     `yaml:"listen"`
+		DrainTimeout string     `yaml:"drain_timeout"`
+		TLS          *PolicyTLS `yaml:"tls"`
 	} `yaml:"server"`
 	Upstreams []struct {
 		Name      string `yaml:"name"`
@@ -35,8 +36,9 @@ type Policy struct {
 		TokenEnv string `yaml:"token_env"`
 	} `yaml:"metrics"`
 	Admin struct {
-		Listen   string `yaml:"listen"`
-		TokenEnv string `yaml:"token_env"`
+		Listen   string     `yaml:"listen"`
+		TokenEnv string     `yaml:"token_env"`
+		TLS      *PolicyTLS `yaml:"tls"`
 	} `yaml:"admin"`
 	Store struct {
 		Kind     string `yaml:"kind"`
@@ -46,8 +48,10 @@ type Policy struct {
 		} `yaml:"postgres"`
 	} `yaml:"store"`
 	Redis struct {
-		Addrs       []string `yaml:"addrs"`
-		PasswordEnv string   `yaml:"password_env"`
+		Addrs       []string   `yaml:"addrs"`
+		PasswordEnv string     `yaml:"password_env"`
+		Username    string     `yaml:"username"`
+		TLS         *PolicyTLS `yaml:"tls"`
 	} `yaml:"redis"`
 	CallLog struct {
 		SpoolDir string `yaml:"spool_dir"`
@@ -59,6 +63,32 @@ type Policy struct {
 		Name string `yaml:"name"`
 		Path string `yaml:"path"`
 	} `yaml:"plugins"`
+}
+
+// PolicyTLS is a TLS section of the policy (server.tls, admin.tls,
+// redis.tls): the files it names.
+type PolicyTLS struct {
+	CertFile     string `yaml:"cert_file"`
+	KeyFile      string `yaml:"key_file"`
+	CAFile       string `yaml:"ca_file"`        // redis.tls
+	ClientCAFile string `yaml:"client_ca_file"` // admin.tls
+	ClientAuth   string `yaml:"client_auth"`    // admin.tls
+	MinVersion   string `yaml:"min_version"`
+	ServerName   string `yaml:"server_name"` // redis.tls
+}
+
+// Files returns the files the section names, by YAML key.
+func (t *PolicyTLS) Files() map[string]string {
+	files := map[string]string{}
+	if t == nil {
+		return files
+	}
+	for k, v := range map[string]string{"cert_file": t.CertFile, "key_file": t.KeyFile, "ca_file": t.CAFile, "client_ca_file": t.ClientCAFile} {
+		if v != "" {
+			files[k] = v
+		}
+	}
+	return files
 }
 
 // ParsePolicy reads the fields of Policy from a policy file's text,

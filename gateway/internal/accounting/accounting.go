@@ -50,6 +50,7 @@ type Accounting struct {
 	recon           *calllog.Reconciler
 
 	redisCfg  config.Redis
+	redisTLS  *tlsconf.Client // nil without redis.tls
 	logCfg    config.CallLog
 	alertsCfg config.Alerts
 
@@ -70,14 +71,22 @@ func New(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer) (_ *Accou
 		}
 	}()
 	if p.Redis.Enabled() {
-		tlsCfg, err := tlsconf.Client(p.Redis.TLS)
+		rlog := log.With("component", "redis")
+		a.redisTLS, err = tlsconf.NewClient(p.Redis.TLS, rlog)
 		if err != nil {
 			return nil, fmt.Errorf("redis.tls: %w", err)
 		}
-		a.Redis, err = redisx.New(redisx.Options{
+		opts := redisx.Options{
 			Addrs: p.Redis.Addrs, Username: p.Redis.Username, Password: p.Redis.Password,
-			DB: p.Redis.DB, Timeout: p.Redis.Timeout, TLS: tlsCfg, Logger: log.With("component", "redis"),
-		})
+			DB: p.Redis.DB, Timeout: p.Redis.Timeout, Logger: rlog,
+		}
+		if a.redisTLS != nil {
+			// A rotated client certificate or CA bundle is used by the
+			// connections made after it is reloaded (ADR 0021).
+			opts.TLSFor = a.redisTLS.Config
+			a.redisTLS.Watch(tlsconf.DefaultReloadInterval)
+		}
+		a.Redis, err = redisx.New(opts)
 		if err != nil {
 			return nil, fmt.Errorf("redis: %w", err)
 		}
@@ -340,5 +349,6 @@ func (a *Accounting) Close(ctx context.Context) error {
 	if a.Redis != nil {
 		a.Redis.Close()
 	}
+	a.redisTLS.Close()
 	return err
 }

@@ -44,7 +44,9 @@ type AdminTLS struct {
 	ClientAuth string `yaml:"client_auth"`
 }
 
-// RedisTLS connects to Redis over TLS.
+// RedisTLS connects to Redis over TLS. The CA and client certificate files
+// are read again when they change, for the connections made afterwards
+// (docs/SECURITY.md, "Certificate rotation").
 type RedisTLS struct {
 	// CAFile holds the PEM certificates of the CAs that sign the server's
 	// certificate (default: the system's roots).

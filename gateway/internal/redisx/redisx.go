@@ -40,8 +40,13 @@ type Options struct {
 	Username string
 	Password string // never logged
 	DB       int
-	// TLS connects over TLS (nil: plain TCP).
+	// TLS connects over TLS (nil: plain TCP, unless TLSFor is set).
 	TLS *tls.Config
+	// TLSFor, when set, connects over TLS with the configuration it
+	// returns, called once for each new connection (TLS is then unused):
+	// certificates and CAs reloaded from files (tlsconf.Client) reach the
+	// connections made after the reload. It must not block.
+	TLSFor func() *tls.Config
 	// Timeout bounds one command, round trip included (default 100ms).
 	Timeout time.Duration
 	// DialTimeout bounds one connection attempt (default 1s).
@@ -91,6 +96,12 @@ func New(opts Options) (*Client, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.TLSFor != nil {
+		// rueidis reads TLSConfig != nil as "over TLS" (a cluster's nodes
+		// are then reached on their TLS ports); dialTLS makes the
+		// connections.
+		opts.TLS = opts.TLSFor()
+	}
 	c := &Client{opts: opts, log: opts.Logger, stop: make(chan struct{})}
 	c.redial()
 	return c, nil
@@ -126,8 +137,13 @@ func (c *Client) redial() {
 	go func() {
 		backoff := 50 * time.Millisecond
 		logged := false
+		var dial func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error)
+		if c.opts.TLSFor != nil {
+			dial = c.dialTLS
+		}
 		for {
 			rc, err := rueidis.NewClient(rueidis.ClientOption{
+				DialCtxFn:    dial,
 				InitAddress:  c.opts.Addrs,
 				Username:     c.opts.Username,
 				Password:     c.opts.Password,
@@ -178,6 +194,14 @@ func (c *Client) redial() {
 			backoff = min(backoff*2, 2*time.Second)
 		}
 	}()
+}
+
+// dialTLS makes one TLS connection with the configuration TLSFor returns
+// now (its ServerName, when empty, is dst's host, as rueidis's own dial
+// does).
+func (c *Client) dialTLS(ctx context.Context, dst string, dialer *net.Dialer, _ *tls.Config) (net.Conn, error) {
+	d := tls.Dialer{NetDialer: dialer, Config: c.opts.TLSFor()}
+	return d.DialContext(ctx, "tcp", dst)
 }
 
 // Raw returns the underlying rueidis client, or ErrUnavailable while there

@@ -16,8 +16,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
-	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,12 +56,7 @@ type Server struct {
 	log   *slog.Logger
 	cur   atomic.Pointer[tls.Config]
 	base  *tls.Config
-
-	sig   []fileStamp // the files as last loaded (or last failed); poll goroutine only
-	stop  chan struct{}
-	done  chan struct{}
-	once  sync.Once
-	every time.Duration
+	poll  *poller
 }
 
 // NewServer loads files; an error says which file is wrong. Watch starts
@@ -72,8 +65,7 @@ func NewServer(files Files, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{files: files, log: log, stop: make(chan struct{}), done: make(chan struct{})}
-	s.sig = s.stamp()
+	s := &Server{files: files, log: log, poll: newPoller(files.CertFile, files.KeyFile, files.ClientCAFile)}
 	cfg, err := s.load()
 	if err != nil {
 		return nil, err
@@ -97,39 +89,13 @@ func (s *Server) Certificate() *x509.Certificate { return s.cur.Load().Certifica
 
 // Watch stats the files every interval (0: DefaultReloadInterval) until
 // Close and reloads them when they changed.
-func (s *Server) Watch(every time.Duration) {
-	if every <= 0 {
-		every = DefaultReloadInterval
-	}
-	s.every = every
-	go s.poll()
-}
+func (s *Server) Watch(every time.Duration) { s.poll.watch(every, func() { s.Reload() }) }
 
 // Close stops Watch; safe to call more than once, without Watch, or on
 // nil.
 func (s *Server) Close() {
-	if s == nil {
-		return
-	}
-	s.once.Do(func() {
-		close(s.stop)
-		if s.every > 0 {
-			<-s.done
-		}
-	})
-}
-
-func (s *Server) poll() {
-	defer close(s.done)
-	t := time.NewTicker(s.every)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			s.Reload()
-		}
+	if s != nil {
+		s.poll.close()
 	}
 }
 
@@ -137,11 +103,9 @@ func (s *Server) poll() {
 // attempt, and reports whether a new configuration is being served.
 // Watch calls it; it must not be called concurrently with itself.
 func (s *Server) Reload() bool {
-	now := s.stamp()
-	if sameStamps(now, s.sig) {
+	if !s.poll.changed() {
 		return false
 	}
-	s.sig = now
 	cfg, err := s.load()
 	if err != nil {
 		s.log.Error("tls: new certificate files not loaded; serving the previous certificate",
@@ -171,72 +135,6 @@ func (s *Server) load() (*tls.Config, error) {
 		if cfg.ClientCAs, err = config.LoadCertPool(s.files.ClientCAFile); err != nil {
 			return nil, err
 		}
-	}
-	return cfg, nil
-}
-
-// fileStamp is what a stat says of a file: a rewrite, a rename over it or
-// a secret volume's symlink swap changes it.
-type fileStamp struct {
-	mod  time.Time
-	size int64
-	err  bool
-}
-
-func (s *Server) stamp() []fileStamp {
-	names := [...]string{s.files.CertFile, s.files.KeyFile, s.files.ClientCAFile}
-	st := make([]fileStamp, 0, len(names))
-	for _, n := range names {
-		if n == "" {
-			continue
-		}
-		fi, err := os.Stat(n)
-		if err != nil {
-			st = append(st, fileStamp{err: true})
-			continue
-		}
-		st = append(st, fileStamp{mod: fi.ModTime(), size: fi.Size()})
-	}
-	return st
-}
-
-func sameStamps(a, b []fileStamp) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if !a[i].mod.Equal(b[i].mod) || a[i].size != b[i].size || a[i].err != b[i].err {
-			return false
-		}
-	}
-	return true
-}
-
-// Client returns the configuration of a TLS connection to Redis (nil: no
-// TLS). The client certificate is read once: Redis connections are
-// long-lived, and a rotated certificate is used from the next start.
-func Client(t *config.RedisTLS) (*tls.Config, error) {
-	if t == nil {
-		return nil, nil
-	}
-	cfg := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		ServerName:         t.ServerName,
-		InsecureSkipVerify: t.InsecureSkipVerify, //nolint:gosec // policy's choice, documented as tests only
-	}
-	if t.CAFile != "" {
-		pool, err := config.LoadCertPool(t.CAFile)
-		if err != nil {
-			return nil, err
-		}
-		cfg.RootCAs = pool
-	}
-	if t.CertFile != "" {
-		pair, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("client certificate %s and key %s: %w", t.CertFile, t.KeyFile, err)
-		}
-		cfg.Certificates = []tls.Certificate{pair}
 	}
 	return cfg, nil
 }

@@ -119,6 +119,120 @@ would SIGKILL the streams the drain waits for).
 {{- define "tollgate.policyDir" -}}/etc/tollgate/policy{{- end -}}
 {{- define "tollgate.spoolDir" -}}/var/lib/tollgate/spool{{- end -}}
 {{- define "tollgate.cacheDir" -}}/var/cache/tollgate{{- end -}}
+{{- define "tollgate.tlsDir" -}}/etc/tollgate/tls{{- end -}}
+
+{{/*
+The TLS Secrets the pods mount, as a YAML list of {volume, dir, secretName,
+items, use}: dir under tollgate.tlsDir, items mapping the Secret's keys to
+fixed file names, use "policy" (files the policy names, also read by
+warm-plugins) or "postgres" (libpq variables, also read by the migration).
+A combination the gateway would refuse, or that would silently not do what
+it says, fails the rendering here.
+*/}}
+{{- define "tollgate.tlsSecrets" -}}
+{{- $t := .Values.tls -}}
+{{- $out := list -}}
+{{- $pair := list (dict "key" "tls.crt" "path" "tls.crt") (dict "key" "tls.key" "path" "tls.key") -}}
+{{- range $at, $l := dict "tls.server" $t.server "tls.admin" $t.admin -}}
+{{- if $l.secretName -}}
+{{- $v := toString $l.minVersion -}}
+{{- if not (has $v (list "1.2" "1.3")) -}}
+{{- fail (printf "%s.minVersion must be \"1.2\" or \"1.3\", got %q" $at $v) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- with $t.server.secretName -}}
+{{- $out = append $out (dict "volume" "tls-server" "dir" "server" "secretName" . "items" $pair "use" "policy") -}}
+{{- end -}}
+{{- $auth := toString ($t.admin.clientAuth | default "none") -}}
+{{- if not (has $auth (list "none" "request" "require")) -}}
+{{- fail (printf "tls.admin.clientAuth must be none, request or require, got %q" $auth) -}}
+{{- end -}}
+{{- if $t.admin.secretName -}}
+{{- if not .Values.admin.enabled -}}
+{{- fail "tls.admin.secretName is set but admin.enabled is false: there is no admin listener to serve over TLS" -}}
+{{- end -}}
+{{- $out = append $out (dict "volume" "tls-admin" "dir" "admin" "secretName" $t.admin.secretName "items" $pair "use" "policy") -}}
+{{- else if $t.admin.clientCA.secretName -}}
+{{- fail "tls.admin.clientCA.secretName needs tls.admin.secretName: client certificates are asked for in the TLS handshake, and the admin listener is plain HTTP without it" -}}
+{{- else if ne $auth "none" -}}
+{{- fail (printf "tls.admin.clientAuth %s needs tls.admin.secretName (the admin listener on TLS) and tls.admin.clientCA.secretName" $auth) -}}
+{{- end -}}
+{{- if $t.admin.clientCA.secretName -}}
+{{- if eq $auth "none" -}}
+{{- fail "tls.admin.clientCA.secretName is set but tls.admin.clientAuth is none: set clientAuth to request or require, or drop the CA" -}}
+{{- end -}}
+{{- $out = append $out (dict "volume" "tls-admin-client-ca" "dir" "admin-client-ca" "secretName" $t.admin.clientCA.secretName "items" (list (dict "key" (required "tls.admin.clientCA.key" $t.admin.clientCA.key) "path" "ca.crt")) "use" "policy") -}}
+{{- else if ne $auth "none" -}}
+{{- fail (printf "tls.admin.clientAuth %s needs tls.admin.clientCA.secretName (the CAs client certificates are verified against)" $auth) -}}
+{{- end -}}
+{{- $r := .Values.redis.tls -}}
+{{- if $r.enabled -}}
+{{- with $r.ca.secretName -}}
+{{- $out = append $out (dict "volume" "tls-redis-ca" "dir" "redis-ca" "secretName" . "items" (list (dict "key" (required "redis.tls.ca.key" $r.ca.key) "path" "ca.crt")) "use" "policy") -}}
+{{- end -}}
+{{- with $r.clientCert.secretName -}}
+{{- $out = append $out (dict "volume" "tls-redis-client" "dir" "redis-client" "secretName" . "items" $pair "use" "policy") -}}
+{{- end -}}
+{{- else if or $r.ca.secretName $r.clientCert.secretName $r.serverName -}}
+{{- fail "redis.tls.ca, redis.tls.clientCert and redis.tls.serverName need redis.tls.enabled: without it the gateway connects to Redis in plain TCP" -}}
+{{- end -}}
+{{- $pg := .Values.postgres -}}
+{{- $mode := toString ($pg.sslMode | default "") -}}
+{{- if and $mode (not (has $mode (list "disable" "allow" "prefer" "require" "verify-ca" "verify-full"))) -}}
+{{- fail (printf "postgres.sslMode must be disable, allow, prefer, require, verify-ca or verify-full, got %q" $mode) -}}
+{{- end -}}
+{{- if $pg.ca.secretName -}}
+{{- if not (has $mode (list "require" "verify-ca" "verify-full")) -}}
+{{- fail (printf "postgres.ca.secretName needs postgres.sslMode verify-full (or verify-ca, require), got %q: with another mode the CA is not used to verify Postgres" $mode) -}}
+{{- end -}}
+{{- $out = append $out (dict "volume" "tls-postgres-ca" "dir" "postgres-ca" "secretName" $pg.ca.secretName "items" (list (dict "key" (required "postgres.ca.key" $pg.ca.key) "path" "ca.crt")) "use" "postgres") -}}
+{{- end -}}
+{{- if $pg.clientCert.secretName -}}
+{{- if eq $mode "disable" -}}
+{{- fail "postgres.clientCert.secretName with postgres.sslMode disable: a client certificate needs TLS" -}}
+{{- end -}}
+{{- $out = append $out (dict "volume" "tls-postgres-client" "dir" "postgres-client" "secretName" $pg.clientCert.secretName "items" $pair "use" "postgres") -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/* The TLS Secrets' volumeMounts ("use": policy, postgres or all). */}}
+{{- define "tollgate.tlsMounts" -}}
+{{- range (include "tollgate.tlsSecrets" .ctx | fromYamlArray) }}
+{{- if or (eq $.use "all") (eq $.use .use) }}
+- name: {{ .volume }}
+  mountPath: {{ include "tollgate.tlsDir" $.ctx }}/{{ .dir }}
+  readOnly: true
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The TLS Secrets' volumes. Whole Secrets as directories: the kubelet
+updates them in place (a subPath mount would never see a renewal). 0440
+with the pod's fsGroup: readable by the gateway's group only.
+*/}}
+{{- define "tollgate.tlsVolumes" -}}
+{{- range (include "tollgate.tlsSecrets" .ctx | fromYamlArray) }}
+{{- if or (eq $.use "all") (eq $.use .use) }}
+- name: {{ .volume }}
+  secret:
+    secretName: {{ .secretName }}
+    defaultMode: 0440
+    items:
+      {{- range .items }}
+      - key: {{ .key }}
+        path: {{ .path }}
+      {{- end }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The probes' scheme: HTTPS when the public listener serves TLS. */}}
+{{- define "tollgate.probeScheme" -}}
+{{- if .Values.tls.server.secretName }}HTTPS{{ else }}HTTP{{ end -}}
+{{- end -}}
 
 {{/*
 The policy (docs/POLICY.md): .Values.policy plus what the chart owns. Plugin
@@ -130,10 +244,29 @@ unchanged outside the image (tools/deploycheck sets the variable).
 {{- $server := deepCopy ($p.server | default dict) -}}
 {{- $_ := set $server "listen" (printf "0.0.0.0:%d" (int .Values.ports.http)) -}}
 {{- $_ := set $server "drain_timeout" (printf "%ss" (include "tollgate.drainSeconds" .)) -}}
+{{- $_ := include "tollgate.tlsSecrets" . -}}
+{{- if hasKey $server "tls" -}}
+{{- fail "policy.server.tls: set tls.server.secretName instead (the chart mounts the Secret and writes the paths)" -}}
+{{- end -}}
+{{- $tlsDir := printf "${TOLLGATE_TLS_DIR:-%s}" (include "tollgate.tlsDir" .) -}}
+{{- with .Values.tls.server.secretName -}}
+{{- $_ := set $server "tls" (dict "cert_file" (printf "%s/server/tls.crt" $tlsDir) "key_file" (printf "%s/server/tls.key" $tlsDir) "min_version" (toString $.Values.tls.server.minVersion)) -}}
+{{- end -}}
 {{- $store := deepCopy ($p.store | default dict) -}}
 {{- $_ := set $store "kind" "postgres" -}}
 {{- $redis := dict "addrs" (required "redis.addrs: at least one Redis address is required" .Values.redis.addrs) "timeout" .Values.redis.timeout -}}
 {{- with .Values.redis.username }}{{ $_ := set $redis "username" . }}{{ end -}}
+{{- if .Values.secrets.redisPassword.existingSecret }}{{ $_ := set $redis "password_env" "TOLLGATE_REDIS_PASSWORD" }}{{ end -}}
+{{- if .Values.redis.tls.enabled -}}
+{{- $rt := dict -}}
+{{- with .Values.redis.tls.serverName }}{{ $_ := set $rt "server_name" . }}{{ end -}}
+{{- if .Values.redis.tls.ca.secretName }}{{ $_ := set $rt "ca_file" (printf "%s/redis-ca/ca.crt" $tlsDir) }}{{ end -}}
+{{- if .Values.redis.tls.clientCert.secretName -}}
+{{- $_ := set $rt "cert_file" (printf "%s/redis-client/tls.crt" $tlsDir) -}}
+{{- $_ := set $rt "key_file" (printf "%s/redis-client/tls.key" $tlsDir) -}}
+{{- end -}}
+{{- $_ := set $redis "tls" $rt -}}
+{{- end -}}
 {{- $callLog := deepCopy ($p.call_log | default dict) -}}
 {{- $_ := set $callLog "spool_dir" (include "tollgate.spoolDir" .) -}}
 {{- $plugins := list -}}
@@ -144,7 +277,15 @@ unchanged outside the image (tools/deploycheck sets the variable).
 {{- end -}}
 {{- $policy := dict "version" 1 "server" $server "upstreams" $p.upstreams "routes" $p.routes "store" $store "redis" $redis "call_log" $callLog "plugin_runtime" (dict "cache_dir" (printf "%s/wazero" (include "tollgate.cacheDir" .))) "plugins" $plugins -}}
 {{- if .Values.admin.enabled -}}
-{{- $_ := set $policy "admin" (dict "listen" (printf "0.0.0.0:%d" (int .Values.ports.admin))) -}}
+{{- $admin := dict "listen" (printf "0.0.0.0:%d" (int .Values.ports.admin)) -}}
+{{- with .Values.tls.admin -}}
+{{- if .secretName -}}
+{{- $at := dict "cert_file" (printf "%s/admin/tls.crt" $tlsDir) "key_file" (printf "%s/admin/tls.key" $tlsDir) "min_version" (toString .minVersion) "client_auth" (.clientAuth | default "none") -}}
+{{- if .clientCA.secretName }}{{ $_ := set $at "client_ca_file" (printf "%s/admin-client-ca/ca.crt" $tlsDir) }}{{ end -}}
+{{- $_ := set $admin "tls" $at -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set $policy "admin" $admin -}}
 {{- end -}}
 {{- $metrics := dict "max_tenants" (int .Values.metrics.maxTenants) -}}
 {{- with (include "tollgate.metricsPort" .) }}{{ if ne . (printf "%d" (int $.Values.ports.admin)) }}{{ $_ := set $metrics "listen" (printf "0.0.0.0:%s" .) }}{{ end }}{{ end -}}
@@ -174,6 +315,20 @@ neither (no metrics, which the in-flight autoscaling metric needs).
     secretKeyRef:
       name: {{ required "secrets.databaseURL.existingSecret: name the Secret holding the Postgres connection string" .Values.secrets.databaseURL.existingSecret }}
       key: {{ .Values.secrets.databaseURL.key }}
+{{- with .Values.postgres.sslMode }}
+- name: PGSSLMODE
+  value: {{ . | quote }}
+{{- end }}
+{{- if .Values.postgres.ca.secretName }}
+- name: PGSSLROOTCERT
+  value: {{ include "tollgate.tlsDir" . }}/postgres-ca/ca.crt
+{{- end }}
+{{- if .Values.postgres.clientCert.secretName }}
+- name: PGSSLCERT
+  value: {{ include "tollgate.tlsDir" . }}/postgres-client/tls.crt
+- name: PGSSLKEY
+  value: {{ include "tollgate.tlsDir" . }}/postgres-client/tls.key
+{{- end }}
 {{- end -}}
 
 {{- define "tollgate.env" -}}
@@ -221,11 +376,12 @@ neither (no metrics, which the in-flight autoscaling metric needs).
 
 {{- define "tollgate.probe" -}}
 httpGet:
-  path: {{ .path }}
+  path: {{ .p.path }}
   port: http
-periodSeconds: {{ .periodSeconds }}
-timeoutSeconds: {{ .timeoutSeconds }}
-failureThreshold: {{ .failureThreshold }}
+  scheme: {{ .scheme }}
+periodSeconds: {{ .p.periodSeconds }}
+timeoutSeconds: {{ .p.timeoutSeconds }}
+failureThreshold: {{ .p.failureThreshold }}
 {{- end -}}
 
 {{/* The pod template shared by the Deployment and the StatefulSet. */}}
@@ -242,6 +398,9 @@ metadata:
   {{- $_ := set $annotations "prometheus.io/scrape" "true" -}}
   {{- $_ := set $annotations "prometheus.io/port" $metricsPort -}}
   {{- $_ := set $annotations "prometheus.io/path" "/metrics" -}}
+  {{- if and .Values.tls.admin.secretName (eq $metricsPort (printf "%d" (int .Values.ports.admin))) -}}
+  {{- $_ := set $annotations "prometheus.io/scheme" "https" -}}
+  {{- end -}}
   {{- end }}
   {{- with $annotations }}
   annotations:
@@ -294,6 +453,7 @@ spec:
           mountPath: /warm
         - name: tmp
           mountPath: /tmp
+        {{- include "tollgate.tlsMounts" (dict "ctx" . "use" "all") | nindent 8 }}
   containers:
     - name: tollgate
       image: {{ include "tollgate.image" . }}
@@ -326,12 +486,12 @@ spec:
       env:
         {{- include "tollgate.env" . | nindent 8 }}
       startupProbe:
-        {{- include "tollgate.probe" .Values.probes.startup | nindent 8 }}
+        {{- include "tollgate.probe" (dict "p" .Values.probes.startup "scheme" (include "tollgate.probeScheme" .)) | nindent 8 }}
       readinessProbe:
-        {{- include "tollgate.probe" .Values.probes.readiness | nindent 8 }}
+        {{- include "tollgate.probe" (dict "p" .Values.probes.readiness "scheme" (include "tollgate.probeScheme" .)) | nindent 8 }}
         successThreshold: 1
       livenessProbe:
-        {{- include "tollgate.probe" .Values.probes.liveness | nindent 8 }}
+        {{- include "tollgate.probe" (dict "p" .Values.probes.liveness "scheme" (include "tollgate.probeScheme" .)) | nindent 8 }}
       resources:
         {{- toYaml .Values.resources | nindent 8 }}
       securityContext:
@@ -346,6 +506,7 @@ spec:
           mountPath: {{ include "tollgate.cacheDir" . }}
         - name: tmp
           mountPath: /tmp
+        {{- include "tollgate.tlsMounts" (dict "ctx" . "use" "all") | nindent 8 }}
   volumes:
     # A directory mount (not subPath), so ConfigMap updates reach the pod
     # and the gateway reloads them.
@@ -365,6 +526,7 @@ spec:
     - name: tmp
       emptyDir:
         sizeLimit: 64Mi
+    {{- include "tollgate.tlsVolumes" (dict "ctx" . "use" "all") | nindent 4 }}
   {{- if .Values.topologySpread.enabled }}
   topologySpreadConstraints:
     - maxSkew: {{ .Values.topologySpread.maxSkew }}
