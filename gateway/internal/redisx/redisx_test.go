@@ -97,10 +97,13 @@ func ctxTimeout(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// connected is a client of srv, connected, closed when t ends.
+// connected is a client of srv, connected, closed when t ends. Its command
+// timeout is 500 ms, not the default 100 ms: these tests count commands and
+// replies, not time, and on a loaded 2-core machine a reply can take more
+// than 100 ms.
 func connected(t *testing.T, srv *redistest.Server) *Client {
 	t.Helper()
-	c, err := New(Options{Addrs: []string{srv.Addr()}})
+	c, err := New(Options{Addrs: []string{srv.Addr()}, Timeout: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
