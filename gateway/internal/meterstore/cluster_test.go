@@ -1,0 +1,325 @@
+package meterstore_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/gateway/internal/budget"
+	"github.com/tollgate/tollgate/gateway/internal/limiter"
+	"github.com/tollgate/tollgate/gateway/internal/meterstore"
+	"github.com/tollgate/tollgate/gateway/internal/redisx"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
+)
+
+// The load of the cluster tests, per tenant: more requests than the rate
+// limit admits, and a budget that fits fewer than that, so both refuse.
+const (
+	clRPM      = 30  // rate limit: the first 30 requests admitted
+	clBudgetN  = 20  // budget: room for exactly 20 holds of clCost
+	clCost     = 500 // held and settled per request
+	clRequests = 90
+	clWorkers  = 32
+)
+
+// clusterGateway is what one gateway replica has of the counters: its own
+// Redis client on the cluster and a one-trip Store on it.
+type clusterGateway struct {
+	c *redisx.Client
+	m *meterstore.Store
+	b *budget.Redis
+}
+
+func newClusterGateway(t *testing.T, cl *redistest.Cluster) *clusterGateway {
+	t.Helper()
+	// The command timeout bounds the retries of a call refused while a
+	// slot migrates or a master fails over; 2s, as the e2e tests'.
+	c, err := redisx.New(redisx.Options{Addrs: cl.Addrs(), Timeout: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := meterstore.Preload(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	seed := func(context.Context, string, budget.Scope) (int64, error) { return 0, nil }
+	b := budget.NewRedis(c, seed, budget.RedisOptions{})
+	m := meterstore.New(limiter.NewRedis(c, limiter.RedisOptions{}), b)
+	if !m.OneTrip() {
+		t.Fatal("the Store is not one-trip")
+	}
+	return &clusterGateway{c: c, m: m, b: b}
+}
+
+// spreadTenants returns perMaster tenant names (prefix-0, prefix-1, …)
+// for each master of cl, and the master of each.
+func spreadTenants(t *testing.T, cl *redistest.Cluster, prefix string, perMaster int) (tenants []string, owner map[string]*redistest.Server) {
+	t.Helper()
+	count := map[*redistest.Server]int{}
+	owner = map[string]*redistest.Server{}
+	masters := len(cl.Masters())
+	for i := 0; len(tenants) < perMaster*masters; i++ {
+		if i > 10_000 {
+			t.Fatal("could not spread tenants over the masters")
+		}
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		slot, err := cl.Slot("{" + name + "}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := cl.Owner(slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if count[o] < perMaster {
+			count[o]++
+			owner[name] = o
+			tenants = append(tenants, name)
+		}
+	}
+	return tenants, owner
+}
+
+// tally is what one tenant's requests got.
+type tally struct {
+	rate, held, errs atomic.Int64 // admitted by the rate limit, by the budget; calls that failed
+	settled          atomic.Int64 // settles acknowledged
+	lastErr          atomic.Pointer[string]
+}
+
+func scopeOf() budget.Scope {
+	return budget.Scope{Kind: budget.ScopeTenant, Window: budget.Month, Period: month, Limit: clBudgetN*clCost + clCost - 1}
+}
+
+// clusterLoad sends clRequests requests per tenant from clWorkers
+// goroutines, alternating between the gateways, each admitted, held and
+// settled as the gateway does (rate limit fail_closed).
+//
+// disturb, if not nil, runs while the requests run; the requests of the
+// gated tenant wait until it calls open, and are then sent one every
+// 5 ms for as long as it runs, so that the tenant's admissions and
+// settles straddle the disturbance. during is how many of the gated
+// tenant's requests, and admitted is how many of its admissions, ended
+// while disturb ran.
+func clusterLoad(t *testing.T, gws []*clusterGateway, tenants []string, gated string, disturb func(open func())) (tallies map[string]*tally, elapsed time.Duration, during, admitted int64) {
+	tallies = map[string]*tally{}
+	for _, tn := range tenants {
+		tallies[tn] = &tally{}
+	}
+	total := int64(clRequests * len(tenants))
+	var next, dur, adm atomic.Int64
+	var disturbing atomic.Bool
+	gate := make(chan struct{})
+	var openOnce sync.Once
+	open := func() { openOnce.Do(func() { close(gate) }) }
+	if disturb == nil {
+		open()
+	}
+	var paceMu sync.Mutex
+	var lastSent time.Time
+	pace := func() {
+		<-gate
+		paceMu.Lock()
+		defer paceMu.Unlock()
+		if !disturbing.Load() {
+			return
+		}
+		if d := 5*time.Millisecond - time.Since(lastSent); d > 0 {
+			time.Sleep(d)
+		}
+		lastSent = time.Now()
+	}
+	ctx := context.Background()
+	limits := []limiter.Limit{{Key: "t", RPM: clRPM}}
+	start := time.Now()
+	one := func(i int64, w int) {
+		tn := tenants[i%int64(len(tenants))]
+		if tn == gated && i >= int64(len(tenants)) {
+			pace()
+		}
+		tl := tallies[tn]
+		g := gws[int(i)%len(gws)]
+		id := fmt.Sprintf("r%d-w%d", i, w)
+		fail := func(err error) {
+			tl.errs.Add(1)
+			s := err.Error()
+			tl.lastErr.Store(&s)
+		}
+		a := g.m.AdmitReserve(ctx, &limiter.Request{Tenant: tn, Limits: limits, Tokens: 1, OnError: limiter.FailClosed},
+			&meterstore.Hold{Tenant: tn, RequestID: id, Scopes: []budget.Scope{scopeOf()}, Amount: clCost, Lease: time.Minute})
+		switch {
+		case a.AdmitErr != nil:
+			fail(a.AdmitErr)
+		case !a.Decision.Allowed:
+		case a.ReserveErr != nil:
+			tl.rate.Add(1)
+			fail(a.ReserveErr)
+		case !a.Reservation.Admitted:
+			tl.rate.Add(1)
+		default:
+			tl.rate.Add(1)
+			tl.held.Add(1)
+			out := g.m.AdjustSettle(ctx, nil, &meterstore.Settlement{Tenant: tn, RequestID: id, Scopes: []budget.Scope{scopeOf()}, Actual: clCost})
+			if out.SettleErr != nil {
+				fail(out.SettleErr)
+			} else {
+				tl.settled.Add(1)
+			}
+		}
+		if tn == gated && disturbing.Load() {
+			dur.Add(1)
+			if a.Decision.Allowed {
+				adm.Add(1)
+			}
+		}
+	}
+	// Each tenant's first request alone, so its keys exist before any
+	// disturbance.
+	for i := range int64(len(tenants)) {
+		one(i, 0)
+	}
+	next.Store(int64(len(tenants)))
+	if disturb != nil {
+		disturbing.Store(true)
+	}
+	var wg sync.WaitGroup
+	for w := range clWorkers {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= total {
+					return
+				}
+				one(i, w)
+			}
+		})
+	}
+	if disturb != nil {
+		disturb(open)
+		disturbing.Store(false)
+		open()
+	}
+	wg.Wait()
+	return tallies, time.Since(start), dur.Load(), adm.Load()
+}
+
+// checkExact wants, for each tenant: no failed call; exactly clRPM
+// admitted by the rate limit (plus the GCRA's refill over elapsed, one
+// request every 2 s at 30 RPM); exactly clBudgetN holds; and the Redis
+// counter at exactly clBudgetN × clCost spent, nothing held.
+func checkExact(t *testing.T, g *clusterGateway, tallies map[string]*tally, tenants []string, elapsed time.Duration) {
+	t.Helper()
+	extra := int64(elapsed / (time.Minute / clRPM))
+	for _, tn := range tenants {
+		tl := tallies[tn]
+		if tl.errs.Load() != 0 {
+			t.Errorf("%s: %d calls failed, last: %s", tn, tl.errs.Load(), *tl.lastErr.Load())
+			continue
+		}
+		if r := tl.rate.Load(); r < clRPM || r > clRPM+extra {
+			t.Errorf("%s: the rate limit admitted %d, want exactly %d (+%d for the run's %v)", tn, r, clRPM, extra, elapsed)
+		}
+		if h := tl.held.Load(); h != clBudgetN {
+			t.Errorf("%s: %d holds, want exactly %d (budget %d, %d each)", tn, h, clBudgetN, scopeOf().Limit, clCost)
+		}
+		spent, reserved, err := g.b.Status(context.Background(), tn, scopeOf())
+		if err != nil || spent != tl.settled.Load()*clCost || spent > scopeOf().Limit || reserved != 0 {
+			t.Errorf("%s: Redis spent %d reserved %d (%v); want %d settled (≤ %d), 0 held", tn, spent, reserved, err,
+				tl.settled.Load()*clCost, scopeOf().Limit)
+		}
+	}
+}
+
+// TestClusterExact: two gateways' counters on a three-master Redis
+// Cluster (a replica each), with tenants on every master, under
+// concurrent load that refuses most requests: the rate limit admits
+// exactly its limit and the budget exactly what fits, per tenant —
+// with nothing disturbing the cluster, while the slot of a loaded tenant
+// moves to another master (its keys split between the two for a while:
+// calls over them are refused with TRYAGAIN and sent again), and through a
+// graceful failover of a loaded master.
+//
+// Why it holds: every key of a tenant is in its {tenant} slot, so each
+// call runs atomically on the one node that owns the slot; during a
+// migration a node runs a call only if it holds all of the call's keys
+// (else ASK or TRYAGAIN, and the call did nothing); a graceful failover
+// hands the slot over only once the replica has every write the master
+// acknowledged.
+func TestClusterExact(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3, 1)
+	gws := []*clusterGateway{newClusterGateway(t, cl), newClusterGateway(t, cl)}
+
+	t.Run("steady", func(t *testing.T) {
+		tenants, _ := spreadTenants(t, cl, "steady", 2)
+		tallies, elapsed, _, _ := clusterLoad(t, gws, tenants, "", nil)
+		t.Logf("%d tenants × %d requests in %v", len(tenants), clRequests, elapsed)
+		checkExact(t, gws[0], tallies, tenants, elapsed)
+	})
+
+	t.Run("reshard", func(t *testing.T) {
+		tenants, owner := spreadTenants(t, cl, "reshard", 2)
+		moved := tenants[0]
+		slot, err := cl.Slot("{" + moved + "}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var to *redistest.Server
+		for _, m := range cl.Masters() {
+			if m != owner[moved] {
+				to = m
+				break
+			}
+		}
+		retries := gws[0].c.Retries() + gws[1].c.Retries()
+		var keys int
+		var took time.Duration
+		tallies, elapsed, during, admitted := clusterLoad(t, gws, tenants, moved, func(open func()) {
+			start := time.Now()
+			// The tenant's requests start once its first key has moved,
+			// and the slot stays split (1 ms a key) while they run.
+			if err := cl.MoveSlot(slot, to, func() { keys++; open(); time.Sleep(time.Millisecond) }); err != nil {
+				t.Error(err)
+			}
+			took = time.Since(start)
+		})
+		retries = gws[0].c.Retries() + gws[1].c.Retries() - retries
+		t.Logf("moved %s's slot %d (%d keys) in %v under load: %d of its requests (%d admitted) ended meanwhile, %d calls sent again; all in %v",
+			moved, slot, keys, took, during, admitted, retries, elapsed)
+		if retries == 0 || keys == 0 {
+			t.Fatalf("no call met the split slot (%d keys moved, %d calls sent again): the test proves nothing", keys, retries)
+		}
+		if o, err := cl.Owner(slot); err != nil || o != to {
+			t.Fatalf("slot %d is on %v (%v) after the move", slot, o, err)
+		}
+		checkExact(t, gws[0], tallies, tenants, elapsed)
+	})
+
+	t.Run("failover", func(t *testing.T) {
+		tenants, owner := spreadTenants(t, cl, "failover", 2)
+		var took time.Duration
+		tallies, elapsed, during, admitted := clusterLoad(t, gws, tenants, tenants[0], func(open func()) {
+			start := time.Now()
+			open()
+			if _, err := cl.Failover(owner[tenants[0]]); err != nil {
+				t.Error(err)
+			}
+			took = time.Since(start)
+		})
+		t.Logf("graceful failover of %s's master in %v under load: %d of its requests (%d admitted) ended meanwhile; all in %v",
+			tenants[0], took, during, admitted, elapsed)
+		if admitted == 0 {
+			t.Fatal("no admission of the tenant ended during the failover: the test proves nothing")
+		}
+		checkExact(t, gws[0], tallies, tenants, elapsed)
+	})
+}
