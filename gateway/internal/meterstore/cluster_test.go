@@ -345,25 +345,67 @@ func TestClusterExact(t *testing.T) {
 // measures them as the settles acknowledged minus the promoted replica's
 // spent counter, and wants every excess admission explained by them —
 // the gateway adds no error of its own (no call run twice).
+//
+// It runs with Redis's default cluster-require-full-coverage yes (every
+// node refuses every call, CLUSTERDOWN, from the dead master's marking as
+// failed to its replica's election) and with no (the other masters keep
+// serving); a probe tenant on another master sends a request every 5 ms
+// from the kill to the promotion and must be served every time, within
+// the 2 s command timeout; its slowest answer is the refusal window.
 func TestClusterMasterKilled(t *testing.T) {
 	t.Parallel()
-	cl := redistest.StartCluster(t, 3, 1)
+	for _, coverage := range []string{"yes", "no"} {
+		t.Run("full-coverage-"+coverage, func(t *testing.T) {
+			t.Parallel()
+			masterKilled(t, redistest.StartCluster(t, 3, 1, "--cluster-require-full-coverage", coverage))
+		})
+	}
+}
+
+func masterKilled(t *testing.T, cl *redistest.Cluster) {
 	gws := []*clusterGateway{newClusterGateway(t, cl), newClusterGateway(t, cl)}
 	tenants, owner := spreadTenants(t, cl, "kill", 2)
 	victim := owner[tenants[0]]
-	var took time.Duration
+	probe := tenants[1]
+	if owner[probe] == victim {
+		probe = tenants[2]
+	}
+	var took, slowest time.Duration
+	var probed, probeErrs int
 	var killedAt time.Time
 	tallies, elapsed, during, admitted := clusterLoadPaced(t, gws, tenants, tenants[0], 10*time.Millisecond, func(open func()) {
 		open()
 		time.Sleep(50 * time.Millisecond) // some of the tenant's requests before the kill
 		killedAt = time.Now()
-		var err error
-		if _, took, err = cl.KillMaster(victim); err != nil {
-			t.Error(err)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			var err error
+			if _, took, err = cl.KillMaster(victim); err != nil {
+				t.Error(err)
+			}
+		}()
+		ctx := context.Background()
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			start := time.Now()
+			_, err := gws[i%2].m.AdmitReserve(ctx, &limiter.Request{Tenant: probe + "-probe", Limits: []limiter.Limit{{Key: "t", RPM: limiter.MaxRPM}}, Tokens: 1, OnError: limiter.FailClosed},
+				&meterstore.Hold{Tenant: probe + "-probe", RequestID: fmt.Sprint("probe-", i), Scopes: []budget.Scope{scopeOf()}, Amount: 1, Lease: time.Minute}).AdmitErr, error(nil)
+			probed++
+			if err != nil {
+				probeErrs++
+				t.Errorf("probe on a surviving master: %v", err)
+			}
+			slowest = max(slowest, time.Since(start))
 		}
 	})
 	t.Logf("killed %s's master; replica serving after %v; %d of its requests (%d admitted) ended meanwhile; all in %v; %d calls sent again (CLUSTERDOWN)",
 		tenants[0], took, during, admitted, elapsed, gws[0].c.Retries()+gws[1].c.Retries())
+	t.Logf("probe on a surviving master: %d requests from the kill to the promotion, %d failed, slowest %v", probed, probeErrs, slowest)
 	if took > 10*time.Second {
 		t.Errorf("the failover took %v", took)
 	}
