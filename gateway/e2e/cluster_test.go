@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -86,13 +87,18 @@ plugins:
   - name: budget
     path: %s
 `, quoteJoin(w.cl.Addrs()), pluginPath(t, "preflight"), pluginPath(t, "ratelimit"), pluginPath(t, "budget"))
+	var cmds [2]*exec.Cmd
 	for i := range w.gws {
-		_, url, logs := gatewayProcess(t, pol, "TOLLGATE_DATABASE_URL="+w.dsn, "TG_TEST_SPOOL="+t.TempDir())
-		w.gws[i], w.logs[i] = url, logs
+		cmd, url, logs := gatewayProcess(t, pol, "TOLLGATE_DATABASE_URL="+w.dsn, "TG_TEST_SPOOL="+t.TempDir())
+		cmds[i], w.gws[i], w.logs[i] = cmd, url, logs
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			for i, l := range w.logs {
+				// Its log is read once it has exited and its output
+				// has been copied (Wait), not while it writes.
+				cmds[i].Process.Kill()
+				cmds[i].Wait()
 				t.Logf("gateway %d:\n%s", i, tail(l.String(), 3000))
 			}
 		}

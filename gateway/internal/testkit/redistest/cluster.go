@@ -25,7 +25,7 @@ const clusterTimeout = 30 * time.Second
 type Cluster struct {
 	nodes []*Server
 	ids   map[*Server]string
-	mu    sync.Mutex // guards nothing but serialises the topology changes
+	mu    sync.Mutex // serialises the topology changes (MoveSlot, Failover, KillMaster)
 }
 
 // StartCluster starts masters × (1 + replicasPerMaster) redis-server
@@ -170,8 +170,7 @@ func (c *Cluster) live() []*Server {
 	return l
 }
 
-// Masters are the nodes that are masters now and own slots, by the first
-// live node's view.
+// Masters are the live nodes that are masters now (ROLE).
 func (c *Cluster) Masters() []*Server {
 	var m []*Server
 	for _, s := range c.live() {
