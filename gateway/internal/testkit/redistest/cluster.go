@@ -363,8 +363,8 @@ func (c *Cluster) KillMaster(m *Server) (promoted *Server, took time.Duration, e
 
 // settled reports why the cluster is not settled, or nil: every live node
 // says cluster_state:ok and sees the same master for every slot, and
-// every live replica's link to its master is up. isMaster, if not nil,
-// must hold of some master.
+// every live replica's link to its master is up. want, if not nil, must
+// hold of some master.
 func (c *Cluster) settled(want func(*Server) bool) error {
 	live := c.live()
 	var ref []string // owner of each slot's range start, by the first node
