@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -371,6 +372,7 @@ func masterKilled(t *testing.T, cl *redistest.Cluster) {
 		probe = tenants[2]
 	}
 	var took, slowest time.Duration
+	var promoted *redistest.Server
 	var probed, probeErrs int
 	var killedAt time.Time
 	tallies, elapsed, during, admitted := clusterLoadPaced(t, gws, tenants, tenants[0], 10*time.Millisecond, func(open func()) {
@@ -381,7 +383,7 @@ func masterKilled(t *testing.T, cl *redistest.Cluster) {
 		go func() {
 			defer close(done)
 			var err error
-			if _, took, err = cl.KillMaster(victim); err != nil {
+			if promoted, took, err = cl.KillMaster(victim); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -408,6 +410,13 @@ func masterKilled(t *testing.T, cl *redistest.Cluster) {
 	t.Logf("probe on a surviving master: %d requests from the kill to the promotion, %d failed, slowest %v", probed, probeErrs, slowest)
 	if took > 10*time.Second {
 		t.Errorf("the failover took %v", took)
+	}
+	// The functions came with replication: the promoted replica has them
+	// before any gateway loads them again.
+	if promoted != nil {
+		if out, err := promoted.Do("FUNCTION", "LIST", "LIBRARYNAME", "tollgate_meter_*"); err != nil || !strings.Contains(out, "tollgate_meter_") {
+			t.Errorf("FUNCTION LIST on the promoted replica: %q, %v", out, err)
+		}
 	}
 
 	var survivors, victims []string
