@@ -65,7 +65,8 @@ func (f *Function) Name() string { return f.name }
 // to a node that never had it, a first call — it loads f's library on
 // every node the client knows, once for all callers waiting on the same
 // miss, and calls f once more: the functions' counterpart of EVALSHA's
-// NOSCRIPT and EVAL.
+// NOSCRIPT and EVAL. On Redis Cluster a call refused with TRYAGAIN or
+// CLUSTERDOWN (Refused: it did not run) is sent again within the timeout.
 func (c *Client) FCall(ctx context.Context, f *Function, keys, args []string) rueidis.RedisResult {
 	rc, err := c.Raw()
 	if err != nil {
@@ -73,15 +74,17 @@ func (c *Client) FCall(ctx context.Context, f *Function, keys, args []string) ru
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	c.commands.Add(1)
-	res := rc.Do(ctx, fcall(rc, f, keys, args))
+	call := func() rueidis.RedisResult {
+		c.commands.Add(1)
+		return rc.Do(ctx, fcall(rc, f, keys, args))
+	}
+	res := c.retrying(ctx, call)
 	if IsFunctionMissing(res.Error()) {
 		if err := c.load(ctx, rc, f.lib); err != nil {
 			c.note(err)
 			return rueidis.NewErrorResult(err)
 		}
-		c.commands.Add(1)
-		res = rc.Do(ctx, fcall(rc, f, keys, args))
+		res = c.retrying(ctx, call)
 	}
 	c.note(res.Error())
 	return res

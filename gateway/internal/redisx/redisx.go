@@ -5,6 +5,9 @@
 //
 // A Redis Cluster is detected by rueidis from the seed addresses; scripts
 // then need every key of one call in one hash slot (keys share a {tag}).
+// rueidis follows MOVED and ASK; the Client sends a call again itself
+// while a node refuses it with TRYAGAIN (its keys split by a slot's
+// migration) or CLUSTERDOWN (a failover under way), within the timeout.
 package redisx
 
 import (
@@ -70,6 +73,7 @@ type Client struct {
 
 	commands atomic.Int64 // commands sent (a script call is one)
 	failures atomic.Int64 // commands that failed with a non-Redis error
+	retries  atomic.Int64 // commands sent again after TRYAGAIN or CLUSTERDOWN
 
 	loads singleflight.Group // FUNCTION LOADs, by library name
 }
@@ -216,7 +220,8 @@ func (c *Client) Raw() (rueidis.Client, error) {
 }
 
 // Exec runs a script (EVALSHA, and EVAL once after NOSCRIPT, which loads
-// it) within the command timeout.
+// it) within the command timeout, again while Redis Cluster refuses it
+// (Refused).
 func (c *Client) Exec(ctx context.Context, s *rueidis.Lua, keys, args []string) rueidis.RedisResult {
 	rc, err := c.Raw()
 	if err != nil {
@@ -224,12 +229,13 @@ func (c *Client) Exec(ctx context.Context, s *rueidis.Lua, keys, args []string) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	res := s.Exec(ctx, counting{rc, &c.commands}, keys, args)
+	res := c.retrying(ctx, func() rueidis.RedisResult { return s.Exec(ctx, counting{rc, &c.commands}, keys, args) })
 	c.note(res.Error())
 	return res
 }
 
-// Do sends one command within the command timeout.
+// Do sends one command within the command timeout, again while Redis
+// Cluster refuses it (Refused).
 func (c *Client) Do(ctx context.Context, build func(rueidis.Builder) rueidis.Completed) rueidis.RedisResult {
 	rc, err := c.Raw()
 	if err != nil {
@@ -237,10 +243,59 @@ func (c *Client) Do(ctx context.Context, build func(rueidis.Builder) rueidis.Com
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	c.commands.Add(1)
-	res := rc.Do(ctx, build(rc.B()))
+	res := c.retrying(ctx, func() rueidis.RedisResult {
+		c.commands.Add(1)
+		return rc.Do(ctx, build(rc.B()))
+	})
 	c.note(res.Error())
 	return res
+}
+
+// Refused reports whether err is a Redis Cluster node's refusal to run a
+// command at all: TRYAGAIN (a command whose keys are split between the two
+// nodes of a slot being migrated, or some of them missing there) or
+// CLUSTERDOWN (the cluster is failed: a master is down and no replica has
+// taken over yet). Such a command did nothing, so sending it again is safe
+// — unlike a command whose connection broke or timed out, which may have
+// run.
+func Refused(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	return ok && (re.IsTryAgain() || re.IsClusterDown())
+}
+
+// Retry bounds of retrying: the first wait and the longest.
+const (
+	retryFirst = time.Millisecond
+	retryMax   = 20 * time.Millisecond
+)
+
+// retrying runs do, and again while Redis refuses it (Refused) and ctx
+// leaves time for another wait and try, waiting 1 ms, 2, 4, … 20 ms
+// between tries. rueidis follows MOVED and ASK itself, but sends a
+// command that is not read-only again after TRYAGAIN or CLUSTERDOWN only
+// if it is marked retryable, which FCALL and EVALSHA are not: a slot's
+// migration or a master's failover would fail them for as long as it
+// lasts. do must build its command anew: rueidis recycles a sent one.
+func (c *Client) retrying(ctx context.Context, do func() rueidis.RedisResult) rueidis.RedisResult {
+	wait := retryFirst
+	for {
+		res := do()
+		if !Refused(res.Error()) {
+			return res
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < 2*wait {
+			return res
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return res
+		case <-t.C:
+		}
+		c.retries.Add(1)
+		wait = min(2*wait, retryMax)
+	}
 }
 
 func (c *Client) note(err error) {
@@ -256,6 +311,10 @@ func (c *Client) note(err error) {
 // Commands is the number of commands sent so far (a script call, EVALSHA or
 // EVAL, is one).
 func (c *Client) Commands() int64 { return c.commands.Load() }
+
+// Retries is the number of commands sent again after Redis refused them
+// (Refused).
+func (c *Client) Retries() int64 { return c.retries.Load() }
 
 // Failures is the number of commands that failed without a Redis reply
 // (connection refused or lost, timeout).
