@@ -93,7 +93,7 @@ func admitOK(t testing.TB, l Limiter, r *Request) Decision {
 func TestRedisGCRA(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	l := NewRedis(newRedisClient(t, srv, 0), RedisOptions{})
+	l := NewRedis(newRedisClient(t, srv, time.Second), RedisOptions{})
 	r := &Request{Tenant: "acme", Limits: []Limit{{Key: "t", RPM: 3}}}
 	for i, want := range []int64{2, 1, 0} {
 		d := admitOK(t, l, r)
@@ -128,7 +128,7 @@ func TestRedisGCRA(t *testing.T) {
 func TestRedisKeyLayout(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	c := newRedisClient(t, srv, 0)
+	c := newRedisClient(t, srv, time.Second)
 	limits := []Limit{{Key: "t", RPM: 60}, {Key: "k:key-1", TPM: 1000}, {Key: "m:key-1:gpt-4o", RPM: 10, TPM: 100}, {Key: "off"}}
 	admitOK(t, NewRedis(c, RedisOptions{}), &Request{Tenant: "acme", Limits: limits, Tokens: 10})
 	admitOK(t, NewRedis(c, RedisOptions{Prefix: "x:"}), &Request{Tenant: "a{b}", Limits: limits[:1]})
@@ -226,7 +226,7 @@ func TestRedisReplicasShareExactLimit(t *testing.T) {
 func TestRedisAdjust(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	l := NewRedis(newRedisClient(t, srv, 0), RedisOptions{})
+	l := NewRedis(newRedisClient(t, srv, time.Second), RedisOptions{})
 	ctx := context.Background()
 	limits := []Limit{{Key: "k:1", RPM: 100, TPM: 600}} // a token is 100ms
 	const key = "tollgate:rl:{acme}:k:1:t"
@@ -272,7 +272,7 @@ func TestRedisAdjust(t *testing.T) {
 func TestRedisCommandCount(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	c := newRedisClient(t, srv, 0)
+	c := newRedisClient(t, srv, time.Second)
 	l := NewRedis(c, RedisOptions{})
 	ctx := context.Background()
 	limits := []Limit{{Key: "t", RPM: 1000}, {Key: "k:1", RPM: 100, TPM: 100_000}, {Key: "m:1:gpt", TPM: 10_000}}
@@ -324,7 +324,7 @@ func TestRedisCommandCount(t *testing.T) {
 func TestRedisNoScript(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	c := newRedisClient(t, srv, 0)
+	c := newRedisClient(t, srv, time.Second)
 	l := NewRedis(c, RedisOptions{})
 	r := &Request{Tenant: "acme", Limits: []Limit{{Key: "t", RPM: 10}}}
 	admitOK(t, l, r)
@@ -351,7 +351,7 @@ func TestRedisNoScript(t *testing.T) {
 func TestRedisReplyErrorIsNotAdmitted(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	l := NewRedis(newRedisClient(t, srv, 0), RedisOptions{})
+	l := NewRedis(newRedisClient(t, srv, time.Second), RedisOptions{})
 	do(t, srv, "LPUSH", "tollgate:rl:{acme}:t:r", "x") // a cell of the wrong type
 	for _, mode := range []FailMode{FailClosed, FailOpen} {
 		d, err := l.Admit(context.Background(), &Request{Tenant: "acme", Limits: []Limit{{Key: "t", RPM: 10}}, OnError: mode})
