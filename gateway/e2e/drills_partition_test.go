@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/gateway/internal/store/pg"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/faultnet"
 )
 
@@ -222,3 +223,164 @@ func redisNetDrill(t *testing.T, id string) {
 		run:    "^" + strings.Replace(t.Name(), "/", "$/^", -1) + "$",
 	})
 }
+
+// coldKeyWithin bounds how long a key the cache does not hold waits,
+// with Postgres partitioned, for its clear 503: the tenant cache's load
+// timeout (tenant.DefaultCacheLoadTimeout, 5 s) and a loaded machine's
+// slack.
+const coldKeyWithin = 8 * time.Second
+
+// coldAfterHealWithin bounds how long after the heal a key the cache does
+// not hold is served: an idle pooled connection the partition hung is
+// given up after a ping of at most pg.PingTimeout (1 s), and a pool slot
+// held by a connection attempt it hung is freed within pg.ConnectTimeout
+// (3 s) of the attempt; with a loaded machine's slack.
+const coldAfterHealWithin = pg.PingTimeout + pg.ConnectTimeout + 2*time.Second
+
+// TestDrillPostgresPartition partitions the gateway from Postgres under
+// streaming load (its connections hang: nothing refused, nothing reset),
+// then heals it. Promised (DESIGN §6, ADR 0004, ADR 0022, docs/POLICY.md
+// store.cache): warm requests are served from the caches as before — a
+// warm request does no Postgres work before its first byte, and the call
+// log does not hold requests: rows go to the write-ahead log and the
+// spool; a key the cache does not hold is refused with a clear 503
+// tenant_service_unavailable once the cache's load times out; after the
+// heal every row lands in Postgres exactly once. Nothing that talks to
+// Postgres waits forever on a hung connection.
+func TestDrillPostgresPartition(t *testing.T) {
+	const id = "postgres-partition"
+	w := newDrillWorld(t)
+	key := w.tenant(t, "drill-pgpart")
+	cold := w.tenant(t, "drill-pgpart-cold")          // a real key no request used
+	coldAfter := w.tenant(t, "drill-pgpart-cold-after") // another, first used after the heal
+	pgAddr := fmt.Sprintf("127.0.0.1:%d", w.pg.Port())
+	px := faultnet.Start(t, pgAddr)
+	w.gatewayDSN = strings.Replace(w.dsn, pgAddr, px.Addr(), 1)
+	if w.gatewayDSN == w.dsn {
+		t.Fatalf("the DSN %q does not name %s", w.dsn, pgAddr)
+	}
+	srv, gw := w.gateway(t, w.policy(t, drillPolicy{}))
+	// The gateway's connections the partition hung (and pgx's cancel
+	// requests for them, sent during it) would hold its shutdown at the
+	// end of the test for up to 15 s, pgx's bound on closing a connection
+	// it gave up: close them first, as the network would reset them.
+	t.Cleanup(func() { px.Close() })
+	load := newDrillLoad(t, "drill-pgpart", gw, key, scaled(8, 32), healthyStreams)
+	load.run(scaled(16, 64))
+	openBefore, goroutinesBefore := px.Stats().Open, runtime.NumGoroutine()
+	load.start()
+	time.Sleep(scaled(time.Second, 3*time.Second))
+
+	faulted := time.Now()
+	px.Partition()
+	// A key the cache does not hold, sent as the partition starts.
+	type coldReply struct {
+		status int
+		code   string
+		took   time.Duration
+	}
+	coldCh := make(chan coldReply, 1)
+	go func() {
+		start := time.Now()
+		status, _, body := post(t, gw+"/v1/chat/completions", chatMax100, "Authorization", "Bearer "+cold)
+		r := coldReply{status: status, took: time.Since(start)}
+		if e := errorCode(body); e != "" {
+			r.code = e
+		}
+		coldCh <- r
+	}()
+	// The partition lasts past the tenant cache's TTL (3 s: warm keys are
+	// then served stale while their reloads hang) and past the cold key's
+	// answer.
+	time.Sleep(scaled(4*time.Second, 10*time.Second))
+	var cr coldReply
+	select {
+	case cr = <-coldCh:
+	case <-time.After(coldKeyWithin):
+		t.Fatalf("a key the cache does not hold had no answer %s into the partition", dur(time.Since(faulted)))
+	}
+	spooling := srv.AccountingStats().Ledger
+	hungAtHeal := px.Stats().Hung
+	px.Heal()
+	healed := time.Now()
+	// After the heal, a key the cache does not hold is looked up on a
+	// fresh connection, not on one the partition hung.
+	firstStatus, firstTook := 0, time.Duration(0)
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		start := time.Now()
+		st, _, _ := post(t, gw+"/v1/chat/completions", chatMax100, "Authorization", "Bearer "+coldAfter)
+		if firstStatus == 0 {
+			firstStatus, firstTook = st, time.Since(start)
+		}
+		if st == 200 {
+			break
+		}
+	}
+	coldServed := time.Since(healed)
+	var replayedAt time.Time
+	for end := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		st := srv.AccountingStats().Ledger
+		if st.SpooledRows > 0 && st.ReplayedRows == st.SpooledRows && !st.Spooling && st.QueueDepth == 0 {
+			replayedAt = time.Now()
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the spool was not replayed 60 s after the heal: %+v", st)
+		}
+	}
+	time.Sleep(scaled(500*time.Millisecond, 3*time.Second))
+	load.stopLoad()
+	outs := load.outcomes()
+
+	expectOutcomes(t, outs, func(o *drillOutcome) bool { return o.kind == served })
+	if cr.status != 503 || cr.code != "tenant_service_unavailable" {
+		t.Errorf("a key the cache does not hold, during the partition: %d %q; want 503 tenant_service_unavailable", cr.status, cr.code)
+	}
+	if cr.took > coldKeyWithin {
+		t.Errorf("a key the cache does not hold waited %s for its 503; want ≤ %s", dur(cr.took), coldKeyWithin)
+	}
+	if coldServed > coldAfterHealWithin {
+		t.Errorf("after the heal, a key the cache did not hold was served %s later (its first try: %d after %s); want ≤ %s",
+			dur(coldServed), firstStatus, dur(firstTook), coldAfterHealWithin)
+	}
+	// No request waited for Postgres: what waits for it waits for a
+	// timeout (the cache's load, 5 s; a ledger transaction, 10 s).
+	during := func(o *drillOutcome) bool { return o.kind == served && o.started.After(faulted) && o.started.Before(healed) }
+	before := func(o *drillOutcome) bool { return o.kind == served && o.ended.Before(faulted) }
+	p99During, nDuring := percentile(outs, 0.99, during)
+	p99Before, _ := percentile(outs, 0.99, before)
+	if nDuring == 0 || p99During > p99Before+time.Second {
+		t.Errorf("during the partition, %d requests served, in up to %s at the 99th percentile (before it: %s): warm requests waited on Postgres",
+			nDuring, dur(p99During), dur(p99Before))
+	}
+	c := w.checkLedger(t, "drill-pgpart", outs, nil)
+	expectNothingLost(t, c)
+	st := srv.AccountingStats().Ledger
+	if st.Lost != 0 || st.Rejected != 0 || st.ReplayedRows != st.SpooledRows {
+		t.Errorf("ledger stats %+v: rows lost, rejected or not replayed", st)
+	}
+	if spent, held := w.budgetCounter(t, "drill-pgpart"); spent != c.sum || held != 0 {
+		t.Errorf("Redis counter %d µ$ (held %d), call_log %d µ$", spent, held, c.sum)
+	}
+	pst, goroutines := settled(t, px, openBefore+maxGatewayPGConns, goroutinesBefore, false)
+	report(t, drillResult{
+		id: id,
+		fault: fmt.Sprintf("the gateway partitioned from Postgres for %s (connections accepted and hung, bytes swallowed, nothing refused or reset), then healed; the connections it hung stay hung",
+			dur(healed.Sub(faulted))),
+		load: fmt.Sprintf("%d clients, %d requests (9 in 10 streamed) in %s; %d streams open at the partition",
+			load.workers, len(outs), dur(load.took), openAt(outs, faulted)),
+		happened: fmt.Sprintf("every request served whole from the caches (tenant cache TTL 3 s, stale served while reloads hung), %d during the partition in %s (99th percentile %s; before it %s); "+
+			"a key the cache did not hold refused 503 %s after %s, and one first used after the heal served %s after it; %d call_log rows in the spool at the heal, %d in all, replayed %s after it; Redis counter = call_log; "+
+			"%d connections hung at the heal; after it %d open (%d before: the pools' new ones and hung ones not yet given up, within the pools' %d), %d goroutines (%d before)",
+			nDuring, latency(outs, during), dur(p99During), dur(p99Before), cr.code, dur(cr.took), dur(coldServed), spooling.SpooledRows, st.SpooledRows, dur(replayedAt.Sub(healed)),
+			hungAtHeal, pst.Open, openBefore, maxGatewayPGConns, goroutines, goroutinesBefore),
+		lost:   c.lost(),
+		ledger: c.evidence(),
+		run:    "^TestDrillPostgresPartition$",
+	})
+}
+
+// maxGatewayPGConns is the most Postgres connections a gateway holds:
+// the tenant store's pool (pgxpool's default, the greater of 4 and the
+// CPUs), the call log's 4 and the eviction listener's one.
+var maxGatewayPGConns = max(4, runtime.NumCPU()) + 4 + 1
