@@ -251,7 +251,7 @@ func TestDrillPostgresPartition(t *testing.T) {
 	const id = "postgres-partition"
 	w := newDrillWorld(t)
 	key := w.tenant(t, "drill-pgpart")
-	cold := w.tenant(t, "drill-pgpart-cold")          // a real key no request used
+	cold := w.tenant(t, "drill-pgpart-cold")            // a real key no request used
 	coldAfter := w.tenant(t, "drill-pgpart-cold-after") // another, first used after the heal
 	pgAddr := fmt.Sprintf("127.0.0.1:%d", w.pg.Port())
 	px := faultnet.Start(t, pgAddr)
@@ -345,7 +345,9 @@ func TestDrillPostgresPartition(t *testing.T) {
 	}
 	// No request waited for Postgres: what waits for it waits for a
 	// timeout (the cache's load, 5 s; a ledger transaction, 10 s).
-	during := func(o *drillOutcome) bool { return o.kind == served && o.started.After(faulted) && o.started.Before(healed) }
+	during := func(o *drillOutcome) bool {
+		return o.kind == served && o.started.After(faulted) && o.started.Before(healed)
+	}
 	before := func(o *drillOutcome) bool { return o.kind == served && o.ended.Before(faulted) }
 	p99During, nDuring := percentile(outs, 0.99, during)
 	p99Before, _ := percentile(outs, 0.99, before)
