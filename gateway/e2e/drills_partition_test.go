@@ -128,6 +128,7 @@ func redisNetDrill(t *testing.T, id string) {
 	time.Sleep(scaled(500*time.Millisecond, 3*time.Second))
 
 	fallbacks := metric(t, metrics, "tollgate_ratelimit_decisions_total", `result="fallback"`)
+	redisFailures := metric(t, metrics, "tollgate_redis_failures_total", "")
 	faulted := time.Now()
 	if partition {
 		px.Partition()
@@ -148,6 +149,7 @@ func redisNetDrill(t *testing.T, id string) {
 	stopped := time.Now()
 	outs := load.outcomes()
 	fallbacks = metric(t, metrics, "tollgate_ratelimit_decisions_total", `result="fallback"`) - fallbacks
+	redisFailures = metric(t, metrics, "tollgate_redis_failures_total", "") - redisFailures
 
 	refusals, lastRefusal := 0, time.Time{}
 	isRefusal := func(o *drillOutcome) bool {
@@ -214,10 +216,11 @@ func redisNetDrill(t *testing.T, id string) {
 		load: fmt.Sprintf("%d clients, %d requests (9 in 10 streamed) in %s; %d streams open at the fault",
 			load.workers, len(outs), dur(load.took), openAt(outs, faulted)),
 		happened: fmt.Sprintf("ratelimit (fail_open) decided %.0f requests in-process; budget (fail_closed) refused %d with 503 budget_unavailable, "+
-			"in %s (99th percentile %s: nothing waited past the timeout); every stream already admitted finished (served: %s); "+
+			"in %s, 99th percentile %s (asserted ≤ %s): %.0f Redis calls failed at the %s timeout (%.1f per refusal), none waited longer; every stream already admitted finished (served: %s); "+
 			"served from Redis again %s after the heal%s; holds of reserves Redis ran after the gateway stopped waiting expired with their 2 s lease; "+
 			"the counter equals call_log (the reconcile job, every 1 s, corrected %.0f µ$)",
-			fallbacks, refusals, latency(outs, isRefusal), dur(p99), latency(outs, healthyServed), dur(back), hung, drift),
+			fallbacks, refusals, latency(outs, isRefusal), dur(p99), dur(refusalP99Within), redisFailures, dur(drillRedisTimeout),
+			redisFailures/float64(max(refusals, 1)), latency(outs, healthyServed), dur(back), hung, drift),
 		lost:   c.lost(),
 		ledger: c.evidence(),
 		run:    "^" + strings.Replace(t.Name(), "/", "$/^", -1) + "$",
