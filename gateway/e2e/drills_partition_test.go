@@ -19,21 +19,23 @@ import (
 // from its own timeouts. Connections a partition hung stay hung after it
 // heals: the gateway must give them up by itself.
 
-// drillRedisTimeout is redis.timeout in the network drills: production's
-// (policies/production.yaml), since what they measure is that a request
-// waits no longer than it.
-const drillRedisTimeout = 100 * time.Millisecond
+// drillRedisTimeout is redis.timeout in the Redis network drills: short
+// enough that waiting on a hung connection past it shows, long enough
+// that a round trip starved by a loaded 2-core machine (with -race) does
+// not time out when nothing is injected. Production's is 100 ms; the
+// other drills use 1 s.
+const drillRedisTimeout = 500 * time.Millisecond
 
 // drillRedisDelay is the latency the redis-slow drill adds each way: a
-// round trip takes 300 ms, three times the timeout.
-const drillRedisDelay = 150 * time.Millisecond
+// round trip takes 1.2 s, past the timeout.
+const drillRedisDelay = 600 * time.Millisecond
 
 // refusalP99Within bounds the 99th percentile of how long a request
 // refused for want of Redis took, from sending to the end of the reply:
-// ratelimit and budget each wait one redis.timeout (200 ms in all), the
-// rest is the machine's. A request that waited on a hung connection
-// would take seconds, or forever.
-const refusalP99Within = 2*drillRedisTimeout + 800*time.Millisecond
+// it makes about three Redis calls that each wait one redis.timeout
+// (docs/RELIABILITY.md), the rest is the machine's. A request that waited
+// on a hung connection would take its client's 10 s or forever.
+const refusalP99Within = 3*drillRedisTimeout + time.Second
 
 // redisBackWithin bounds how long after a partition heals the gateway
 // serves from Redis again: its client gives up a hung connection after
@@ -83,8 +85,8 @@ func settled(t *testing.T, p *faultnet.Proxy, openBefore, goroutinesBefore int, 
 	}
 }
 
-// TestDrillRedisSlow puts 150 ms of latency each way between the gateway
-// and Redis (redis.timeout 100 ms) under streaming load, then removes it.
+// TestDrillRedisSlow puts 600 ms of latency each way between the gateway
+// and Redis (redis.timeout 500 ms) under streaming load, then removes it.
 // Promised (docs/POLICY.md, redis.timeout and on_redis_error): a command
 // waits no longer than the timeout; each plugin then applies its
 // on_redis_error — ratelimit fail_open decides in-process, budget
@@ -117,7 +119,7 @@ func redisNetDrill(t *testing.T, id string) {
 	// Warm: key cached, counter seeded, the functions loaded, connections
 	// open. One request first, alone: the first one seeds the counter
 	// from Postgres, which concurrent first requests would each wait for
-	// within the 100 ms timeout.
+	// within the timeout.
 	workers := load.workers
 	load.workers = 1
 	load.run(1)
@@ -135,7 +137,7 @@ func redisNetDrill(t *testing.T, id string) {
 	} else if err := px.SetDelay(drillRedisDelay); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(scaled(1500*time.Millisecond, 5*time.Second))
+	time.Sleep(scaled(2*time.Second, 5*time.Second))
 	hungAtHeal := px.Stats().Hung
 	px.Heal()
 	healed := time.Now()
@@ -216,11 +218,11 @@ func redisNetDrill(t *testing.T, id string) {
 		load: fmt.Sprintf("%d clients, %d requests (9 in 10 streamed) in %s; %d streams open at the fault",
 			load.workers, len(outs), dur(load.took), openAt(outs, faulted)),
 		happened: fmt.Sprintf("ratelimit (fail_open) decided %.0f requests in-process; budget (fail_closed) refused %d with 503 budget_unavailable, "+
-			"in %s, 99th percentile %s (asserted ≤ %s): %.0f Redis calls failed at the %s timeout (%.1f per refusal), none waited longer; every stream already admitted finished (served: %s); "+
+			"in %s, 99th percentile %s (asserted ≤ %s: about three Redis calls, each given up at the %s timeout; %.0f Redis calls failed in all); every stream already admitted finished (served: %s); "+
 			"served from Redis again %s after the heal%s; holds of reserves Redis ran after the gateway stopped waiting expired with their 2 s lease; "+
 			"the counter equals call_log (the reconcile job, every 1 s, corrected %.0f µ$)",
-			fallbacks, refusals, latency(outs, isRefusal), dur(p99), dur(refusalP99Within), redisFailures, dur(drillRedisTimeout),
-			redisFailures/float64(max(refusals, 1)), latency(outs, healthyServed), dur(back), hung, drift),
+			fallbacks, refusals, latency(outs, isRefusal), dur(p99), dur(refusalP99Within), dur(drillRedisTimeout), redisFailures,
+			latency(outs, healthyServed), dur(back), hung, drift),
 		lost:   c.lost(),
 		ledger: c.evidence(),
 		run:    "^" + strings.Replace(t.Name(), "/", "$/^", -1) + "$",
