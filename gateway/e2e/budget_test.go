@@ -44,6 +44,10 @@ type budgetWorld struct {
 	redis *redistest.Server
 	key   string
 	store *pg.Store
+	// gatewayDSN, if set, is the Postgres the gateways dial instead of dsn
+	// (a fault-injecting proxy in front of it); the test's own checks
+	// use dsn.
+	gatewayDSN string
 }
 
 func newBudgetWorld(t *testing.T, budgetMicros int64) *budgetWorld {
@@ -100,6 +104,9 @@ func (w *budgetWorld) gateway(t *testing.T, pol string, opts ...proxy.Option) (*
 	p, err := config.Parse([]byte(pol), func(k string) (string, bool) {
 		switch k {
 		case "TOLLGATE_DATABASE_URL":
+			if w.gatewayDSN != "" {
+				return w.gatewayDSN, true
+			}
 			return w.dsn, true
 		case "TG_TEST_SPOOL":
 			return spool, true

@@ -13,7 +13,7 @@ import (
 
 // drillOrder is the order of the drills in docs/RELIABILITY.md's table.
 var drillOrder = []string{
-	"redis-kill", "fleet-outage", "postgres-kill",
+	"redis-kill", "redis-slow", "redis-partition", "fleet-outage", "postgres-kill", "postgres-partition",
 	"upstream-5xx", "upstream-timeout", "upstream-slow-first-byte", "upstream-stall", "upstream-stream-cut", "upstream-garbage-sse",
 	"upstream-5xx-failover", "upstream-timeout-failover",
 	"client-disconnect", "sigterm-open-streams", "replica-sigkill", "calllog-wal-disk",

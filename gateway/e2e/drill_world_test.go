@@ -100,6 +100,8 @@ type drillPolicy struct {
 	upstreams        string // more upstreams (YAML list items)
 	route            string // the route's target (default "upstream: up")
 	cache            string // store.cache (default "{ttl: 3s}")
+	redisAddr        string // the Redis the gateway dials (default the world's)
+	redisTimeout     string // redis.timeout (default 1s)
 }
 
 // policy is policies/production.yaml's plugin chain against the world:
@@ -120,6 +122,8 @@ func (w *drillWorld) policy(t *testing.T, o drillPolicy) string {
 	def(&o.timeouts, "{connect: 1s, first_byte: 5s, idle: 5s, total: 1m}")
 	def(&o.reconcile, "0s")
 	def(&o.cache, "{ttl: 3s}")
+	def(&o.redisAddr, w.redis.Addr())
+	def(&o.redisTimeout, "1s")
 	if o.replicas == 0 {
 		o.replicas = 1
 	}
@@ -133,7 +137,7 @@ func (w *drillWorld) policy(t *testing.T, o drillPolicy) string {
 store:
   kind: postgres
   cache: %s
-redis: {addrs: [%q], timeout: 1s}
+redis: {addrs: [%q], timeout: %s}
 call_log: {spool_dir: "${TG_TEST_SPOOL}", reconcile_interval: %s%s}
 plugins:
   - name: preflight
@@ -144,7 +148,7 @@ plugins:
   - name: budget
     path: %s
     config: {on_redis_error: %s, lease: %s}
-%s`, o.cache, w.redis.Addr(), o.reconcile, walField(o.wal), pluginPath(t, "preflight"), pluginPath(t, "ratelimit"), o.ratelimitOnRedis, o.replicas,
+%s`, o.cache, o.redisAddr, o.redisTimeout, o.reconcile, walField(o.wal), pluginPath(t, "preflight"), pluginPath(t, "ratelimit"), o.ratelimitOnRedis, o.replicas,
 		pluginPath(t, "budget"), o.budgetOnRedis, o.lease, o.plugins)
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
 	"github.com/tollgate/tollgate/gateway/internal/meterstore"
 	"github.com/tollgate/tollgate/gateway/internal/redisx"
+	"github.com/tollgate/tollgate/gateway/internal/store/pg"
 	"github.com/tollgate/tollgate/gateway/internal/tlsconf"
 )
 
@@ -124,6 +125,7 @@ func New(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer) (_ *Accou
 		// The writer holds one connection; reconcile, seeding and inline
 		// writes take the others.
 		cfg.MaxConns = 4
+		pg.TunePool(cfg)
 		if pgTracer != nil {
 			cfg.ConnConfig.Tracer = pgTracer
 		}
@@ -198,6 +200,7 @@ func (a *Accounting) openAlerts(p *config.Policy, pgTracer pgx.QueryTracer) erro
 			return err
 		}
 		cfg.MaxConns = 2
+		pg.TunePool(cfg)
 		if pgTracer != nil {
 			cfg.ConnConfig.Tracer = pgTracer
 		}

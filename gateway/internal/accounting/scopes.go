@@ -19,8 +19,20 @@ import (
 // migration 00009 (calllog.ScopeSpend). Rows still on their way to the
 // ledger (queued, spooled) are not in either; the reconcile job corrects
 // what they leave out.
+// seedTimeout bounds one seed read. The budget's callers hold no
+// deadline of their own (a plugin's host call runs under
+// context.Background()), and a Postgres connection that a network
+// partition hung never fails: without a bound, a request whose budget
+// counter Redis lacks — after a Redis restart, in a new period, for a new
+// tenant — would wait forever, and every request sharing its seed (one
+// per counter in a process) with it. The tenant cache's load has the same
+// bound (tenant.DefaultCacheLoadTimeout).
+var seedTimeout = 5 * time.Second
+
 func seeder(pool *pgxpool.Pool) budget.Seeder {
 	return func(ctx context.Context, tenant string, s budget.Scope) (int64, error) {
+		ctx, cancel := context.WithTimeout(ctx, seedTimeout)
+		defer cancel()
 		from, to, err := periodBounds(s)
 		if err != nil {
 			return 0, err

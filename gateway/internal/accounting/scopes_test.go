@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/budget"
 	"github.com/tollgate/tollgate/gateway/internal/store/pg"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/faultnet"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/pgtest"
 )
 
@@ -116,5 +119,50 @@ func TestReconcileScopes(t *testing.T) {
 	}
 	if _, drift, _ := reconcileScopes(ctx, pool, counter, now, log); drift != 0 {
 		t.Errorf("second run corrected %d micros, want 0", drift)
+	}
+}
+
+// TestSeederPartitioned: with the Postgres connection hung by a network
+// partition (nothing refused, nothing reset) and a caller with no
+// deadline, as the budget's callers are, a seed fails within its bound
+// instead of waiting forever.
+func TestSeederPartitioned(t *testing.T) {
+	now := time.Now().UTC()
+	dsn := pgtest.SharedFrom(t, migrated).DSN()
+	addr := regexp.MustCompile(`127\.0\.0\.1:\d+`).FindString(dsn)
+	if addr == "" {
+		t.Fatalf("no 127.0.0.1:port in %q", dsn)
+	}
+	px := faultnet.Start(t, addr)
+	pool, err := pgxpool.New(t.Context(), strings.Replace(dsn, addr, px.Addr(), 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { px.Close(); pool.Close() })
+	seed := seeder(pool)
+	scope := budget.Scope{Kind: budget.ScopeTenant, Window: budget.Month, Period: budget.Month.Period(now)}
+	if _, err := seed(context.Background(), "acme", scope); err != nil {
+		t.Fatal(err) // the pool's connection is open and was just used
+	}
+	old := seedTimeout
+	seedTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { seedTimeout = old })
+	px.Partition()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := seed(context.Background(), "acme", scope)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a seed through a partition succeeded")
+		}
+		if took := time.Since(start); took > seedTimeout+2*time.Second {
+			t.Errorf("the seed failed after %v; its bound is %v", took, seedTimeout)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a seed through a partition still waits after 10 s")
 	}
 }

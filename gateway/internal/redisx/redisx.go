@@ -35,6 +35,14 @@ var ErrUnavailable = errors.New("redis unavailable")
 // a Redis that is down.
 var ErrRejected = errors.New("redis refused the connection")
 
+// PingInterval is how long a connection may go without a reply before the
+// client pings it; a ping unanswered within the dial timeout drops the
+// connection and the next command dials a new one. A connection hung by a
+// network partition (nothing refused, nothing reset) is given up within
+// PingInterval plus the dial timeout of the partition starting; an idle
+// connection costs one PING an interval.
+const PingInterval = time.Second
+
 // Options configure a Client.
 type Options struct {
 	// Addrs are host:port seed addresses (one for a single server; any
@@ -154,7 +162,12 @@ func (c *Client) redial() {
 				SelectDB:     c.opts.DB,
 				TLSConfig:    c.opts.TLS,
 				DisableCache: true,
-				Dialer:       net.Dialer{Timeout: c.opts.DialTimeout, KeepAlive: 30 * time.Second},
+				// rueidis pings a connection that has had no reply for
+				// the dialer's keep-alive period and drops it when the
+				// ping gets no answer within ConnWriteTimeout (its own
+				// reads have no deadline): this is what finds a
+				// connection a partition hung, which no error ends.
+				Dialer: net.Dialer{Timeout: c.opts.DialTimeout, KeepAlive: PingInterval},
 				// Writes must not wait for a batch: one request, one round trip.
 				MaxFlushDelay:    0,
 				ConnWriteTimeout: c.opts.DialTimeout,

@@ -3,11 +3,13 @@ package redisx
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
 
+	"github.com/tollgate/tollgate/gateway/internal/testkit/faultnet"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
 )
 
@@ -112,4 +114,87 @@ func connected(t *testing.T, srv *redistest.Server) *Client {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestPartitionHeals: with the client's connections hung by a partition
+// (nothing refused, nothing reset) and used concurrently, commands fail
+// within the timeout; once the network heals, the client gives up the
+// hung connections by itself and works again within PingInterval plus
+// the dial timeout (ConnWriteTimeout), though those connections stay hung.
+func TestPartitionHeals(t *testing.T) {
+	srv := redistest.Start(t)
+	px := faultnet.Start(t, srv.Addr())
+	const timeout = 100 * time.Millisecond
+	c, err := New(Options{Addrs: []string{px.Addr()}, Timeout: timeout, DialTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Connect(ctxTimeout(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Exec(ctx, incr, []string{"k"}, []string{"1"}).Error(); err != nil {
+		t.Fatal(err)
+	}
+	// Concurrent callers, as a gateway's requests are: the client then
+	// pipelines on its connections, whose reads have no deadline.
+	hammer := func(d time.Duration) (ok, failed int64, slowest time.Duration) {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		end := time.Now().Add(d)
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(end) {
+					start := time.Now()
+					err := c.Exec(ctx, incr, []string{"k"}, []string{"1"}).Error()
+					took := time.Since(start)
+					mu.Lock()
+					if err == nil {
+						ok++
+					} else {
+						failed++
+					}
+					slowest = max(slowest, took)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		return ok, failed, slowest
+	}
+	hammer(200 * time.Millisecond)
+	px.Partition()
+	_, failed, slowest := hammer(500 * time.Millisecond)
+	if failed == 0 {
+		t.Fatal("no command failed during the partition")
+	}
+	// The timeout bounds every command; a loaded machine adds to it.
+	if slowest > timeout+time.Second {
+		t.Errorf("a command took %v during the partition; the timeout is %v", slowest, timeout)
+	}
+	px.Heal()
+	healed := time.Now()
+	for {
+		if err := c.Exec(ctx, incr, []string{"k"}, []string{"1"}).Error(); err == nil {
+			break
+		}
+		if time.Since(healed) > 20*time.Second {
+			t.Fatal("no command succeeded 20 s after the heal")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	const within = PingInterval + time.Second + 2*time.Second // ping gap, ping timeout, a loaded machine
+	if back := time.Since(healed); back > within {
+		t.Errorf("commands worked again %v after the heal; want ≤ %v", back, within)
+	}
+	// Every connection the partition hung, used or idle, is given up.
+	for st := px.Stats(); st.Hung != 0; st = px.Stats() {
+		if time.Since(healed) > 2*within {
+			t.Fatalf("%v after the heal the client still holds %d hung connections: %+v", time.Since(healed), st.Hung, st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -40,6 +41,35 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// PingTimeout bounds the ping with which a pool checks a connection idle
+// for over a second before handing it out (pgxpool's pool_ping_timeout; a
+// DSN that sets it wins). Without a bound of its own the ping waits as
+// long as the caller's context allows: a connection that a network
+// partition hung (nothing refused, nothing reset) would, once the network
+// healed, cost the caller its whole deadline — a tenant lookup 5 s, a
+// call-log transaction 10 s — once for every such connection in the pool.
+// With it, each costs at most PingTimeout, and the pool dials anew.
+const PingTimeout = time.Second
+
+// ConnectTimeout bounds making a connection, TLS and authentication
+// included (libpq's connect_timeout; a DSN that sets it wins). A pool
+// makes its connections detached from the caller's context: without a
+// bound, a connection attempt that a network partition hung would hold
+// its slot in the pool for good, and once every slot was held so, the
+// gateway could not reach Postgres again after the network healed.
+const ConnectTimeout = 3 * time.Second
+
+// TunePool sets the gateway's defaults on a pool configuration where the
+// DSN left them: PingTimeout and ConnectTimeout.
+func TunePool(cfg *pgxpool.Config) {
+	if cfg.PingTimeout == 0 {
+		cfg.PingTimeout = PingTimeout
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = ConnectTimeout
+	}
+}
+
 // Store is the Postgres tenant store. Its methods are safe for concurrent
 // use.
 type Store struct {
@@ -69,6 +99,7 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*Store, error) {
 		// pgconn's parse errors never include the password.
 		return nil, fmt.Errorf("parsing the Postgres DSN: %w", err)
 	}
+	TunePool(cfg)
 	if o.MaxConns > 0 {
 		cfg.MaxConns = o.MaxConns
 	}
