@@ -381,7 +381,7 @@ func TestBudgetScopesWarmNoPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 		pgStatements = tenantPG.n.Load() + ledgerPG.n.Load() - pgBefore
-		redisScripts = commandCount(t, w.redis, "evalsha") + commandCount(t, w.redis, "eval") + commandCount(t, w.redis, "fcall") - int(srv.CancelStats().Polls-polls)
+		redisScripts = scriptCalls(t, w.redis) - int(srv.CancelStats().Polls-polls)
 		if resp.StatusCode != 200 {
 			t.Fatalf("status %d", resp.StatusCode)
 		}

@@ -501,7 +501,7 @@ func TestQueryBudgetRedis(t *testing.T) {
 	}
 	// The first byte has arrived (Do returns with the headers, which go
 	// out with the first event).
-	redisBefore := commandCount(t, w.redis, "evalsha") + commandCount(t, w.redis, "eval") + commandCount(t, w.redis, "fcall") - int(srv.CancelStats().Polls-pollsBefore)
+	redisBefore := scriptCalls(t, w.redis) - int(srv.CancelStats().Polls-pollsBefore)
 	pgFirstByte := tenantPG.n.Load() + ledgerPG.n.Load() - pgBefore
 	var sb strings.Builder
 	buf := make([]byte, 4096)
@@ -516,7 +516,7 @@ func TestQueryBudgetRedis(t *testing.T) {
 	w.waitRows(t, 3)
 	// The cancel poller also calls while the stream is in flight.
 	polls := srv.CancelStats().Polls - pollsBefore
-	redisTotal := commandCount(t, w.redis, "evalsha") + commandCount(t, w.redis, "eval") + commandCount(t, w.redis, "fcall") - int(polls)
+	redisTotal := scriptCalls(t, w.redis) - int(polls)
 	t.Logf("HOTPATH-BUDGET redis_before_first_byte=%d redis_total=%d pg_before_first_byte=%d", redisBefore, redisTotal, pgFirstByte)
 	if redisBefore != 1 {
 		t.Errorf("Redis commands before the first byte = %d, want 1 (the admission and the hold in one script call)", redisBefore)

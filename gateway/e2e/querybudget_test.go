@@ -257,11 +257,12 @@ func TestEvictionReachesOtherReplica(t *testing.T) {
 			t.Fatalf("warm-up: %d %s", status, body)
 		}
 	}
-	time.Sleep(300 * time.Millisecond) // both replicas' listeners are up
-	t0 := time.Now()
+	waitListeners(t, db.DSN(), 2)
 	if err := st.RevokeKey(context.Background(), k.ID); err != nil {
 		t.Fatal(err)
 	}
+	// From the commit (NOTIFY waits for it; its own time is Postgres's).
+	t0 := time.Now()
 	for _, gw := range []string{gwA, gwB} {
 		for {
 			status, _, _ := post(t, gw+"/v1/chat/completions", chatOnce, "Authorization", "Bearer "+key)

@@ -78,6 +78,15 @@ func commandCount(t *testing.T, srv *redistest.Server, cmd string) int {
 	return 0
 }
 
+// scriptCalls counts the script and function calls srv served since its
+// statistics were reset, less the fleet's heartbeats (one function call a
+// second from each gateway, off the request path; each runs
+// ZREMRANGEBYSCORE once, and nothing else does).
+func scriptCalls(t *testing.T, srv *redistest.Server) int {
+	t.Helper()
+	return commandCount(t, srv, "evalsha") + commandCount(t, srv, "eval") + commandCount(t, srv, "fcall") - commandCount(t, srv, "zremrangebyscore")
+}
+
 // TestRateLimitExactAcrossReplicas: two gateway processes share one Redis;
 // 500 requests from 64 concurrent clients against a 100 RPM plan admit
 // exactly 100, and every refusal is an OpenAI-style 429.
