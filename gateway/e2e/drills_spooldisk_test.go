@@ -18,28 +18,27 @@ const spoolLimit = 8 << 10
 
 // TestDrillCallLogSpoolDiskFull takes Postgres away under streaming load
 // so that call-log rows go to the spool, and lets the spool grow only to
-// 16 KiB (the gateway process's RLIMIT_FSIZE, lowered from outside with
+// 8 KiB (the gateway process's RLIMIT_FSIZE, lowered from outside with
 // prlimit: a write past it fails with EFBIG, the error path of a full
 // disk; the Go runtime does not die of SIGXFSZ). Then it gives the space
 // back and brings Postgres back. Promised (ADR 0004, ADR 0022,
-// docs/POLICY.md call_log.wal): the writer holds the rows the spool will
-// not take and retries; the rows it holds keep their write-ahead log
-// records, so the log fills up to max_bytes and the gateway then refuses
-// new requests with 503 call_log_unavailable (a reply whose row could not
-// be made durable is withheld, a stream's end cut) rather than serving
-// what it cannot record or letting requests wait without bound; once the
-// spool can grow and Postgres answers, every row reaches call_log: each
-// request served has exactly one row, nothing is lost, spend_month equals
-// SUM(cost).
+// docs/POLICY.md call_log): the writer holds the rows the spool will not
+// take and retries; meanwhile the gateway refuses new requests with 503
+// call_log_unavailable (the writer is stuck: calllog.ErrStuck) rather
+// than admitting requests whose rows would wait without bound; those in
+// flight finish (a stream's end may be cut if its row could not be made
+// durable); once the spool can grow and Postgres answers, every row
+// reaches call_log: each request served has exactly one row, nothing is
+// lost, spend_month equals SUM(cost).
 func TestDrillCallLogSpoolDiskFull(t *testing.T) {
 	const id = "calllog-spool-disk"
 	w := newDrillWorld(t)
 	key := w.tenant(t, "drill-spooldisk")
 	// 4 KiB segments stay under the file size limit: only the spool
-	// reaches it. max_bytes 16KiB (the least allowed): a few dozen rows
-	// held make the log refuse requests, long before the writer's queue
-	// (8192 rows) is full.
-	r := w.startReplica(t, "gw", w.policy(t, drillPolicy{wal: "{segment_bytes: 4KiB, max_bytes: 16KiB}"}))
+	// reaches it. A queue of 64 rows (default 8192), which the load fills
+	// within a second if requests are still admitted: every Write then
+	// waits for the disk, and its request with it, without bound.
+	r := w.startReplica(t, "gw", w.policy(t, drillPolicy{wal: "{segment_bytes: 4KiB}", queueSize: 64}))
 	r.waitReady(t)
 	pid := r.cmd.Process.Pid
 	var old unix.Rlimit
@@ -90,8 +89,8 @@ func TestDrillCallLogSpoolDiskFull(t *testing.T) {
 	if spooled > spoolLimit {
 		t.Errorf("the spool holds %d bytes, past the %d byte limit", spooled, spoolLimit)
 	}
-	// The held rows fill the write-ahead log: requests are refused. Keep
-	// the load on against the full spool a while longer.
+	// The writer is stuck: requests are refused. Keep the load on against
+	// the full spool a while longer.
 	refusing := waitOutcome(t, load, full, func(o *drillOutcome) bool {
 		return o.kind == refused && o.code == "call_log_unavailable"
 	})
@@ -168,8 +167,8 @@ func TestDrillCallLogSpoolDiskFull(t *testing.T) {
 			spoolLimit>>10, dur(full.Sub(killed)), dur(fixed.Sub(full))),
 		load: fmt.Sprintf("%d clients, %d requests (9 in 10 streamed) in %s; %d streams open at the kill",
 			load.workers, len(outs), dur(load.took), openAt(outs, killed)),
-		happened: fmt.Sprintf("the spool took %d bytes of rows, then the writer held the rest and retried; with their write-ahead log "+
-			"records held (max_bytes 16KiB) requests were refused from %s after it filled: %d were refused with 503 call_log_unavailable and %d streams cut before their end, "+
+		happened: fmt.Sprintf("the spool took %d bytes of rows, then the writer held the rest and retried, and new requests were refused "+
+			"(the first %s after): %d requests refused with 503 call_log_unavailable, %d streams cut before their end; "+
 			"the slowest request in the fault took %s; the spool replayed %s after Postgres returned, %d served after that",
 			spooled, dur(refusing.Sub(full)), refusals, cuts, dur(slowest), dur(replayedAt.Sub(back)), servedAfter),
 		lost:   c.lost(),
