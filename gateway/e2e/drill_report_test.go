@@ -16,7 +16,7 @@ var drillOrder = []string{
 	"redis-kill", "redis-slow", "redis-partition", "fleet-outage", "postgres-kill", "postgres-partition",
 	"upstream-5xx", "upstream-timeout", "upstream-slow-first-byte", "upstream-stall", "upstream-stream-cut", "upstream-garbage-sse",
 	"upstream-5xx-failover", "upstream-timeout-failover",
-	"client-disconnect", "sigterm-open-streams", "replica-sigkill", "calllog-wal-disk",
+	"client-disconnect", "sigterm-open-streams", "replica-sigkill", "calllog-wal-disk", "calllog-spool-disk",
 	"plugin-trap", "plugin-loop", "plugin-membomb", "plugin-wildptr",
 	"hot-reload",
 }

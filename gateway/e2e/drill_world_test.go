@@ -96,6 +96,7 @@ type drillPolicy struct {
 	timeouts         string // the upstream's timeouts
 	reconcile        string // call_log.reconcile_interval (default 0s: off)
 	wal              string // call_log.wal (default: none, the defaults)
+	queueSize        int    // call_log.queue_size (default 0: the default)
 	plugins          string // more plugins, after budget (YAML list items)
 	upstreams        string // more upstreams (YAML list items)
 	route            string // the route's target (default "upstream: up")
@@ -138,7 +139,7 @@ store:
   kind: postgres
   cache: %s
 redis: {addrs: [%q], timeout: %s}
-call_log: {spool_dir: "${TG_TEST_SPOOL}", reconcile_interval: %s%s}
+call_log: {spool_dir: "${TG_TEST_SPOOL}", reconcile_interval: %s%s%s}
 plugins:
   - name: preflight
     path: %s
@@ -148,7 +149,7 @@ plugins:
   - name: budget
     path: %s
     config: {on_redis_error: %s, lease: %s}
-%s`, o.cache, o.redisAddr, o.redisTimeout, o.reconcile, walField(o.wal), pluginPath(t, "preflight"), pluginPath(t, "ratelimit"), o.ratelimitOnRedis, o.replicas,
+%s`, o.cache, o.redisAddr, o.redisTimeout, o.reconcile, walField(o.wal), queueField(o.queueSize), pluginPath(t, "preflight"), pluginPath(t, "ratelimit"), o.ratelimitOnRedis, o.replicas,
 		pluginPath(t, "budget"), o.budgetOnRedis, o.lease, o.plugins)
 }
 
@@ -429,6 +430,13 @@ func dur(d time.Duration) string {
 		return fmt.Sprintf("%.1f s", d.Seconds())
 	}
 	return fmt.Sprintf("%d ms", d.Milliseconds())
+}
+
+func queueField(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", queue_size: %d", n)
 }
 
 func walField(v string) string {

@@ -67,8 +67,9 @@ func (a *Accounting) LogRow(row *calllog.Row) error {
 	return a.Ledger.Log(row)
 }
 
-// Ready returns calllog.ErrWALFull (wrapped) while the call log cannot take
-// rows durably: the request is refused before it costs anything.
+// Ready returns calllog.ErrWALFull or calllog.ErrStuck (wrapped) while the
+// call log cannot take rows durably: the request is refused before it
+// costs anything.
 func (a *Accounting) Ready() error {
 	if a.Ledger == nil {
 		return nil

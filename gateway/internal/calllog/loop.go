@@ -125,6 +125,7 @@ collect:
 // it returns ErrLost then.
 func (w *Writer) spoolRows(rows []Row) error {
 	w.spooling.Store(true)
+	defer w.stuck.Store(false)
 	for {
 		err := w.sp.append(rows)
 		if err == nil {
@@ -133,6 +134,7 @@ func (w *Writer) spoolRows(rows []Row) error {
 			w.release(rows)
 			return nil
 		}
+		w.stuck.Store(true)
 		w.log.Error("cannot append to the spool; holding the rows and retrying", "err", err, "rows", len(rows))
 		select {
 		case <-time.After(w.opts.RetryInterval):

@@ -3,6 +3,7 @@ package calllog
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -219,4 +220,53 @@ func FuzzSpoolRecord(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestReadyWhileSpoolFails: while the writer holds rows that the spool
+// will not take (its disk full or failing, no Postgres), Ready refuses
+// new requests with ErrStuck, with or without the write-ahead log, so
+// that only rows of requests already admitted can reach the queue; rows
+// written meanwhile still queue without waiting.
+func TestReadyWhileSpoolFails(t *testing.T) {
+	t.Parallel()
+	for name, mode := range map[string]WALMode{"off": WALOff, "write": WALWrite} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			w := newWriter(t, nil, Options{RetryInterval: 10 * time.Millisecond, WALMode: mode})
+			// Runs before newWriter's Close, which would wait for the
+			// spool forever: a failure ends the test.
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+				defer cancel()
+				_ = w.Close(ctx)
+			})
+			if err := w.Ready(); err != nil {
+				t.Fatalf("Ready before any failure: %v", err)
+			}
+			// The loop reads w.sp.f only after it receives a row: the
+			// swap happens before that read.
+			ro, err := os.Open(w.sp.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rw := w.sp.f
+			w.sp.f = ro // appends fail (EBADF), as on a full disk
+			defer rw.Close()
+			write(t, w, spoolRows("stuck", 3)...)
+			var ready error
+			for end := time.Now().Add(10 * time.Second); ready == nil && time.Now().Before(end); time.Sleep(time.Millisecond) {
+				ready = w.Ready()
+			}
+			if !errors.Is(ready, ErrStuck) {
+				t.Fatalf("Ready with the spool failing: %v, want ErrStuck", ready)
+			}
+			// Requests already admitted: their rows queue, no wait.
+			write(t, w, spoolRows("admitted", 5)...)
+			ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+			defer cancel()
+			if err := w.Close(ctx); !errors.Is(err, ErrLost) {
+				t.Errorf("Close with the spool failing: %v, want ErrLost", err)
+			}
+		})
+	}
 }

@@ -28,6 +28,10 @@ var (
 	ErrLost = errors.New("call-log rows lost")
 )
 
+// ErrStuck is returned by Ready while the writer holds rows that neither
+// Postgres nor the spool would take.
+var ErrStuck = errors.New("call-log writer stuck")
+
 // DefaultLinger is Options.Linger's default.
 const DefaultLinger = 10 * time.Millisecond
 
@@ -134,6 +138,11 @@ type Writer struct {
 	// spooling is true while the spool holds rows: new rows go there too,
 	// behind them. Written by the loop only.
 	spooling atomic.Bool
+	// stuck is true while the loop holds rows that neither Postgres nor
+	// the spool would take (spoolRows retrying): Ready refuses new
+	// requests then, so that only rows of requests already admitted can
+	// fill the queue behind it.
+	stuck atomic.Bool
 
 	// Owned by the loop goroutine.
 	sp        *spool
@@ -255,7 +264,16 @@ func (w *Writer) Log(r *Row) error {
 // the write-ahead log is full or its disk failed within the last
 // RetryInterval, so that requests can be refused before they cost
 // anything; nil otherwise, and always with WALOff.
+//
+// It returns ErrStuck (wrapped), also with WALOff, while the writer holds
+// rows that neither Postgres nor the spool would take (Postgres down and
+// the spool's disk full or failing): the rows of requests admitted then
+// would wait in the queue, and once it is full every Write would wait for
+// the disk, holding its request without bound.
 func (w *Writer) Ready() error {
+	if w.stuck.Load() {
+		return fmt.Errorf("%w: Postgres is unavailable and the spool cannot be appended to", ErrStuck)
+	}
 	if w.wal == nil {
 		return nil
 	}
