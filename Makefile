@@ -116,7 +116,9 @@ vet:
 # The no-race group also first builds the plugins the end-to-end tests load
 # and compiles them into the plugin runtime's cache
 # (gateway/e2e/testdata/warmplugins): in a fresh checkout those first builds
-# and compiles took over a minute of the serial end-to-end run.
+# and compiles took over a minute of the serial end-to-end run. Last, it
+# compiles the end-to-end test package (with -race) and the tollgate binary
+# its TestMain builds into Go's build cache, so that e2e starts by linking.
 # (make test runs them with -j3: the two groups and low-priority-checks.)
 COMPILE_TESTS := ^(TestPluginCheck|TestPluginWarm)$$
 unit: e2e
@@ -137,6 +139,8 @@ unit-compile:
 	$(GO) test -count=1 -timeout 20m github.com/tollgate/tollgate/sdk/conformance
 	$(GO) test -count=1 -timeout 20m -run '$(COMPILE_TESTS)' ./gateway/cmd/tollgate
 	scripts/alloc-tests.sh
+	$(GO) build -o /dev/null ./gateway/cmd/tollgate
+	$(GO) test -race -c -o /dev/null ./gateway/e2e
 
 # deploycheck: the Helm chart rendered with Helm's engine and decoded strictly
 # into k8s.io/api types, the compose file loaded with compose-go, the

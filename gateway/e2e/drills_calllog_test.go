@@ -65,20 +65,7 @@ func TestDrillCallLogDiskFailure(t *testing.T) {
 	during := func(o *drillOutcome) bool {
 		return !o.ended.Before(broke) && o.started.Before(fixed.Add(2*time.Second))
 	}
-	refusals, cuts := 0, 0
-	expectOutcomes(t, outs, func(o *drillOutcome) bool {
-		switch {
-		case o.kind == served:
-			return true
-		case during(o) && o.kind == refused && o.status == 503 && o.code == "call_log_unavailable":
-			refusals++
-			return true
-		case during(o) && o.kind == cut:
-			cuts++
-			return true
-		}
-		return false
-	})
+	refusals, cuts, _ := expectLedgerFaultOutcomes(t, outs, during)
 	if refusals == 0 {
 		t.Error("no request was refused while the write-ahead log could not be written")
 	}
@@ -98,4 +85,30 @@ func TestDrillCallLogDiskFailure(t *testing.T) {
 		ledger: c.evidence(),
 		run:    "^TestDrillCallLogDiskFailure$",
 	})
+}
+
+// expectLedgerFaultOutcomes checks the outcomes of a drill on the call
+// log's disk: every request served, except during the fault (during),
+// when it may be refused with 503 call_log_unavailable or, streamed, cut
+// before its end. It returns those refusals and cuts, and the longest
+// request of the fault.
+func expectLedgerFaultOutcomes(t *testing.T, outs []drillOutcome, during func(*drillOutcome) bool) (refusals, cuts int, slowest time.Duration) {
+	t.Helper()
+	expectOutcomes(t, outs, func(o *drillOutcome) bool {
+		if during(o) {
+			slowest = max(slowest, o.ended.Sub(o.started))
+		}
+		switch {
+		case o.kind == served:
+			return true
+		case during(o) && o.kind == refused && o.status == 503 && o.code == "call_log_unavailable":
+			refusals++
+			return true
+		case during(o) && o.kind == cut:
+			cuts++
+			return true
+		}
+		return false
+	})
+	return refusals, cuts, slowest
 }

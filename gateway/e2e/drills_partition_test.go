@@ -322,17 +322,7 @@ func TestDrillPostgresPartition(t *testing.T) {
 		}
 	}
 	coldServed := time.Since(healed)
-	var replayedAt time.Time
-	for end := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		st := srv.AccountingStats().Ledger
-		if st.SpooledRows > 0 && st.ReplayedRows == st.SpooledRows && !st.Spooling && st.QueueDepth == 0 {
-			replayedAt = time.Now()
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatalf("the spool was not replayed 60 s after the heal: %+v", st)
-		}
-	}
+	replayedAt := waitSpoolReplayed(t, srv, 60*time.Second, "the heal", true)
 	time.Sleep(scaled(500*time.Millisecond, 3*time.Second))
 	load.stopLoad()
 	outs := load.outcomes()

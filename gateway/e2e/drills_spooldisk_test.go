@@ -125,24 +125,7 @@ func TestDrillCallLogSpoolDiskFull(t *testing.T) {
 	during := func(o *drillOutcome) bool {
 		return !o.ended.Before(killed) && o.started.Before(back.Add(2*time.Second))
 	}
-	refusals, cuts := 0, 0
-	var slowest time.Duration
-	expectOutcomes(t, outs, func(o *drillOutcome) bool {
-		if during(o) {
-			slowest = max(slowest, o.ended.Sub(o.started))
-		}
-		switch {
-		case o.kind == served:
-			return true
-		case during(o) && o.kind == refused && o.status == 503 && o.code == "call_log_unavailable":
-			refusals++
-			return true
-		case during(o) && o.kind == cut:
-			cuts++
-			return true
-		}
-		return false
-	})
+	refusals, cuts, slowest := expectLedgerFaultOutcomes(t, outs, during)
 	if refusals == 0 {
 		t.Error("no request was refused while the spool was full")
 	}

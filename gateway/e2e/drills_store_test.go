@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/gateway/internal/proxy"
 )
 
 // waitOutcome waits (up to 20 s) until the load has an outcome that
@@ -145,17 +147,7 @@ func TestDrillPostgresKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	back := time.Now()
-	var replayedAt time.Time
-	for end := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		st := srv.AccountingStats().Ledger
-		if st.SpooledRows > 0 && st.ReplayedRows == st.SpooledRows && !st.Spooling {
-			replayedAt = time.Now()
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatalf("the spool was not replayed 30s after Postgres returned: %+v", st)
-		}
-	}
+	replayedAt := waitSpoolReplayed(t, srv, 30*time.Second, "Postgres returned", false)
 	time.Sleep(scaled(500*time.Millisecond, 3*time.Second))
 	load.stopLoad()
 	outs := load.outcomes()
@@ -182,4 +174,20 @@ func TestDrillPostgresKill(t *testing.T) {
 		ledger: c.evidence(),
 		run:    "^TestDrillPostgresKill$",
 	})
+}
+
+// waitSpoolReplayed waits until srv's call log has replayed every row it
+// spooled and stopped spooling (and, with drained, emptied its queue), and
+// returns when; it fails t after within ("... after " + since).
+func waitSpoolReplayed(t *testing.T, srv *proxy.Server, within time.Duration, since string, drained bool) time.Time {
+	t.Helper()
+	for end := time.Now().Add(within); ; time.Sleep(20 * time.Millisecond) {
+		st := srv.AccountingStats().Ledger
+		if st.SpooledRows > 0 && st.ReplayedRows == st.SpooledRows && !st.Spooling && (!drained || st.QueueDepth == 0) {
+			return time.Now()
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the spool was not replayed %v after %s: %+v", within, since, st)
+		}
+	}
 }
