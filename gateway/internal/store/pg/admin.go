@@ -58,15 +58,17 @@ func (s *Store) UpdatePlan(ctx context.Context, p tenant.Plan) error {
 		return fmt.Errorf("updating plan %q: %w", p.ID, err)
 	}
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `
+		return audited(ctx, tx, "plan.update", "plan", p.ID, planImage, []any{p.ID}, func() error {
+			tag, err := tx.Exec(ctx, `
 UPDATE plans SET monthly_budget_micros = $2, rpm = $3, tpm = $4, max_tokens = $5,
        allowed_models = $6, budgets = $7, plugins = $8, updated_at = now()
 WHERE id = $1`,
-			p.ID, monthly, p.RPM, p.TPM, p.MaxTokens, nonNil(p.AllowedModels), string(budgets), plugins)
-		if err == nil && tag.RowsAffected() == 0 {
-			err = tenant.ErrNotFound
-		}
-		return err
+				p.ID, monthly, p.RPM, p.TPM, p.MaxTokens, nonNil(p.AllowedModels), string(budgets), plugins)
+			if err == nil && tag.RowsAffected() == 0 {
+				err = tenant.ErrNotFound
+			}
+			return err
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("updating plan %q: %w", p.ID, classify(err))

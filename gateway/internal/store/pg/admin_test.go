@@ -157,3 +157,34 @@ VALUES ($1, 'acme', 'gpt-4o', 200, $2)`, id, at)
 		t.Fatalf("row in partition %s, want call_log_2031_07", part)
 	}
 }
+
+// TestAuditedWrite: a write leaves one audit row with its actor and the row
+// before and after, in the write's transaction; a failed write leaves none.
+func TestAuditedWrite(t *testing.T) {
+	s, dsn := open(t)
+	seed(t, s)
+	ctx := pg.WithActor(t.Context(), "tok_test")
+	if err := s.UpdatePlan(ctx, tenant.Plan{ID: "pro", Limits: tenant.Limits{RPM: 77}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdatePlan(ctx, tenant.Plan{ID: "nope"}); !errors.Is(err, tenant.ErrNotFound) {
+		t.Fatalf("update of an unknown plan: %v", err)
+	}
+	conn := connect(t, dsn)
+	var rows []string
+	r, err := conn.Query(t.Context(), `SELECT actor || ' ' || action || ' ' || resource || ' ' || resource_id || ' ' ||
+       coalesce(before->>'rpm', '-') || ' ' || coalesce(after->>'rpm', '-') FROM admin_audit ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r.Next() {
+		var row string
+		must(t, r.Scan(&row))
+		rows = append(rows, row)
+	}
+	must(t, r.Err())
+	if len(rows) != 1 || !strings.HasPrefix(rows[0], "tok_test plan.update plan pro ") || !strings.HasSuffix(rows[0], " 77") ||
+		strings.HasSuffix(rows[0], " 77 77") {
+		t.Fatalf("audit rows %q, want one: tok_test plan.update plan pro <old rpm> 77", rows)
+	}
+}

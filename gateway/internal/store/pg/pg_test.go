@@ -104,7 +104,7 @@ func TestMigrateUpDownUp(t *testing.T) {
 	}
 	now := time.Now().UTC()
 	wantTables := []string{
-		"api_keys", "budget_alerts",
+		"admin_audit", "api_keys", "budget_alerts",
 		"call_log",
 		"call_log_" + now.Format("2006_01"),
 		"call_log_" + pg.MonthStart(now).AddDate(0, 1, 0).Format("2006_01"),
@@ -273,11 +273,12 @@ func TestKeyByHash(t *testing.T) {
 	}
 
 	// A plan update shows in the next read. An admin write is BEGIN, the
-	// write, COMMIT; Price is one statement too.
+	// row's image before, the write, its image after, the audit entry,
+	// COMMIT; Price is one statement.
 	tracer.take()
 	must(t, s.UpdatePlan(t.Context(), tenant.Plan{ID: "pro", Limits: tenant.Limits{TPM: 5}}))
-	if stmts := tracer.take(); len(stmts) != 3 {
-		t.Errorf("UpdatePlan ran %d statements, want 3: %q", len(stmts), stmts)
+	if stmts := tracer.take(); len(stmts) != 6 {
+		t.Errorf("UpdatePlan ran %d statements, want 6: %q", len(stmts), stmts)
 	}
 	if _, err := s.Price(t.Context(), "gpt-4o", time.Now()); !errors.Is(err, tenant.ErrNotFound) {
 		t.Errorf("Price of an unpriced model: %v", err)
