@@ -31,11 +31,13 @@ func (s *Store) CreatePlan(ctx context.Context, p tenant.Plan) error {
 		return fmt.Errorf("creating plan %q: %w", p.ID, err)
 	}
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `
+		return audited(ctx, tx, "plan.create", "plan", p.ID, planImage, []any{p.ID}, func() error {
+			_, err := tx.Exec(ctx, `
 INSERT INTO plans (id, monthly_budget_micros, rpm, tpm, max_tokens, allowed_models, budgets, plugins)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-			p.ID, monthly, p.RPM, p.TPM, p.MaxTokens, nonNil(p.AllowedModels), string(budgets), plugins)
-		return err
+				p.ID, monthly, p.RPM, p.TPM, p.MaxTokens, nonNil(p.AllowedModels), string(budgets), plugins)
+			return err
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("creating plan %q: %w", p.ID, classify(err))
@@ -91,9 +93,11 @@ func (s *Store) CreateTenant(ctx context.Context, t tenant.Tenant) error {
 		return fmt.Errorf("creating tenant %q: %w", t.ID, err)
 	}
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO tenants (id, status, plan_id, plugins) VALUES ($1, $2, $3, $4)`,
-			t.ID, t.Status, t.PlanID, plugins)
-		return err
+		return audited(ctx, tx, "tenant.create", "tenant", t.ID, tenantImage, []any{t.ID}, func() error {
+			_, err := tx.Exec(ctx, `INSERT INTO tenants (id, status, plan_id, plugins) VALUES ($1, $2, $3, $4)`,
+				t.ID, t.Status, t.PlanID, plugins)
+			return err
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("creating tenant %q on plan %q: %w", t.ID, t.PlanID, classify(err))
@@ -109,11 +113,13 @@ func (s *Store) SetTenantStatus(ctx context.Context, id, status string) error {
 		return fmt.Errorf("setting the status of tenant %q: %w", id, err)
 	}
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE tenants SET status = $2 WHERE id = $1`, id, status)
-		if err == nil && tag.RowsAffected() == 0 {
-			err = tenant.ErrNotFound
-		}
-		return err
+		return audited(ctx, tx, "tenant.update", "tenant", id, tenantImage, []any{id}, func() error {
+			tag, err := tx.Exec(ctx, `UPDATE tenants SET status = $2 WHERE id = $1`, id, status)
+			if err == nil && tag.RowsAffected() == 0 {
+				err = tenant.ErrNotFound
+			}
+			return err
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("setting the status of tenant %q: %w", id, classify(err))
@@ -133,13 +139,15 @@ func (s *Store) SetPrice(ctx context.Context, p tenant.Price) error {
 	case p.EffectiveFrom.IsZero():
 		return fmt.Errorf("setting the price of %q: no EffectiveFrom: %w", p.Model, ErrInvalid)
 	}
+	args := []any{p.Model, p.InputMicrosPerMTok, p.OutputMicrosPerMTok, p.EffectiveFrom}
+	for _, v := range priceExtras(&p) {
+		args = append(args, pgtype.Int8{Int64: *v, Valid: *v > 0})
+	}
+	args = append(args, pgtype.Bool{Bool: true, Valid: p.Reasoning})
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		args := []any{p.Model, p.InputMicrosPerMTok, p.OutputMicrosPerMTok, p.EffectiveFrom}
-		for _, v := range priceExtras(&p) {
-			args = append(args, pgtype.Int8{Int64: *v, Valid: *v > 0})
-		}
-		args = append(args, pgtype.Bool{Bool: true, Valid: p.Reasoning})
-		_, err := tx.Exec(ctx, `
+		// The audit names the model; the images carry effective_from.
+		return audited(ctx, tx, "price.set", "price", p.Model, priceImage, []any{p.Model, p.EffectiveFrom}, func() error {
+			_, err := tx.Exec(ctx, `
 INSERT INTO model_prices (model, input_micros_per_mtok, output_micros_per_mtok, effective_from,
     `+priceExtraColumns+`, reasoning)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
@@ -157,7 +165,8 @@ SET input_micros_per_mtok = excluded.input_micros_per_mtok,
     max_output_tokens = excluded.max_output_tokens,
     image_tokens = excluded.image_tokens,
     reasoning = excluded.reasoning`, args...)
-		return err
+			return err
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("setting the price of %q: %w", p.Model, classify(err))

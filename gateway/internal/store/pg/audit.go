@@ -43,9 +43,13 @@ type Audit struct {
 	After      json.RawMessage
 }
 
-// Row images of the audited tables, locking the row for the write.
+// Row images of the audited tables, locking the row for the write. Hashes
+// of keys and admin tokens are left out (adminTokenImage is in tokens.go).
 const (
-	planImage = `SELECT to_jsonb(p) FROM plans p WHERE id = $1 FOR UPDATE`
+	planImage   = `SELECT to_jsonb(p) FROM plans p WHERE id = $1 FOR UPDATE`
+	tenantImage = `SELECT to_jsonb(t) FROM tenants t WHERE id = $1 FOR UPDATE`
+	keyImage    = `SELECT to_jsonb(k) - 'key_hash' FROM api_keys k WHERE id = $1 FOR UPDATE`
+	priceImage  = `SELECT to_jsonb(m) FROM model_prices m WHERE model = $1 AND effective_from = $2 FOR UPDATE`
 )
 
 // insertAudit writes a in tx, with the actor from ctx.

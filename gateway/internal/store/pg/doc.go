@@ -11,7 +11,9 @@
 //
 // # Writes
 //
-// Every admin write runs in its own transaction. Errors wrap
+// Every admin write runs in its own transaction, which also records it in
+// admin_audit (actor from WithActor, the row's JSON images before and after,
+// hashes left out). Errors wrap
 // tenant.ErrNotFound (unknown row, or a reference to one), ErrExists
 // (duplicate id) or ErrInvalid (a value the schema rejects), so the admin
 // API can map them to 404, 409 and 400 with errors.Is.

@@ -2,12 +2,8 @@ package pg
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base32"
 	"errors"
 	"fmt"
-	"math/big"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -131,12 +127,14 @@ func (s *Store) CreateKey(ctx context.Context, tenantID string, opts KeyOptions)
 	}
 	budget, window := keyBudgetColumns(k.Budget)
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `
+		return audited(ctx, tx, "key.create", "key", k.ID, keyImage, []any{k.ID}, func() error {
+			_, err := tx.Exec(ctx, `
 INSERT INTO api_keys (id, tenant_id, key_hash, prefix, status, expires_at, rpm, tpm, max_tokens, budget_micros, budget_window)
 VALUES ($1, $2, $3, $4, 'active', $5, $6, $7, $8, $9, $10)`,
-			k.ID, k.TenantID, k.Hash[:], k.Prefix, nullTime(k.ExpiresAt),
-			nullPositive(k.Limits.RPM), nullPositive(k.Limits.TPM), nullPositive(k.Limits.MaxTokens), budget, window)
-		return err
+				k.ID, k.TenantID, k.Hash[:], k.Prefix, nullTime(k.ExpiresAt),
+				nullPositive(k.Limits.RPM), nullPositive(k.Limits.TPM), nullPositive(k.Limits.MaxTokens), budget, window)
+			return err
+		})
 	})
 	if err != nil {
 		return "", nil, fmt.Errorf("creating a key for tenant %q: %w", tenantID, classify(err))
@@ -158,20 +156,22 @@ func (s *Store) RevokeKey(ctx context.Context, keyID string) error {
 func (s *Store) RevokeKeyHash(ctx context.Context, keyID string) (tenant.KeyHash, error) {
 	var h tenant.KeyHash
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var raw []byte
-		err := tx.QueryRow(ctx, `
+		return audited(ctx, tx, "key.revoke", "key", keyID, keyImage, []any{keyID}, func() error {
+			var raw []byte
+			err := tx.QueryRow(ctx, `
 UPDATE api_keys SET status = 'revoked', revoked_at = coalesce(revoked_at, now())
 WHERE id = $1 RETURNING key_hash`, keyID).Scan(&raw)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			return tenant.ErrNotFound
-		case err != nil:
-			return err
-		case len(raw) != len(h):
-			return fmt.Errorf("key_hash has %d bytes", len(raw))
-		}
-		copy(h[:], raw)
-		return nil
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				return tenant.ErrNotFound
+			case err != nil:
+				return err
+			case len(raw) != len(h):
+				return fmt.Errorf("key_hash has %d bytes", len(raw))
+			}
+			copy(h[:], raw)
+			return nil
+		})
 	})
 	if err != nil {
 		return h, fmt.Errorf("revoking key %q: %w", keyID, err)
@@ -231,27 +231,11 @@ ORDER BY k.created_at, k.id`, tenantID)
 }
 
 // newKey returns a new API key: KeyPrefix and 32 random bytes in base62.
-func newKey() (string, error) {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("generating a key: %w", err)
-	}
-	digits := new(big.Int).SetBytes(b[:]).Text(62)
-	return KeyPrefix + strings.Repeat("0", KeyDigits-len(digits)) + digits, nil
-}
-
-// keyIDEncoding spells key ids: lowercase base32, no padding.
-var keyIDEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+func newKey() (string, error) { return newSecret(KeyPrefix) }
 
 // newKeyID returns a new key id, "key_" and 16 random characters. Ids are
 // not secret; they name keys in the admin API and the call log.
-func newKeyID() (string, error) {
-	var b [10]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("generating a key id: %w", err)
-	}
-	return "key_" + keyIDEncoding.EncodeToString(b[:]), nil
-}
+func newKeyID() (string, error) { return newID("key_") }
 
 // nullTime maps the zero time to NULL.
 func nullTime(t time.Time) *time.Time {

@@ -104,7 +104,7 @@ func TestMigrateUpDownUp(t *testing.T) {
 	}
 	now := time.Now().UTC()
 	wantTables := []string{
-		"admin_audit", "api_keys", "budget_alerts",
+		"admin_audit", "admin_tokens", "api_keys", "budget_alerts",
 		"call_log",
 		"call_log_" + now.Format("2006_01"),
 		"call_log_" + pg.MonthStart(now).AddDate(0, 1, 0).Format("2006_01"),
@@ -311,7 +311,7 @@ func TestCreateKeyPlaintextNowhere(t *testing.T) {
 	conn := connect(t, dsn)
 	rows, err := conn.Query(t.Context(), `
 SELECT table_name, column_name, data_type FROM information_schema.columns
-WHERE table_schema = 'public' AND data_type IN ('text', 'bytea', 'ARRAY', 'character varying')
+WHERE table_schema = 'public' AND data_type IN ('text', 'bytea', 'ARRAY', 'character varying', 'jsonb')
 ORDER BY 1, 2`)
 	must(t, err)
 	type column struct{ table, name, typ string }
@@ -328,7 +328,7 @@ ORDER BY 1, 2`)
 		switch c.typ {
 		case "bytea":
 			expr = "encode(" + expr + ", 'escape')"
-		case "ARRAY":
+		case "ARRAY", "jsonb":
 			expr += "::text"
 		}
 		var n int
@@ -357,6 +357,17 @@ ORDER BY 1, 2`)
 		hex.EncodeToString(snap.Key.Hash[:])).Scan(&n))
 	if n != 1 {
 		t.Fatalf("whole-row scan found the key's hash in %d rows, want 1", n)
+	}
+	// The key's creation is audited, its image without the hash.
+	must(t, conn.QueryRow(t.Context(), `SELECT count(*) FROM admin_audit a WHERE resource_id = $1 AND after->>'prefix' = $2`,
+		snap.Key.ID, snap.Key.Prefix).Scan(&n))
+	if n != 1 {
+		t.Fatalf("%d audit rows of the key's creation, want 1", n)
+	}
+	must(t, conn.QueryRow(t.Context(), `SELECT count(*) FROM admin_audit a WHERE strpos(a::text, $1) > 0 OR a::text LIKE '%key_hash%'`,
+		hex.EncodeToString(snap.Key.Hash[:])).Scan(&n))
+	if n != 0 {
+		t.Fatalf("the audit log holds a key hash in %d rows", n)
 	}
 	must(t, conn.QueryRow(t.Context(), `SELECT count(*) FROM api_keys t WHERE strpos(t::text, $1) > 0`, secret).Scan(&n))
 	if n != 0 {

@@ -85,11 +85,13 @@ func (s *Store) SetTenantPlugins(ctx context.Context, tenantID string, ovs tenan
 		return fmt.Errorf("setting the plugins of tenant %q: %w", tenantID, err)
 	}
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE tenants SET plugins = $2 WHERE id = $1`, tenantID, raw)
-		if err == nil && tag.RowsAffected() == 0 {
-			err = tenant.ErrNotFound
-		}
-		return err
+		return audited(ctx, tx, "tenant.update", "tenant", tenantID, tenantImage, []any{tenantID}, func() error {
+			tag, err := tx.Exec(ctx, `UPDATE tenants SET plugins = $2 WHERE id = $1`, tenantID, raw)
+			if err == nil && tag.RowsAffected() == 0 {
+				err = tenant.ErrNotFound
+			}
+			return err
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("setting the plugins of tenant %q: %w", tenantID, classify(err))

@@ -29,7 +29,8 @@ type Options struct {
 	// Tracer, if not nil, sees every query run on the pool's connections
 	// (not the Listen connection), e.g. to count the statements of a
 	// request: KeyByHash and Price are one statement each, an admin write
-	// three (BEGIN, the write, COMMIT). It is also used as a pgx batch,
+	// six (BEGIN, the row's image before, the write, its image after, the
+	// audit entry, COMMIT). It is also used as a pgx batch,
 	// copy-from, prepare or connect tracer if it implements those
 	// interfaces.
 	Tracer pgx.QueryTracer
