@@ -4,7 +4,10 @@
 // write, tells the local cache to evict what changed (other replicas learn of
 // it from the store's NOTIFY).
 //
-// Every request needs "Authorization: Bearer <token>". Errors are
+// Every request needs "Authorization: Bearer <token>" (the environment's
+// token or a stored admin token, auth.go) or the session cookie (session.go);
+// each route needs a scope (read, write or cancel), and the store records
+// every write with its actor in the audit log (audit.go). Errors are
 // OpenAI-style bodies: {"error":{"message","type","param","code"}}. Money is
 // in US dollars as decimal strings ("12.5"), converted exactly to micros.
 package admin
@@ -12,7 +15,6 @@ package admin
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -94,12 +96,16 @@ type handler struct {
 	// checkPlugins checks plugin overrides before they are stored (nil:
 	// not checked).
 	checkPlugins PluginChecker
+	tokens       TokenStore  // nil: the environment's token only
+	audit        AuditReader // nil: an empty audit log
+	readOnly     bool        // the store takes no writes
 }
 
-// NewHandler returns the admin API. token is the bearer token every request
-// must present; an empty token refuses every request with 503. A nil evict
-// evicts nothing locally; a nil log means slog.Default(). The handler never
-// logs tokens or keys.
+// NewHandler returns the admin API. token is the environment's admin token
+// (actor "bootstrap", every scope); an empty token refuses every request
+// with 503. Stored admin tokens are accepted too if store is a TokenStore
+// (or WithTokens gives one). A nil evict evicts nothing locally; a nil log
+// means slog.Default(). The handler never logs tokens or keys.
 func NewHandler(store Store, evict Evictor, token string, log *slog.Logger, opts ...Option) http.Handler {
 	if evict == nil {
 		evict = noEvict{}
@@ -112,7 +118,19 @@ func NewHandler(store Store, evict Evictor, token string, log *slog.Logger, opts
 	for _, o := range opts {
 		o(h)
 	}
+	if ts, ok := store.(TokenStore); ok && h.tokens == nil {
+		h.tokens = ts
+	}
+	if a, ok := store.(AuditReader); ok && h.audit == nil {
+		h.audit = a
+	}
 	m := http.NewServeMux()
+	m.HandleFunc("GET "+sessionPath, h.getSession)
+	m.HandleFunc("DELETE "+sessionPath, h.deleteSession)
+	m.HandleFunc("GET /v1/admin/tokens", h.listTokens)
+	m.HandleFunc("POST /v1/admin/tokens", h.createToken)
+	m.HandleFunc("POST /v1/admin/tokens/{id}/revoke", h.revokeToken)
+	m.HandleFunc("GET /v1/admin/audit", h.listAudit)
 	m.HandleFunc("POST /v1/admin/plans", h.createPlan)
 	m.HandleFunc("PUT /v1/admin/plans/{id}", h.updatePlan)
 	m.HandleFunc("POST /v1/admin/tenants", h.createTenant)
@@ -147,24 +165,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Code: "admin_disabled", Message: "admin API has no token configured"})
 		return
 	}
-	if !h.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="tollgate-admin"`)
-		h.fail(w, r, &openai.Error{Status: http.StatusUnauthorized, Type: openai.TypeInvalidRequest,
-			Code: "invalid_admin_token", Message: "missing or wrong admin token (Authorization: Bearer <token>)"})
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	// Opening a session takes the token in its body (auth.go, session.go).
+	if r.Method == http.MethodPost && r.URL.Path == sessionPath {
+		h.createSession(w, r)
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-	h.mux.ServeHTTP(w, r)
-}
-
-// authorized reports whether r carries "Authorization: Bearer <token>".
-// The digests of the presented and the configured token are compared in
-// constant time, so neither the bytes nor the length of the token show in
-// how long a refusal takes.
-func (h *handler) authorized(r *http.Request) bool {
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	sum := sha256.Sum256([]byte(got))
-	return subtle.ConstantTimeCompare(sum[:], h.token[:]) == 1 && ok
+	p := h.authenticate(w, r)
+	if p == nil {
+		return
+	}
+	ctx := pg.WithActor(context.WithValue(r.Context(), principalKey{}, p), p.actor)
+	h.mux.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // Wire types. Limits of 0 mean "not set".
