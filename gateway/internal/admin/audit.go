@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -55,7 +56,13 @@ func (h *handler) authListQuery(w http.ResponseWriter, r *http.Request, filters 
 	for _, f := range filters {
 		allowed[f] = true
 	}
-	for name, vals := range r.URL.Query() {
+	query, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		h.fail(w, r, &openai.Error{Status: http.StatusBadRequest, Type: openai.TypeInvalidRequest, Code: "invalid_query",
+			Message: "malformed query string: " + err.Error()})
+		return q, false
+	}
+	for name, vals := range query {
 		if !allowed[name] || len(vals) != 1 {
 			h.fail(w, r, &openai.Error{Status: http.StatusBadRequest, Type: openai.TypeInvalidRequest, Code: "invalid_query", Param: name,
 				Message: "unknown or repeated query parameter " + strconv.Quote(name)})
