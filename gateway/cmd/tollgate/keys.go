@@ -44,11 +44,7 @@ func keys(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("tollgate keys "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, keysUsage) }
-	admin := os.Getenv("TOLLGATE_ADMIN_URL")
-	if admin == "" {
-		admin = keysDefaultAdmin
-	}
-	fs.StringVar(&admin, "admin", admin, "admin API base URL")
+	admin := adminURLFlag(fs)
 	tenantID := fs.String("tenant", "", "tenant id")
 	var run func(c *keysClient) error
 	switch args[0] {
@@ -79,14 +75,31 @@ func keys(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tollgate keys %s: unexpected arguments %q\n", args[0], fs.Args())
 		return 2
 	}
+	return runAdminClient("tollgate keys "+args[0], *admin, stderr, run)
+}
+
+// adminURLFlag defines -admin on fs: the admin API's base URL, by default
+// $TOLLGATE_ADMIN_URL, else keysDefaultAdmin.
+func adminURLFlag(fs *flag.FlagSet) *string {
+	admin := os.Getenv("TOLLGATE_ADMIN_URL")
+	if admin == "" {
+		admin = keysDefaultAdmin
+	}
+	return fs.String("admin", admin, "admin API base URL")
+}
+
+// runAdminClient runs run with a client of the admin API at admin, whose
+// token comes from $TOLLGATE_ADMIN_TOKEN (never a flag: it would show in
+// ps), and returns the exit code: 2 for a usage error, 1 for another.
+func runAdminClient(cmd, admin string, stderr io.Writer, run func(c *keysClient) error) int {
 	token := os.Getenv("TOLLGATE_ADMIN_TOKEN")
 	if token == "" {
-		fmt.Fprintf(stderr, "tollgate keys %s: $TOLLGATE_ADMIN_TOKEN is not set\n", args[0])
+		fmt.Fprintf(stderr, "%s: $TOLLGATE_ADMIN_TOKEN is not set\n", cmd)
 		return 2
 	}
 	c := &keysClient{base: strings.TrimRight(admin, "/"), token: token, http: &http.Client{Timeout: keysTimeout}}
 	if err := run(c); err != nil {
-		fmt.Fprintf(stderr, "tollgate keys %s: %v\n", args[0], err)
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		var u keysUsageError
 		if errors.As(err, &u) {
 			return 2

@@ -43,6 +43,7 @@ Usage:
   tollgate plugin check [-config JSON] FILE.wasm...   run the conformance suite against built modules (any language)
   tollgate migrate [up | status | down-to N]      apply the Postgres schema ($TOLLGATE_DATABASE_URL)
   tollgate keys create|revoke|list               manage API keys through the admin API
+  tollgate admin-tokens create|list|revoke       manage the admin API's scoped tokens through it
   tollgate version                               print the version
 
 Run 'tollgate COMMAND -h' for a command's flags.
@@ -70,6 +71,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return migrate(args[1:], stdout, stderr)
 	case "keys":
 		return keys(args[1:], stdout, stderr)
+	case "admin-tokens":
+		return adminTokens(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, version())
 		return 0
