@@ -136,18 +136,19 @@ func (h *handler) resolve(ctx context.Context, token string) (*principal, error)
 	return &principal{actor: tok.ID, name: tok.Name, scopes: tok.Scopes, expiresAt: tok.ExpiresAt, csrf: csrfToken(token)}, nil
 }
 
+// cancelRoutes are the routes of the cancel scope, as ServeMux patterns.
+var cancelRoutes = map[string]bool{"POST /v1/admin/requests/{id}/cancel": true}
+
 // requiredScope is the scope r's route needs: read for GET (and HEAD),
-// cancel for cancelling a request, write for every other.
-func requiredScope(r *http.Request) string {
+// cancel for cancelling a request, write for every other. The route is the
+// pattern mux would serve r with, so an escaped path ("a%2Fb" as an id)
+// gets the scope of the handler it reaches.
+func requiredScope(mux *http.ServeMux, r *http.Request) string {
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		return pg.ScopeRead
 	}
-	if r.Method == http.MethodPost {
-		if rest, ok := strings.CutPrefix(r.URL.Path, "/v1/admin/requests/"); ok {
-			if id, ok := strings.CutSuffix(rest, "/cancel"); ok && id != "" && !strings.Contains(id, "/") {
-				return pg.ScopeCancel
-			}
-		}
+	if _, pattern := mux.Handler(r); cancelRoutes[pattern] {
+		return pg.ScopeCancel
 	}
 	return pg.ScopeWrite
 }
@@ -181,7 +182,7 @@ func (h *handler) authenticate(w http.ResponseWriter, r *http.Request) *principa
 		return nil
 	}
 	if r.URL.Path != sessionPath {
-		if sc := requiredScope(r); !p.has(sc) {
+		if sc := requiredScope(h.mux, r); !p.has(sc) {
 			h.fail(w, r, &openai.Error{Status: http.StatusForbidden, Type: openai.TypeInvalidRequest, Code: "insufficient_scope",
 				Message: fmt.Sprintf("this admin token lacks the %q scope that %s %s needs", sc, r.Method, r.URL.Path)})
 			return nil

@@ -153,6 +153,7 @@ func TestScopeTable(t *testing.T) {
 		{"write", "POST", "/v1/admin/tokens", `{"name":"n","scopes":["%s"]}`, 201},
 		{"cancel", "POST", "/v1/admin/requests/live/cancel", "", 200},
 		{"cancel", "POST", "/v1/admin/requests/gone/cancel", "", 404},
+		{"cancel", "POST", "/v1/admin/requests/a%2Fb/cancel", "", 404},
 	}
 	holders := map[string][]string{"read": {"read"}, "write": {"write"}, "cancel": {"cancel"}, "all": {"read", "write", "cancel"}}
 	for holder, scopes := range holders {
