@@ -242,6 +242,7 @@ await step('cancel-stream', async () => {
   if (ended !== 'ended') await reader.cancel().catch(() => {});
   check(ended === 'ended', `the stream did not end within ${T} ms of the cancel`);
   check(!text.includes('[DONE]'), 'the stream ran to [DONE]: the cancel did not stop it');
+  check(text.includes('request_cancelled'), 'the stream ended without the request_cancelled event');
   console.log(`  stream ended ${Date.now() - t0} ms after the click; ${text.length} bytes relayed`);
 });
 
