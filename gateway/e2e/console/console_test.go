@@ -39,7 +39,7 @@ import (
 var steps = []string{
 	"load", "bad-token", "sign-in", "create-plan", "set-price", "create-tenant", "create-key",
 	"traffic", "spend", "cancel-stream", "keys-page", "policy", "admin-token", "audit",
-	"csp-detector", "secrets-and-csp",
+	"session-ended", "csp-detector", "secrets-and-csp",
 }
 
 // pendingSteps need admin routes this tree does not serve yet: the
@@ -50,7 +50,7 @@ var steps = []string{
 // those routes are in.
 var pendingSteps = []string{
 	"sign-in", "create-plan", "set-price", "create-tenant", "create-key", "traffic", "spend",
-	"cancel-stream", "keys-page", "policy", "admin-token", "audit",
+	"cancel-stream", "keys-page", "policy", "admin-token", "audit", "session-ended",
 }
 
 var binDir string

@@ -349,7 +349,8 @@ export function Plans() {
     <${Table} rows=${list.rows} rowKey=${(p) => p.id} empty="No plans." cols=${[
       { title: 'ID', key: 'id' },
       { title: 'Monthly budget', num: true, render: (p) => (Number(p.monthly_budget_usd) ? usd(p.monthly_budget_usd) : 'none') },
-      { title: 'RPM', key: 'rpm', num: true }, { title: 'TPM', key: 'tpm', num: true }, { title: 'Max tokens', key: 'max_tokens', num: true },
+      { title: 'RPM', num: true, render: (p) => p.rpm || '—' }, { title: 'TPM', num: true, render: (p) => p.tpm || '—' },
+      { title: 'Max tokens', num: true, render: (p) => p.max_tokens || '—' },
       { title: 'Models', render: (p) => fmt(p.allowed_models && p.allowed_models.length ? p.allowed_models : 'all') },
       { title: 'Budgets', render: (p) => (p.budgets ? p.budgets.map((b) => `${b.scope}/${b.window} ${usd(b.usd)}`).join(', ') : '—') },
       { title: 'Tenants', key: 'tenants', num: true },

@@ -6,7 +6,7 @@
 //   CONSOLE_URL   the admin listener, e.g. http://127.0.0.1:9091
 //   GATEWAY_URL   the proxy listener (the script sends traffic there)
 //   ADMIN_TOKEN   the gateway's $TOLLGATE_ADMIN_TOKEN
-//   SCREENSHOTS   a directory for one PNG per page
+//   SCREENSHOTS   a directory for one PNG per page (console-PAGE.png)
 //   PENDING       comma-separated steps not to run (routes not served yet)
 //   CHROMIUM      the browser (default /usr/bin/chromium)
 //
@@ -72,13 +72,13 @@ async function step(name, fn) {
     let msg = String(e && e.message ? e.message : e);
     for (const s of secrets) if (s) msg = msg.split(s).join('<redacted>');
     console.log(`step ${name} FAILED: ${msg.split('\n').slice(0, 6).join(' | ')}`);
-    try { await page.screenshot({ path: join(shots, `failed-${name}.png`), fullPage: true }); } catch { /* closed */ }
+    try { await page.screenshot({ path: join(shots, `console-failed-${name}.png`), fullPage: true }); } catch { /* closed */ }
   }
 }
 
 function check(cond, what) { if (!cond) throw new Error(what); }
 
-async function shot(name) { await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true }); }
+async function shot(name) { await page.screenshot({ path: join(shots, `console-${name}.png`), fullPage: true }); }
 
 // noSecretInDOM: neither the markup nor any input's value holds a secret.
 async function noSecretInDOM(where) {
@@ -280,6 +280,16 @@ await step('audit', async () => {
   await page.getByRole('cell', { name: tenantID, exact: true }).first().waitFor();
   await noSecretInDOM('audit log');
   await shot('audit');
+});
+
+// A session that ends (here: its cookie gone) sends the console back to
+// the sign-in page on the next API answer (401).
+await step('session-ended', async () => {
+  await context.clearCookies();
+  await page.goto(`${base}/#/tenants`);
+  await page.reload();
+  await page.getByRole('button', { name: 'Sign in' }).waitFor();
+  await noSecretInDOM('signed out');
 });
 
 // The detector itself: an inline script must be refused and reported, or

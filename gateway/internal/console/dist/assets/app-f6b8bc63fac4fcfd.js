@@ -158,7 +158,7 @@
     <${Ut} text=${l} />
     <${fe} error=${i.error} />
     <${fe} error=${e.error} />
-    <${$t} rows=${e.rows} rowKey=${d=>d.id} empty="No plans." cols=${[{title:"ID",key:"id"},{title:"Monthly budget",num:!0,render:d=>Number(d.monthly_budget_usd)?Be(d.monthly_budget_usd):"none"},{title:"RPM",key:"rpm",num:!0},{title:"TPM",key:"tpm",num:!0},{title:"Max tokens",key:"max_tokens",num:!0},{title:"Models",render:d=>Bt(d.allowed_models&&d.allowed_models.length?d.allowed_models:"all")},{title:"Budgets",render:d=>d.budgets?d.budgets.map(g=>`${g.scope}/${g.window} ${Be(g.usd)}`).join(", "):"—"},{title:"Tenants",key:"tenants",num:!0},{title:"",render:d=>C`<button class="small secondary" onClick=${()=>n(d)}>Edit</button>
+    <${$t} rows=${e.rows} rowKey=${d=>d.id} empty="No plans." cols=${[{title:"ID",key:"id"},{title:"Monthly budget",num:!0,render:d=>Number(d.monthly_budget_usd)?Be(d.monthly_budget_usd):"none"},{title:"RPM",num:!0,render:d=>d.rpm||"—"},{title:"TPM",num:!0,render:d=>d.tpm||"—"},{title:"Max tokens",num:!0,render:d=>d.max_tokens||"—"},{title:"Models",render:d=>Bt(d.allowed_models&&d.allowed_models.length?d.allowed_models:"all")},{title:"Budgets",render:d=>d.budgets?d.budgets.map(g=>`${g.scope}/${g.window} ${Be(g.usd)}`).join(", "):"—"},{title:"Tenants",key:"tenants",num:!0},{title:"",render:d=>C`<button class="small secondary" onClick=${()=>n(d)}>Edit</button>
         <button class="small danger" onClick=${()=>_(d)}>Delete</button>`}]} />
     <${sn} list=${e.list} onMore=${e.more} />
     ${u}
