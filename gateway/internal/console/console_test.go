@@ -1,11 +1,13 @@
 package console
 
 import (
+	"bytes"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"testing/fstest"
 )
@@ -44,21 +46,21 @@ func TestIndexNamesEmbeddedAssets(t *testing.T) {
 	}
 	body := rec.Body.String()
 	refs := regexp.MustCompile(`(?:src|href)="([^"]*)"`).FindAllStringSubmatch(body, -1)
-	var assets []string
+	var named []string
 	for _, m := range refs {
 		switch {
 		case m[1] == "data:,": // the empty favicon: no request
 		case strings.HasPrefix(m[1], "/assets/"):
-			assets = append(assets, m[1])
+			named = append(named, m[1])
 		default:
 			t.Errorf("index.html references %q: want /assets/ paths only", m[1])
 		}
 	}
-	if len(assets) != 2 {
-		t.Fatalf("index.html names %d assets (%q), want the script and the stylesheet", len(assets), assets)
+	if len(named) != 2 {
+		t.Fatalf("index.html names %d assets (%q), want the script and the stylesheet", len(named), named)
 	}
-	embedded := Assets()
-	for _, a := range assets {
+	embedded := assets()
+	for _, a := range named {
 		if !regexp.MustCompile(`^/assets/app-[0-9a-f]{16}\.(js|css)$`).MatchString(a) {
 			t.Errorf("asset %q is not content-hashed", a)
 		}
@@ -70,8 +72,8 @@ func TestIndexNamesEmbeddedAssets(t *testing.T) {
 			t.Errorf("index.html names %s, which is not embedded (%q): run make console", a, embedded)
 		}
 	}
-	if len(embedded) != len(assets) {
-		t.Errorf("embedded assets %q, index.html names %q: a stale asset is embedded", embedded, assets)
+	if len(embedded) != len(named) {
+		t.Errorf("embedded assets %q, index.html names %q: a stale asset is embedded", embedded, named)
 	}
 	if regexp.MustCompile(`<script>|<style|\sstyle=|\son[a-z]+=`).MatchString(body) {
 		t.Errorf("index.html has inline script or style, which the CSP refuses:\n%s", body)
@@ -81,7 +83,7 @@ func TestIndexNamesEmbeddedAssets(t *testing.T) {
 func TestPathsAndCaching(t *testing.T) {
 	h := Handler()
 	var js, css string
-	for _, a := range Assets() {
+	for _, a := range assets() {
 		if strings.HasSuffix(a, ".js") {
 			js = a
 		} else if strings.HasSuffix(a, ".css") {
@@ -148,4 +150,34 @@ func TestBrokenTree(t *testing.T) {
 			t.Errorf("%s: no error", name)
 		}
 	}
+}
+
+// Requests at once, for every path and method, get the same bytes as one
+// alone (the handler shares its files read-only; -race checks it).
+func TestConcurrentRequests(t *testing.T) {
+	h := Handler()
+	paths := append([]string{"/", "/index.html", "/nope"}, assets()...)
+	want := map[string][]byte{}
+	for _, p := range paths {
+		want[p] = serve(t, h, "GET", p).Body.Bytes()
+	}
+	var wg sync.WaitGroup
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				p := paths[(g+i)%len(paths)]
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest([]string{"GET", "HEAD"}[i%2], p, nil))
+				if i%2 == 0 && !bytes.Equal(rec.Body.Bytes(), want[p]) {
+					t.Errorf("GET %s: body differs under concurrency", p)
+				}
+				if rec.Header().Get("Content-Security-Policy") != CSP {
+					t.Errorf("%s: no CSP under concurrency", p)
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

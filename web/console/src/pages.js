@@ -5,23 +5,26 @@ import {
 } from './ui.js';
 import { Chart, usageSeries } from './chart.js';
 
-// list loads a paged list, appending pages on "More".
-function useList(path, params, deps, every) {
-  const [extra, setExtra] = useState([]);
-  const first = useLoad(async () => { setExtra([]); return get(path + query(params)); }, deps, every);
-  const [tail, setTail] = useState(null);
-  const more = async (cursor) => {
+// useList loads the first page of a list (again when deps change) and
+// appends the next pages on "More"; a reload starts from the first page.
+function useList(path, params, deps) {
+  const [extra, setExtra] = useState({ rows: [], last: null, error: null });
+  const first = useLoad(async () => {
+    const d = await get(path + query(params));
+    setExtra({ rows: [], last: null, error: null });
+    return d;
+  }, deps);
+  const list = extra.last || first.data;
+  const more = async () => {
     try {
-      const next = await get(path + query({ ...params, cursor }));
-      setExtra((x) => [...x, ...next.data]);
-      setTail(next);
+      const next = await get(path + query({ ...params, cursor: list.next_cursor }));
+      setExtra((x) => ({ rows: [...x.rows, ...next.data], last: next, error: null }));
     } catch (e) {
-      setTail({ error: e });
+      setExtra((x) => ({ ...x, error: e }));
     }
   };
-  const list = first.data && (tail && !tail.error && extra.length ? tail : first.data);
-  const rows = first.data ? [...first.data.data, ...extra] : null;
-  return { ...first, rows, list, more, moreError: tail && tail.error };
+  const rows = first.data ? [...first.data.data, ...extra.rows] : null;
+  return { ...first, rows, list, more, moreError: extra.error };
 }
 
 function Status({ s }) { return html`<span class=${`status-${s}`}>${s || '—'}</span>`; }
@@ -382,6 +385,7 @@ export function Keys() {
     <${ErrorBox} error=${list.error} />
     <${KeyTable} rows=${list.rows} onChange=${list.reload} setError=${setError} setDone=${setDone} />
     <${More} list=${list.list} onMore=${list.more} />
+    <${ErrorBox} error=${list.moreError} />
   </section>`;
 }
 
@@ -497,7 +501,7 @@ export function Prices() {
 
 export function Audit() {
   const [f, setF] = useState({ resource: '', resource_id: '', actor: '' });
-  const list = useList('/v1/admin/audit', f, [f.resource, f.resource_id, f.actor], 5000);
+  const list = useList('/v1/admin/audit', f, [f.resource, f.resource_id, f.actor]);
   const [open, setOpen] = useState(null);
   const input = (k) => html`<input value=${f[k]} onChange=${(e) => setF({ ...f, [k]: e.target.value.trim() })} />`;
   return html`<section>
@@ -506,6 +510,7 @@ export function Audit() {
       <${Field} label="Resource">${input('resource')}</${Field}>
       <${Field} label="Resource ID">${input('resource_id')}</${Field}>
       <${Field} label="Actor">${input('actor')}</${Field}>
+      <button class="secondary" onClick=${list.reload}>Refresh</button>
     </div>
     <${ErrorBox} error=${list.error} />
     <${Table} rows=${list.rows} rowKey=${(a) => a.id} empty="No audit entries." cols=${[
@@ -518,6 +523,7 @@ export function Audit() {
         : html`<button class="small secondary" onClick=${() => setOpen(a.id)}>Show</button>`) },
     ]} />
     <${More} list=${list.list} onMore=${list.more} />
+    <${ErrorBox} error=${list.moreError} />
   </section>`;
 }
 
