@@ -27,13 +27,14 @@ plugins: build
 # gateway/internal/console/dist, which is committed so that `go build`
 # needs no npm (like the built-in plugins, docs/adr/0008). The build is
 # deterministic: content-hashed names, no timestamps. console-check (in
-# make test) rebuilds in memory and fails when the committed dist differs.
+# make test) rebuilds in memory and fails when the committed dist differs,
+# and runs the console's unit tests (node --test).
 console:
 	@test -d $(CONSOLE)/node_modules/esbuild || (cd $(CONSOLE) && npm ci --no-audit --no-fund)
 	cd $(CONSOLE) && npm run --silent build
 
 console-check:
-	@cd $(CONSOLE) && node build.mjs --check
+	@cd $(CONSOLE) && node build.mjs --check && node --test test/unit.test.mjs
 
 # run: the gateway on its embedded default policy with the mock model behind
 # it. No Postgres, no Redis. Ctrl-C stops both. `make run POLICY=FILE` runs

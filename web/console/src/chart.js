@@ -1,28 +1,18 @@
 import uPlot from 'uplot';
 import { useEffect, useRef } from 'preact/hooks';
 import { html } from './ui.js';
+import { day } from './series.js';
 
-const day = (d) => Date.parse(`${d}T00:00:00Z`) / 1000;
+export { usageSeries } from './series.js';
+
 const palette = ['#2563eb', '#dc2626', '#16a34a', '#d97706', '#7c3aed', '#0891b2', '#db2777', '#4b5563'];
-
-// usageSeries turns usage rows ({day, model, cost_micros}) into uPlot data:
-// one x value per day (UTC midnight, seconds) and one series per model.
-export function usageSeries(rows, value) {
-  const days = [...new Set(rows.map((r) => r.day))].sort();
-  const models = [...new Set(rows.map((r) => r.model || 'all'))].sort();
-  const idx = new Map(days.map((d, i) => [d, i]));
-  const ys = models.map(() => days.map(() => 0));
-  for (const r of rows) ys[models.indexOf(r.model || 'all')][idx.get(r.day)] += value(r);
-  const xs = days.map(day);
-  return { models, data: [xs, ...ys] };
-}
 
 // Chart draws one uPlot chart; it is rebuilt when its data change.
 // from and to (YYYY-MM-DD) fix the x range to the period asked for.
 export function Chart({ title, models, data, unit, from, to }) {
   const el = useRef(null);
   useEffect(() => {
-    if (!el.current || !data || data[0].length === 0) return undefined;
+    if (!el.current || !data || data.length < 2) return undefined;
     const width = Math.max(320, el.current.clientWidth || 640);
     const opts = {
       title, width, height: 260,
@@ -37,6 +27,6 @@ export function Chart({ title, models, data, unit, from, to }) {
     const plot = new uPlot(opts, data, el.current);
     return () => plot.destroy();
   }, [data, models, title, unit, from, to]);
-  if (!data || data[0].length === 0) return html`<p class="empty">No usage in this period.</p>`;
+  if (!data || data.length < 2) return html`<p class="empty">No usage in this period.</p>`;
   return html`<div class="chart" ref=${el}></div>`;
 }

@@ -214,8 +214,8 @@ export function Tenant({ arg }) {
     [id, range.from, range.to], 10000);
   const act = useAction();
   const [done, setDone] = useState('');
-  const series = useMemo(() => (usage.data ? usageSeries(usage.data.data, (r) => r.cost_micros / 1e6) : null), [usage.data]);
-  const reqSeries = useMemo(() => (usage.data ? usageSeries(usage.data.data, (r) => r.requests) : null), [usage.data]);
+  const series = useMemo(() => (usage.data ? usageSeries(usage.data.data, (r) => r.cost_micros / 1e6, range.from, range.to) : null), [usage.data]);
+  const reqSeries = useMemo(() => (usage.data ? usageSeries(usage.data.data, (r) => r.requests, range.from, range.to) : null), [usage.data]);
 
   const patchTenant = (body, what) => act.run(async () => {
     await patch(`/v1/admin/tenants/${enc(id)}`, body);
