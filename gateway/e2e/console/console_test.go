@@ -6,7 +6,8 @@
 // and checks that every step it runs passes.
 //
 // It runs without the race detector (the gateway is a separate process,
-// and the time goes to the browser).
+// and the time goes to the browser). Its two tests run in parallel: they
+// measure no time, and their deadlines are generous.
 package console
 
 import (
@@ -34,13 +35,15 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
 )
 
-// steps are the scenario's steps in order (console.mjs prints one line
-// for each).
-var steps = []string{
-	"load", "bad-token", "sign-in", "create-plan", "set-price", "create-tenant", "create-key",
-	"traffic", "spend", "cancel-stream", "keys-page", "policy", "admin-token", "audit",
-	"session-ended", "csp-detector", "secrets-and-csp",
-}
+// The scenarios' steps in order (console.mjs prints one line for each).
+var (
+	fullSteps = []string{
+		"load", "bad-token", "sign-in", "create-plan", "set-price", "create-tenant", "create-key",
+		"traffic", "spend", "cancel-stream", "keys-page", "policy", "admin-token", "audit",
+		"session-ended", "csp-detector", "secrets-and-csp",
+	}
+	readOnlySteps = []string{"load", "sign-in", "read-only", "csp-detector", "secrets-and-csp"}
+)
 
 // pendingSteps need admin routes this tree does not serve yet: the
 // session (POST /v1/admin/session, the cookie and CSRF) that every signed-in
@@ -50,7 +53,7 @@ var steps = []string{
 // those routes are in.
 var pendingSteps = []string{
 	"sign-in", "create-plan", "set-price", "create-tenant", "create-key", "traffic", "spend",
-	"cancel-stream", "keys-page", "policy", "admin-token", "audit", "session-ended",
+	"cancel-stream", "keys-page", "policy", "admin-token", "audit", "session-ended", "read-only",
 }
 
 var binDir string
@@ -110,9 +113,20 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func TestConsoleInBrowser(t *testing.T) {
-	root := repoRoot(t)
-	chromium := os.Getenv("CHROMIUM")
+// world is a gateway process and what the script needs to reach it.
+type world struct {
+	root, chromium   string
+	proxyURL, admURL string
+	adminToken       string
+	log              *syncBuffer
+}
+
+// prerequisites fails the test when the browser or the script's packages
+// are missing (make test-deps installs both).
+func prerequisites(t *testing.T) (root, chromium string) {
+	t.Helper()
+	root = repoRoot(t)
+	chromium = os.Getenv("CHROMIUM")
 	if chromium == "" {
 		chromium = "/usr/bin/chromium"
 	}
@@ -122,23 +136,51 @@ func TestConsoleInBrowser(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "web/console/node_modules/playwright-core")); err != nil {
 		t.Fatalf("web/console has no node_modules/playwright-core (%v): make test-deps runs npm ci there", err)
 	}
+	return root, chromium
+}
 
-	// The world: Postgres (migrated), Redis, the mock model.
-	db := pgtest.Start(t)
-	ctx := context.Background()
-	if err := pg.Migrate(ctx, db.DSN()); err != nil {
-		t.Fatal(err)
-	}
-	rd := redistest.Start(t)
+// startGateway runs the tollgate binary on the policy that policy makes of
+// the mock model's URL, the admin listener's address and a directory of
+// its own, with env added to its environment.
+func startGateway(t *testing.T, policy func(mockURL, adminAddr, dir string) string, env ...string) *world {
+	t.Helper()
+	root, chromium := prerequisites(t)
 	mock := httptest.NewServer(mockllm.New(mockllm.Config{Tokens: 16, Usage: true}))
 	t.Cleanup(mock.Close)
-
 	tokenBytes := make([]byte, 24)
 	rand.Read(tokenBytes)
-	adminToken := "console-test-" + hex.EncodeToString(tokenBytes)
+	w := &world{root: root, chromium: chromium, adminToken: "console-test-" + hex.EncodeToString(tokenBytes), log: &syncBuffer{}}
 	proxyAddr, adminAddr := freeAddr(t), freeAddr(t)
+	w.proxyURL, w.admURL = "http://"+proxyAddr, "http://"+adminAddr
 	dir := t.TempDir()
-	policy := fmt.Sprintf(`
+	pf := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(pf, []byte(policy(mock.URL, adminAddr, dir)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw := exec.Command(filepath.Join(binDir, "tollgate"), "serve", "-policy", pf, "-listen", proxyAddr)
+	gw.Env = append(append(os.Environ(), "TOLLGATE_ADMIN_TOKEN="+w.adminToken), env...)
+	gw.Stdout, gw.Stderr = w.log, w.log
+	if err := gw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- gw.Wait() }()
+	t.Cleanup(func() {
+		gw.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", tail(w.log.String(), 4000))
+		}
+	})
+	waitReady(t, w.proxyURL+"/readyz", exited, w.log)
+	waitReady(t, w.admURL+"/", exited, w.log)
+	return w
+}
+
+// basePolicy routes the mock models to the mock and opens the admin
+// listener.
+func basePolicy(mockURL, adminAddr string) string {
+	return fmt.Sprintf(`
 version: 1
 server:
   drain_timeout: 2s
@@ -151,56 +193,62 @@ upstreams:
 routes:
   - models: ["mock-1", "mock-*"]
     upstream: up
+admin:
+  listen: %q
+`, mockURL, adminAddr)
+}
+
+// TestConsoleInBrowser: the full scenario, on Postgres and Redis.
+func TestConsoleInBrowser(t *testing.T) {
+	t.Parallel()
+	db := pgtest.Start(t)
+	if err := pg.Migrate(context.Background(), db.DSN()); err != nil {
+		t.Fatal(err)
+	}
+	rd := redistest.Start(t)
+	w := startGateway(t, func(mockURL, adminAddr, dir string) string {
+		return basePolicy(mockURL, adminAddr) + fmt.Sprintf(`
 store:
   kind: postgres
   cache: {ttl: 2s}
 redis: {addrs: [%q], timeout: 2s}
 call_log: {spool_dir: %q}
-admin:
-  listen: %q
-`, mock.URL, rd.Addr(), filepath.Join(dir, "spool"), adminAddr)
-	pf := filepath.Join(dir, "policy.yaml")
-	if err := os.WriteFile(pf, []byte(policy), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	gw := exec.Command(filepath.Join(binDir, "tollgate"), "serve", "-policy", pf, "-listen", proxyAddr)
-	gw.Env = append(os.Environ(), "TOLLGATE_DATABASE_URL="+db.DSN(), "TOLLGATE_ADMIN_TOKEN="+adminToken)
-	gwLog := &syncBuffer{}
-	gw.Stdout, gw.Stderr = gwLog, gwLog
-	if err := gw.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- gw.Wait() }()
-	t.Cleanup(func() {
-		gw.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("gateway log:\n%s", tail(gwLog.String(), 4000))
-		}
-	})
-	waitReady(t, "http://"+proxyAddr+"/readyz", exited, gwLog)
-	waitReady(t, "http://"+adminAddr+"/", exited, gwLog)
+`, rd.Addr(), filepath.Join(dir, "spool"))
+	}, "TOLLGATE_DATABASE_URL="+db.DSN())
+	w.run(t, "full", fullSteps)
+}
 
+// TestConsoleReadOnly: on the memory store the console says it is
+// read-only and shows the API's refusal of a write.
+func TestConsoleReadOnly(t *testing.T) {
+	t.Parallel()
+	w := startGateway(t, func(mockURL, adminAddr, _ string) string { return basePolicy(mockURL, adminAddr) })
+	w.run(t, "read-only", readOnlySteps)
+}
+
+// run runs console.mjs's scenario and checks that it reports exactly the
+// steps given, in order, each "ok" or, if in pendingSteps, "pending".
+func (w *world) run(t *testing.T, scenario string, steps []string) {
+	t.Helper()
 	shots := os.Getenv("TOLLGATE_SCREENSHOTS")
 	switch {
 	case shots == "":
 		shots = t.TempDir()
 	case !filepath.IsAbs(shots):
-		shots = filepath.Join(root, shots)
+		shots = filepath.Join(w.root, shots)
 	}
-
-	runCtx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+	runCtx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	start := time.Now()
 	node := exec.CommandContext(runCtx, "node", "test/console.mjs")
-	node.Dir = filepath.Join(root, "web/console")
+	node.Dir = filepath.Join(w.root, "web/console")
 	node.Env = append(os.Environ(),
-		"CONSOLE_URL=http://"+adminAddr,
-		"GATEWAY_URL=http://"+proxyAddr,
-		"ADMIN_TOKEN="+adminToken,
+		"CONSOLE_URL="+w.admURL,
+		"GATEWAY_URL="+w.proxyURL,
+		"ADMIN_TOKEN="+w.adminToken,
 		"SCREENSHOTS="+shots,
-		"CHROMIUM="+chromium,
+		"CHROMIUM="+w.chromium,
+		"SCENARIO="+scenario,
 		"PENDING="+strings.Join(pendingSteps, ","),
 	)
 	stdout, err := node.StdoutPipe()
@@ -220,12 +268,10 @@ admin:
 		t.Log(line)
 	}
 	runErr := node.Wait()
-	t.Logf("console.mjs took %v (screenshots in %s)", time.Since(start).Round(time.Millisecond), shots)
+	t.Logf("console.mjs (%s) took %v (screenshots in %s)", scenario, time.Since(start).Round(time.Millisecond), shots)
 	if stderr.String() != "" {
 		t.Logf("console.mjs stderr:\n%s", tail(stderr.String(), 3000))
 	}
-
-	// Every step reported as expected, in order, and nothing else failed.
 	var got []string
 	for _, line := range out {
 		if rest, ok := strings.CutPrefix(line, "step "); ok {
@@ -253,8 +299,8 @@ admin:
 	}
 	// The admin token is in no output: the script's, the browser's, the
 	// gateway's.
-	for what, s := range map[string]string{"script output": strings.Join(out, "\n"), "script stderr": stderr.String(), "gateway log": gwLog.String()} {
-		if strings.Contains(s, adminToken) {
+	for what, s := range map[string]string{"script output": strings.Join(out, "\n"), "script stderr": stderr.String(), "gateway log": w.log.String()} {
+		if strings.Contains(s, w.adminToken) {
 			t.Errorf("the admin token appears in the %s", what)
 		}
 	}

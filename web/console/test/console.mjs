@@ -8,6 +8,8 @@
 //   ADMIN_TOKEN   the gateway's $TOLLGATE_ADMIN_TOKEN
 //   SCREENSHOTS   a directory for one PNG per page (console-PAGE.png)
 //   PENDING       comma-separated steps not to run (routes not served yet)
+//   SCENARIO      "full" (default: a gateway on Postgres) or "read-only"
+//                 (a gateway on the memory store)
 //   CHROMIUM      the browser (default /usr/bin/chromium)
 //
 // Each step prints "step NAME ok (N ms)", "step NAME pending" or
@@ -28,6 +30,7 @@ const base = env('CONSOLE_URL').replace(/\/$/, '');
 const gateway = env('GATEWAY_URL').replace(/\/$/, '');
 const adminToken = env('ADMIN_TOKEN');
 const shots = env('SCREENSHOTS');
+const scenario = env('SCENARIO', 'full');
 const pending = new Set(env('PENDING', '').split(',').map((s) => s.trim()).filter(Boolean));
 const tenantID = `acme-${process.pid}`;
 const planID = 'starter';
@@ -60,8 +63,10 @@ const secrets = [adminToken]; // every value the DOM must never hold
 const state = {};
 let failed = false;
 
-async function step(name, fn) {
-  if (failed) return;
+// step runs fn as the step name if the scenario has it (scenarios: the
+// ones that do; default the full one).
+async function step(name, fn, scenarios = ['full']) {
+  if (failed || !scenarios.includes(scenario)) return;
   if (pending.has(name)) { console.log(`step ${name} pending`); return; }
   const t0 = Date.now();
   try {
@@ -72,13 +77,16 @@ async function step(name, fn) {
     let msg = String(e && e.message ? e.message : e);
     for (const s of secrets) if (s) msg = msg.split(s).join('<redacted>');
     console.log(`step ${name} FAILED: ${msg.split('\n').slice(0, 6).join(' | ')}`);
-    try { await page.screenshot({ path: join(shots, `console-failed-${name}.png`), fullPage: true }); } catch { /* closed */ }
+    try { await page.screenshot({ path: join(shots, `console-failed-${scenario}-${name}.png`), fullPage: true }); } catch { /* closed */ }
   }
 }
 
 function check(cond, what) { if (!cond) throw new Error(what); }
 
-async function shot(name) { await page.screenshot({ path: join(shots, `console-${name}.png`), fullPage: true }); }
+async function shot(name) {
+  const prefix = scenario === 'full' ? 'console-' : `console-${scenario}-`;
+  await page.screenshot({ path: join(shots, `${prefix}${name}.png`), fullPage: true });
+}
 
 // noSecretInDOM: neither the markup nor any input's value holds a secret.
 async function noSecretInDOM(where) {
@@ -110,6 +118,8 @@ async function chat(key, body, headers = {}) {
   });
 }
 
+const both = ['full', 'read-only'];
+
 await step('load', async () => {
   const resp = await page.goto(`${base}/`);
   check(resp.status() === 200, `GET / answered ${resp.status()}`);
@@ -119,7 +129,7 @@ await step('load', async () => {
     `security headers: ${JSON.stringify(h)}`);
   await page.getByRole('button', { name: 'Sign in' }).waitFor();
   await shot('signin');
-});
+}, both);
 
 await step('bad-token', async () => {
   await page.getByLabel('Admin token').fill('not-the-token');
@@ -142,7 +152,21 @@ await step('sign-in', async () => {
   check(c && c.httpOnly && c.sameSite === 'Strict', `session cookie: ${c ? JSON.stringify({ ...c, value: '…' }) : 'none'}`);
   check(!(await page.evaluate(() => document.cookie)).includes('tollgate_admin'), 'the session cookie is readable by scripts');
   await shot('overview');
-});
+}, both);
+
+// The memory store: the console says it is read-only, and a write shows
+// the API's refusal.
+await step('read-only', async () => {
+  await page.getByRole('status').filter({ hasText: 'read-only (memory store)' }).waitFor();
+  await go('plans', 'Plans');
+  await page.locator('form').first().getByLabel('ID').fill('nope');
+  await page.getByRole('button', { name: 'Create plan' }).click();
+  const err = page.getByRole('alert');
+  await err.waitFor();
+  const text = (await err.textContent()).trim();
+  check(/read_only_store/.test(text) && !/^HTTP \d+/.test(text), `error shown: "${text}" (want the API's read_only_store)`);
+  await shot('read-only');
+}, ['read-only']);
 
 await step('create-plan', async () => {
   await go('plans', 'Plans');
@@ -306,13 +330,13 @@ await step('csp-detector', async () => {
   check(!ran, 'an inline script ran: the CSP does not hold');
   await waitFor('the refused inline script to be reported', async () => cspViolations.length > before, 5000);
   cspViolations.splice(before);
-});
+}, both);
 
 await step('secrets-and-csp', async () => {
   await noSecretInDOM('at the end');
   check(cspViolations.length === 0, `CSP violations: ${cspViolations.join(' | ')}`);
   check(pageErrors.length === 0, `page errors: ${pageErrors.join(' | ')}`);
-});
+}, both);
 
 await context.close();
 rmSync(profile, { recursive: true, force: true });
