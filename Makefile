@@ -5,8 +5,10 @@ BIN   := bin
 # The SDK packages a plugin compiles (GOOS=wasip1), relative to sdk/.
 SDK_GUEST_PKGS := . ./abi ./jsonscan ./scaffold/templates/go
 NODE_E2E := gateway/e2e/testdata/node
+# The operator console's sources (npm; built into gateway/internal/console/dist).
+CONSOLE := web/console
 
-.PHONY: all build plugins run test test-deps modules vet unit e2e unit-race unit-compile low-priority-checks deploycheck fuzz-short fuzz bench drills clean
+.PHONY: all build plugins console console-check run test test-deps modules vet unit e2e unit-race unit-compile low-priority-checks deploycheck fuzz-short fuzz bench drills clean
 
 all: build
 
@@ -20,6 +22,19 @@ build:
 plugins: build
 	@for d in plugins/*/; do n=$$(basename $$d); bin/tollgate plugin build $$d -o $(BIN)/plugins/$$n.wasm || exit 1; done
 	$(GO) generate ./gateway/internal/builtin
+
+# console: the operator console (web/console) rebuilt into
+# gateway/internal/console/dist, which is committed so that `go build`
+# needs no npm (like the built-in plugins, docs/adr/0008). The build is
+# deterministic: content-hashed names, no timestamps. console-check (in
+# make test) rebuilds in memory and fails when the committed dist differs,
+# and runs the console's unit tests (node --test).
+console:
+	@test -d $(CONSOLE)/node_modules/esbuild || (cd $(CONSOLE) && npm ci --no-audit --no-fund)
+	cd $(CONSOLE) && npm run --silent build
+
+console-check:
+	@cd $(CONSOLE) && node build.mjs --check && node --test test/unit.test.mjs
 
 # run: the gateway on its embedded default policy with the mock model behind
 # it. No Postgres, no Redis. Ctrl-C stops both. `make run POLICY=FILE` runs
@@ -47,11 +62,13 @@ test:
 	@$(MAKE) --no-print-directory vet
 	@$(MAKE) --no-print-directory -j3 --output-sync=target unit low-priority-checks
 
-# low-priority-checks: deploycheck, tools/doccheck's tests, then fuzz-short
-# at LOW_PRIORITY (see test). doccheck builds every program and asks each
+# low-priority-checks: the console's dist against its sources,
+# deploycheck, tools/doccheck's tests, then fuzz-short at LOW_PRIORITY
+# (see test). doccheck builds every program and asks each
 # for its help (30-second timeouts): build-bound, with no time-sensitive
 # check, it took 60-80 s of the package tests' wall time beside them.
 low-priority-checks:
+	@$(LOW_PRIORITY) $(MAKE) --no-print-directory console-check
 	@$(LOW_PRIORITY) $(MAKE) --no-print-directory deploycheck
 	@$(LOW_PRIORITY) $(GO) test -race -count=1 -timeout 20m ./tools/doccheck
 	@$(LOW_PRIORITY) $(MAKE) --no-print-directory fuzz-short
@@ -68,7 +85,11 @@ modules:
 # PostgreSQL binaries), Debian's Rust compiler with its wasm32 standard
 # library and lld (the Rust plugin SDK's tests build plugins with
 # /usr/bin/rustc; rustup's rustc, if any, is not used) and the OpenAI and
-# Anthropic Node SDKs used as real clients by the end-to-end tests. The metrics tests lint /metrics with
+# Anthropic Node SDKs used as real clients by the end-to-end tests, and for
+# the console's browser test (gateway/e2e/console) Debian's chromium and
+# web/console's packages (esbuild, playwright-core; npm ci from the
+# committed lockfile: playwright drives the system's chromium and
+# downloads no browser). The metrics tests lint /metrics with
 # promlint in-process, the linter `promtool check metrics` runs, so
 # Debian's prometheus package is not needed. What is missing is installed
 # with one `apt-get update` and without recommended packages (npm's
@@ -81,8 +102,10 @@ test-deps:
 	command -v node >/dev/null || missing="$$missing nodejs npm ca-certificates"; \
 	test -x /usr/bin/rustc -a -d /usr/lib/rustlib/wasm32-unknown-unknown || missing="$$missing rustc libstd-rust-dev-wasm32"; \
 	test -x /usr/bin/lld-14 -o -x /usr/lib/llvm-14/bin/lld || missing="$$missing lld-14"; \
+	test -x /usr/bin/chromium || missing="$$missing chromium"; \
 	test -z "$$missing" || { apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; }
 	@test -d $(NODE_E2E)/node_modules/openai -a -d $(NODE_E2E)/node_modules/@anthropic-ai/sdk || (cd $(NODE_E2E) && npm ci --no-audit --no-fund)
+	@test -d $(CONSOLE)/node_modules/playwright-core -a -d $(CONSOLE)/node_modules/esbuild -a -d $(CONSOLE)/node_modules/preact || (cd $(CONSOLE) && npm ci --no-audit --no-fund)
 
 # vet: both modules, the SDK's guest packages also as a plugin builds them
 # (wasip1), and the SDK module on its own go.mod (its go directive is the Go
@@ -123,8 +146,11 @@ vet:
 COMPILE_TESTS := ^(TestPluginCheck|TestPluginWarm)$$
 unit: e2e
 
+# The console's browser test (gateway/e2e/console: headless Chromium, the
+# gateway as a process) runs after them, without the race detector.
 e2e: unit-race unit-compile
 	$(GO) test -race -count=1 -timeout 20m ./gateway/e2e/
+	$(GO) test -count=1 -timeout 10m ./gateway/e2e/console
 
 # SLOW_FIRST: the race group's longest packages (60-115 s, 25-50 s in
 # runs of make test), listed first so that go test starts them first: in
@@ -141,6 +167,7 @@ unit-compile:
 	scripts/alloc-tests.sh
 	$(GO) build -o /dev/null ./gateway/cmd/tollgate
 	$(GO) test -race -c -o /dev/null ./gateway/e2e
+	$(GO) test -c -o /dev/null ./gateway/e2e/console
 
 # deploycheck: the Helm chart rendered with Helm's engine and decoded strictly
 # into k8s.io/api types, the compose file loaded with compose-go, the

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/gateway/internal/config"
+	"github.com/tollgate/tollgate/gateway/internal/console"
 	"github.com/tollgate/tollgate/gateway/internal/obs"
 	"github.com/tollgate/tollgate/gateway/internal/proxy"
 )
@@ -17,16 +18,19 @@ func metricsHandler(p *config.Policy, srv *proxy.Server) http.Handler {
 	return obs.RequireBearer(p.Metrics.Token, srv.MetricsHandler())
 }
 
-// adminMux is the admin listener's handler: the admin API, and /metrics
-// beside it unless the policy puts it elsewhere (metrics.listen,
+// adminMux is the admin listener's handler: the admin API under /v1/,
+// /metrics beside it unless the policy puts it elsewhere (metrics.listen,
 // metrics.public), behind metrics.token_env, not the admin token
-// (docs/adr/0023-closed-metrics.md).
+// (docs/adr/0023-closed-metrics.md), and every other path the operator
+// console (static files, no credentials needed to load them; the console
+// signs in to the admin API).
 func adminMux(p *config.Policy, srv *proxy.Server) http.Handler {
 	mux := http.NewServeMux()
 	if p.MetricsWhere() == config.MetricsAdmin {
 		mux.Handle("/metrics", metricsHandler(p, srv))
 	}
-	mux.Handle("/", srv.AdminHandler())
+	mux.Handle("/v1/", srv.AdminHandler())
+	mux.Handle("/", console.Handler())
 	return mux
 }
 

@@ -116,3 +116,38 @@ func TestMetricsListeners(t *testing.T) {
 		})
 	}
 }
+
+// The admin listener: /v1/ is the admin API, /metrics
+// the metrics, every other path the console's, with the console's headers.
+func TestAdminMuxRoutes(t *testing.T) {
+	p, srv := newMetricsServer(t, "")
+	h := adminMux(p, srv)
+	tests := []struct {
+		path, auth string
+		status     int
+		contains   string
+		console    bool
+	}{
+		{"/", "", 200, "<title>Tollgate console</title>", true},
+		{"/index.html", "", 200, "<title>Tollgate console</title>", true},
+		{"/nope", "", 404, "not found", true},
+		// The admin API's JSON errors (status 0: any error status).
+		{"/v1/admin/tenants/x/keys", "", 0, `{"error":{`, false},
+		{"/v1/nope", "Bearer adm", 0, `{"error":{`, false},
+		{"/metrics", "", 200, exposition, false},
+	}
+	for _, tt := range tests {
+		req := httptest.NewRequest("GET", tt.path, nil)
+		if tt.auth != "" {
+			req.Header.Set("Authorization", tt.auth)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if (tt.status == 0 && rec.Code < 400) || (tt.status != 0 && rec.Code != tt.status) || !strings.Contains(rec.Body.String(), tt.contains) {
+			t.Errorf("GET %s: %d %.200q, want %d with %q", tt.path, rec.Code, rec.Body.String(), tt.status, tt.contains)
+		}
+		if got := rec.Header().Get("Content-Security-Policy") != ""; got != tt.console {
+			t.Errorf("GET %s: CSP set %v, want %v", tt.path, got, tt.console)
+		}
+	}
+}
