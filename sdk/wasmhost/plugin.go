@@ -201,7 +201,7 @@ func (p *Plugin) load(ctx context.Context) error {
 	if !p.spec.Uninterruptible {
 		// On failure the original is compiled for a better diagnosis (not
 		// wasm, not a plugin) before the instrumentation's error.
-		if inst, err := instrument(bin); err == nil {
+		if inst, err := instrumentShared(bin); err == nil {
 			bin = inst
 		} else {
 			ierr = err
