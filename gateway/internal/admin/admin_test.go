@@ -59,7 +59,7 @@ type env struct {
 
 // newEnv serves the admin API with configured token tok on a migrated
 // database of its own.
-func newEnv(t *testing.T, tok string) *env {
+func newEnv(t *testing.T, tok string, opts ...admin.Option) *env {
 	t.Helper()
 	db := pgtest.SharedFrom(t, migrated)
 	s, err := pg.Open(t.Context(), db.DSN())
@@ -69,7 +69,7 @@ func newEnv(t *testing.T, tok string) *env {
 	t.Cleanup(s.Close)
 	e := &env{store: s, dsn: db.DSN(), evict: &evictions{}, log: &bytes.Buffer{}}
 	log := slog.New(slog.NewTextHandler(&lockedWriter{w: e.log}, nil))
-	e.srv = httptest.NewServer(admin.NewHandler(s, e.evict, tok, log))
+	e.srv = httptest.NewServer(admin.NewHandler(s, e.evict, tok, log, opts...))
 	t.Cleanup(e.srv.Close)
 	return e
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,7 +44,13 @@ func (l *listQuery) get(name string) string { return l.q[name] }
 // answered with a 400 here, and ok is false.
 func (h *handler) parseList(w http.ResponseWriter, r *http.Request, filters ...string) (l listQuery, ok bool) {
 	l = listQuery{limit: defaultLimit, q: map[string]string{}}
-	for name, vals := range r.URL.Query() {
+	query, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		h.fail(w, r, &openai.Error{Status: http.StatusBadRequest, Type: openai.TypeInvalidRequest, Code: "invalid_query",
+			Message: "the query string does not parse: " + err.Error()})
+		return l, false
+	}
+	for name, vals := range query {
 		if name != "limit" && name != "cursor" && !slices.Contains(filters, name) {
 			allowed := append([]string{"limit", "cursor"}, filters...)
 			h.fail(w, r, &openai.Error{Status: http.StatusBadRequest, Type: openai.TypeInvalidRequest, Code: "invalid_query", Param: name,

@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -63,10 +64,17 @@ func (h *handler) listRequests(w http.ResponseWriter, r *http.Request) {
 
 // noQuery refuses any query parameter (400 invalid_query).
 func (h *handler) noQuery(w http.ResponseWriter, r *http.Request) bool {
-	for name := range r.URL.Query() {
-		h.fail(w, r, &openai.Error{Status: http.StatusBadRequest, Type: openai.TypeInvalidRequest, Code: "invalid_query", Param: name,
-			Message: "this route takes no query parameters"})
-		return false
+	if r.URL.RawQuery == "" {
+		return true
 	}
-	return true
+	param := ""
+	if q, err := url.ParseQuery(r.URL.RawQuery); err == nil {
+		for name := range q {
+			param = name
+			break
+		}
+	}
+	h.fail(w, r, &openai.Error{Status: http.StatusBadRequest, Type: openai.TypeInvalidRequest, Code: "invalid_query", Param: param,
+		Message: "this route takes no query parameters"})
+	return false
 }
