@@ -119,6 +119,9 @@ func NewHandler(store Store, evict Evictor, token string, log *slog.Logger, opts
 	}
 	m := http.NewServeMux()
 	for _, rt := range h.routes() {
+		if h.readOnly && !strings.HasPrefix(rt.pattern, "GET ") && !readOnlyWrites[rt.pattern] {
+			rt.handle = h.refuseReadOnly
+		}
 		m.HandleFunc(rt.pattern, rt.handle)
 	}
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -25,11 +25,11 @@ type PolicyInfo struct {
 type PluginInfo struct {
 	Name   string   `json:"name"`
 	Phases []string `json:"phases"`
-	// Instances alive in its pool, and the pool's cap.
-	Instances    int64  `json:"instances"`
-	MaxInstances int    `json:"max_instances"`
-	OnError      string `json:"on_error"`
-	Calls        int64  `json:"calls"`
+	// Instances alive in its pool.
+	Instances int64 `json:"instances"`
+	// OnError is "closed" (a failure fails the request) or "open".
+	OnError string `json:"on_error"`
+	Calls   int64  `json:"calls"`
 	// Errors are traps and timeouts.
 	Errors    int64 `json:"errors"`
 	Traps     int64 `json:"traps"`

@@ -338,7 +338,7 @@ func TestRequestsAndPolicyAPI(t *testing.T) {
 		admin.WithPolicy(func() admin.PolicyInfo {
 			msg := "policy.yaml: bad"
 			return admin.PolicyInfo{Generation: 3, Reloads: 2, LoadedAt: started, Store: "postgres", LastReloadError: &msg,
-				Plugins: []admin.PluginInfo{{Name: "kw", Phases: []string{"request"}, Instances: 2, MaxInstances: 4, Calls: 9, Events: map[string]int64{"blocked": 1}}}}
+				Plugins: []admin.PluginInfo{{Name: "kw", Phases: []string{"request"}, Instances: 2, OnError: "closed", Calls: 9, Events: map[string]int64{"blocked": 1}}}}
 		}))
 	if got := e.walk(t, "/v1/admin/requests", 2, "id"); !slices.Equal(got, []string{"r4", "r3", "r2", "r1", "r0"}) {
 		t.Errorf("requests oldest first: %v", got)
