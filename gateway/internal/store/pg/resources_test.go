@@ -93,6 +93,8 @@ func TestDeletePlanRacesTenantCreate(t *testing.T) {
 	t.Parallel()
 	s, _ := open(t)
 	ctx := t.Context()
+	var deleted, inUse int
+	defer func() { t.Logf("plan deleted first %d times, tenant created first %d times", deleted, inUse) }()
 	for i := range 20 {
 		plan := fmt.Sprintf("race%d", i)
 		must(t, s.CreatePlan(ctx, tenant.Plan{ID: plan}))
@@ -103,7 +105,9 @@ func TestDeletePlanRacesTenantCreate(t *testing.T) {
 		wg.Wait()
 		switch {
 		case delErr == nil && errors.Is(createErr, tenant.ErrNotFound):
+			deleted++
 		case errors.Is(delErr, pg.ErrInUse) && createErr == nil:
+			inUse++
 		default:
 			t.Fatalf("round %d: delete %v, create %v: want exactly one to win", i, delErr, createErr)
 		}
@@ -373,3 +377,44 @@ VALUES ($1, $2, $3, $4, $5, 3, 4, $6, $7)`, r.id, r.tenant, r.model, r.status, r
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestDeleteTenantRacesKeyCreate: a tenant's delete and the creation of a
+// key for it, at once, never leave a key of a deleted tenant: either the
+// creation fails (ErrNotFound) or the delete takes the new key with the
+// others (and returns its hash to evict).
+func TestDeleteTenantRacesKeyCreate(t *testing.T) {
+	t.Parallel()
+	s, dsn := open(t)
+	ctx := t.Context()
+	must(t, s.CreatePlan(ctx, tenant.Plan{ID: "p"}))
+	conn := connect(t, dsn)
+	var refused, taken int
+	defer func() { t.Logf("key creation refused %d times, key taken by the delete %d times", refused, taken) }()
+	for i := range 20 {
+		id := fmt.Sprintf("t%d", i)
+		must(t, s.CreateTenant(ctx, tenant.Tenant{ID: id, PlanID: "p"}))
+		var wg sync.WaitGroup
+		var hashes []tenant.KeyHash
+		var delErr, keyErr error
+		var key *tenant.Key
+		wg.Go(func() { hashes, delErr = s.DeleteTenant(ctx, id) })
+		wg.Go(func() { _, key, keyErr = s.CreateKey(ctx, id, pg.KeyOptions{}) })
+		wg.Wait()
+		if delErr != nil {
+			t.Fatalf("round %d: delete: %v", i, delErr)
+		}
+		switch {
+		case errors.Is(keyErr, tenant.ErrNotFound):
+			refused++
+		case keyErr == nil && len(hashes) == 1 && hashes[0] == key.Hash:
+			taken++
+		default:
+			t.Fatalf("round %d: key %v, delete returned %d hashes", i, keyErr, len(hashes))
+		}
+		var left int
+		must(t, conn.QueryRow(ctx, `SELECT count(*) FROM api_keys WHERE tenant_id = $1`, id).Scan(&left))
+		if left != 0 {
+			t.Fatalf("round %d: %d keys of the deleted tenant", i, left)
+		}
+	}
+}
