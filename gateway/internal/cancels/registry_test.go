@@ -186,3 +186,34 @@ func TestCancelStillWorks(t *testing.T) {
 		t.Fatal("the request on a was not cancelled")
 	}
 }
+
+// TestListOnCluster: on a Redis Cluster the poll and the list are one
+// script call each over keys of one slot (the {cancel} hash tag): no
+// CROSSSLOT refusal, the same listing.
+func TestListOnCluster(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3, 0)
+	reg := func(name string) *cancels.Registry {
+		rc, err := redisx.New(redisx.Options{Addrs: cl.Addrs(), Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(rc.Close)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := rc.Connect(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return newRegistry(t, rc, name)
+	}
+	a, b := reg("gw-a"), reg("gw-b")
+	k := a.Add([]byte("req-1"), "acme", noop, cancels.Info{Model: "m", Started: time.Now()})
+	eventually(t, b, []string{"gw-a/acme/req-1/m/false"})
+	a.Remove(k)
+	eventually(t, b, nil)
+	// A CROSSSLOT refusal would have turned the poller to per-key
+	// commands.
+	if s := a.Stats(); s.FallbackPolls != 0 {
+		t.Errorf("poll stats %+v: want every poll one script call", s)
+	}
+}
