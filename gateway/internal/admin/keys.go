@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -101,11 +100,9 @@ func (h *handler) patchKey(w http.ResponseWriter, r *http.Request) {
 		if in.BudgetWindow != nil {
 			window = *in.BudgetWindow
 		}
-		b := keyBudget(amount, window)
+		b := keyBudget(amount, window) // the month by default
 		if amount == 0 {
 			b = tenant.KeyBudget{} // the plan's key budgets
-		} else {
-			b.Window = cmp.Or(b.Window, tenant.WindowMonth)
 		}
 		p.Budget = &b
 	}

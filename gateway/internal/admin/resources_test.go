@@ -169,11 +169,19 @@ func TestTenantsAPI(t *testing.T) {
 	if a["plan_id"] != "free" || a["status"] != "suspended" {
 		t.Errorf("patched acme: %v", a)
 	}
+	a = e.get(t, "PATCH", "/v1/admin/tenants/acme", `{"plugins":{"guard":{"enabled":false}}}`, 200)
+	if toJSON(a["plugins"]) != `{"guard":{"enabled":false}}` || a["plan_id"] != "free" {
+		t.Errorf("patched plugins: %v", a)
+	}
+	a = e.get(t, "PATCH", "/v1/admin/tenants/acme", `{"plugins":null}`, 200)
+	if toJSON(a["plugins"]) != `{}` {
+		t.Errorf("plugins null: %v", a)
+	}
 	e.get(t, "PATCH", "/v1/admin/tenants/acme", `{"plan_id":"nope"}`, 404)
 	e.get(t, "PATCH", "/v1/admin/tenants/acme", `{"status":"gone"}`, 400)
 	e.get(t, "PATCH", "/v1/admin/tenants/acme", `{"name":"x"}`, 400)
 	e.get(t, "PATCH", "/v1/admin/tenants/nope", `{"status":"active"}`, 404)
-	if got := e.evict.take(); !slices.Equal(got, []string{"tenant:acme"}) {
+	if got := e.evict.take(); !slices.Equal(got, []string{"tenant:acme", "tenant:acme", "tenant:acme"}) {
 		t.Errorf("evictions after the patches: %v (only the one that wrote)", got)
 	}
 	// The key works until its tenant is deleted, then not at all.
@@ -369,4 +377,9 @@ func connectDB(t *testing.T, dsn string) *pgx.Conn {
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return conn
+}
+
+func toJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }

@@ -3,7 +3,6 @@ package admin
 import (
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -147,14 +146,4 @@ func (h *handler) guardActions(w http.ResponseWriter, r *http.Request) {
 	replyPage(h, w, gs, l.limit, func(g pg.GuardAction) guardActionJSON {
 		return guardActionJSON{RequestID: g.RequestID, TenantID: g.TenantID, Model: g.Model, StartedAt: g.StartedAt, GuardAction: g.Action, Status: g.Status}
 	}, func(g pg.GuardAction) string { return g.StartedAt.Format(time.RFC3339Nano) + " " + g.RequestID })
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }
