@@ -244,6 +244,16 @@ func TestHotReloadUnderLoad(t *testing.T) {
 	if srv.Reloads() != reloads {
 		t.Errorf("reloads = %d", srv.Reloads())
 	}
+	// The admin API's view of the policy: the generation of the last
+	// good reload, the failed one's error, the plugin and its counters.
+	info := srv.PolicyInfo()
+	if info.Generation != reloads+1 || info.Reloads != reloads || info.LastReloadError == nil ||
+		!strings.Contains(*info.LastReloadError, "nope") || info.Store != "memory" || info.LoadedAt.IsZero() {
+		t.Errorf("policy info %+v", info)
+	}
+	if len(info.Plugins) != 1 || info.Plugins[0].Calls == 0 || info.Plugins[0].Instances < 1 || len(info.Plugins[0].Phases) == 0 {
+		t.Errorf("plugins %+v", info.Plugins)
+	}
 }
 
 func readFull(r interface{ Read([]byte) (int, error) }, b []byte) (int, error) {

@@ -45,6 +45,7 @@ type Store interface {
 	MonthUsage(ctx context.Context, tenantID string, month time.Time) (int64, error)
 	TenantBudget(ctx context.Context, tenantID string) (int64, error)
 	PluginStore
+	ResourceStore
 }
 
 // BudgetCounter is the fast budget counter (Redis or in-process): what is
@@ -96,9 +97,12 @@ type handler struct {
 	// checkPlugins checks plugin overrides before they are stored (nil:
 	// not checked).
 	checkPlugins PluginChecker
-	tokens       TokenStore  // nil: the environment's token only
-	audit        AuditReader // nil: an empty audit log
-	readOnly     bool        // the store takes no writes
+	tokens       TokenStore        // nil: the environment's token only
+	audit        AuditReader       // nil: an empty audit log
+	inflight     InflightLister    // nil: GET requests answers 501
+	policy       func() PolicyInfo // nil: GET policy answers the store kind only
+	// readOnly: the store is the policy file (memory); writes answer 501.
+	readOnly bool
 }
 
 // NewHandler returns the admin API. token is the environment's admin token
@@ -125,31 +129,73 @@ func NewHandler(store Store, evict Evictor, token string, log *slog.Logger, opts
 		h.audit = a
 	}
 	m := http.NewServeMux()
-	m.HandleFunc("GET "+sessionPath, h.getSession)
-	m.HandleFunc("DELETE "+sessionPath, h.deleteSession)
-	m.HandleFunc("GET /v1/admin/tokens", h.listTokens)
-	m.HandleFunc("POST /v1/admin/tokens", h.createToken)
-	m.HandleFunc("POST /v1/admin/tokens/{id}/revoke", h.revokeToken)
-	m.HandleFunc("GET /v1/admin/audit", h.listAudit)
-	m.HandleFunc("POST /v1/admin/plans", h.createPlan)
-	m.HandleFunc("PUT /v1/admin/plans/{id}", h.updatePlan)
-	m.HandleFunc("POST /v1/admin/tenants", h.createTenant)
-	m.HandleFunc("PUT /v1/admin/tenants/{id}/status", h.setTenantStatus)
-	m.HandleFunc("PUT /v1/admin/tenants/{id}/plugins", h.setTenantPlugins)
-	m.HandleFunc("POST /v1/admin/tenants/{id}/keys", h.createKey)
-	m.HandleFunc("GET /v1/admin/tenants/{id}/keys", h.listKeys)
-	m.HandleFunc("GET /v1/admin/tenants/{id}/usage", h.usage)
-	m.HandleFunc("GET /v1/admin/tenants/{id}/budgets", h.budgets)
-	m.HandleFunc("POST /v1/admin/keys/{id}/revoke", h.revokeKey)
-	m.HandleFunc("PUT /v1/admin/prices", h.setPrice)
-	m.HandleFunc("GET /v1/admin/prices/{model...}", h.getPrice)
-	m.HandleFunc("POST /v1/admin/requests/{id}/cancel", h.cancelRequest)
+	for _, rt := range h.routes() {
+		if h.readOnly && !strings.HasPrefix(rt.pattern, "GET ") && !readOnlyWrites[rt.pattern] {
+			rt.handle = h.refuseReadOnly
+		}
+		m.HandleFunc(rt.pattern, rt.handle)
+	}
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, &openai.Error{Status: http.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "unknown_route",
 			Message: fmt.Sprintf("no admin route %s %s", r.Method, r.URL.Path)})
 	})
 	h.mux = m
 	return h
+}
+
+// route is one route of the admin API: a ServeMux pattern and its handler.
+type route struct {
+	pattern string
+	handle  http.HandlerFunc
+}
+
+// routes are every route of the admin API; openapi.json documents each
+// (TestOpenAPIRoutes).
+func (h *handler) routes() []route {
+	return []route{
+		// POST session is answered by ServeHTTP before authentication (it
+		// takes the token in its body); it is here for the table's sake
+		// (the OpenAPI document, the scopes) and never reached through it.
+		{"POST " + sessionPath, h.createSession},
+		{"GET " + sessionPath, h.getSession},
+		{"DELETE " + sessionPath, h.deleteSession},
+		{"GET /v1/admin/tokens", h.listTokens},
+		{"POST /v1/admin/tokens", h.createToken},
+		{"POST /v1/admin/tokens/{id}/revoke", h.revokeToken},
+		{"GET /v1/admin/audit", h.listAudit},
+		{"GET /v1/admin/plans", h.listPlans},
+		{"POST /v1/admin/plans", h.createPlan},
+		{"GET /v1/admin/plans/{id}", h.getPlan},
+		{"PUT /v1/admin/plans/{id}", h.updatePlan},
+		{"DELETE /v1/admin/plans/{id}", h.deletePlan},
+		{"GET /v1/admin/tenants", h.listTenants},
+		{"POST /v1/admin/tenants", h.createTenant},
+		{"GET /v1/admin/tenants/{id}", h.getTenant},
+		{"PATCH /v1/admin/tenants/{id}", h.patchTenant},
+		{"DELETE /v1/admin/tenants/{id}", h.deleteTenant},
+		{"PUT /v1/admin/tenants/{id}/status", h.setTenantStatus},
+		{"PUT /v1/admin/tenants/{id}/plugins", h.setTenantPlugins},
+		{"POST /v1/admin/tenants/{id}/keys", h.createKey},
+		{"GET /v1/admin/tenants/{id}/keys", h.listKeys},
+		{"GET /v1/admin/tenants/{id}/usage", h.usage},
+		{"GET /v1/admin/tenants/{id}/budgets", h.budgets},
+		{"GET /v1/admin/keys", h.listAllKeys},
+		{"GET /v1/admin/keys/{id}", h.getKey},
+		{"PATCH /v1/admin/keys/{id}", h.patchKey},
+		{"DELETE /v1/admin/keys/{id}", h.deleteKey},
+		{"POST /v1/admin/keys/{id}/revoke", h.revokeKey},
+		{"GET /v1/admin/prices", h.listPrices},
+		{"PUT /v1/admin/prices", h.setPrice},
+		{"GET /v1/admin/prices/{model...}", h.getPrice},
+		{"DELETE /v1/admin/prices/{model...}", h.deletePrice},
+		{"GET /v1/admin/usage", h.usageOver},
+		{"GET /v1/admin/overview", h.overview},
+		{"GET /v1/admin/guard-actions", h.guardActions},
+		{"GET /v1/admin/requests", h.listRequests},
+		{"POST /v1/admin/requests/{id}/cancel", h.cancelRequest},
+		{"GET /v1/admin/policy", h.getPolicy},
+		{"GET /v1/admin/openapi.json", h.openAPI},
+	}
 }
 
 type noEvict struct{}
@@ -546,6 +592,12 @@ func (h *handler) storeError(w http.ResponseWriter, r *http.Request, err error) 
 		e.Status, e.Code = http.StatusConflict, "already_exists"
 	case errors.Is(err, pg.ErrInvalid):
 		e.Status, e.Code = http.StatusBadRequest, "invalid_value"
+	case errors.Is(err, pg.ErrInUse):
+		e.Status, e.Code = http.StatusConflict, "in_use"
+	case errors.Is(err, ErrReadOnly):
+		e.Status, e.Code = http.StatusNotImplemented, "read_only_store"
+	case errors.Is(err, ErrNoCallLog):
+		e.Status, e.Code = http.StatusNotImplemented, "no_call_log"
 	default:
 		h.log.Error("admin request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		e.Status, e.Type, e.Message = http.StatusInternalServerError, openai.TypeServer, "internal error; see the gateway's log"

@@ -59,7 +59,7 @@ type env struct {
 
 // newEnv serves the admin API with configured token tok on a migrated
 // database of its own.
-func newEnv(t *testing.T, tok string) *env {
+func newEnv(t *testing.T, tok string, opts ...admin.Option) *env {
 	t.Helper()
 	db := pgtest.SharedFrom(t, migrated)
 	s, err := pg.Open(t.Context(), db.DSN())
@@ -69,7 +69,7 @@ func newEnv(t *testing.T, tok string) *env {
 	t.Cleanup(s.Close)
 	e := &env{store: s, dsn: db.DSN(), evict: &evictions{}, log: &bytes.Buffer{}}
 	log := slog.New(slog.NewTextHandler(&lockedWriter{w: e.log}, nil))
-	e.srv = httptest.NewServer(admin.NewHandler(s, e.evict, tok, log))
+	e.srv = httptest.NewServer(admin.NewHandler(s, e.evict, tok, log, opts...))
 	t.Cleanup(e.srv.Close)
 	return e
 }
@@ -116,6 +116,8 @@ func (e *env) doAuth(t *testing.T, method, path, body, auth string) (int, string
 	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("%s %s: Content-Type %q, want application/json", method, path, ct)
 	}
+	// Every answer of these tests matches openapi.json.
+	checkAnswer(t, method, path, resp.StatusCode, b)
 	return resp.StatusCode, string(b)
 }
 
@@ -306,7 +308,8 @@ func TestPlansTenantsPrices(t *testing.T) {
 			`{"tenant_id":"acme","month":"` + time.Now().UTC().Format("2006-01") + `","spend_usd":"0","spend_micros":0,"budget_usd":"100","budget_micros":100000000,"remaining_usd":"100","remaining_micros":100000000}`, "", nil},
 		{"usage of unknown tenant", "GET", "/v1/admin/tenants/nope/usage", "", 404, "not_found", "", nil},
 		{"unknown route", "GET", "/v1/admin/nothing", "", 404, "unknown_route", "", nil},
-		{"wrong method", "DELETE", "/v1/admin/plans/pro", "", 404, "unknown_route", "", nil},
+		{"wrong method", "POST", "/v1/admin/plans/pro", "", 404, "unknown_route", "", nil},
+		{"delete a plan with tenants", "DELETE", "/v1/admin/plans/pro", "", 409, "plan_in_use", "", nil},
 	})
 
 	// The amounts reached the store exactly.

@@ -2,10 +2,8 @@ package admin
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -25,78 +23,10 @@ var _ AuditReader = (*pg.Store)(nil)
 // uses its Store if that is an AuditReader (the Postgres store is).
 func WithAudit(a AuditReader) Option { return func(h *handler) { h.audit = a } }
 
-// Paging of list routes.
-const (
-	defaultListLimit = 50
-	maxListLimit     = 500
-)
-
-// authList is a list answer.
-type authList struct {
-	Object     string `json:"object"` // "list"
-	Data       any    `json:"data"`
-	HasMore    bool   `json:"has_more"`
-	NextCursor string `json:"next_cursor,omitempty"` // set when HasMore
-}
-
-// authListParams are a list route's query: limit, the decoded cursor
-// ("" for the first page) and the route's filters.
-type authListParams struct {
-	limit   int
-	cursor  string
-	filters map[string]string
-}
-
-// authListQuery reads limit, cursor and the named filters from r's query;
-// anything else, or a parameter given twice, is 400 invalid_query. It
-// answers the error itself and reports whether to go on.
-func (h *handler) authListQuery(w http.ResponseWriter, r *http.Request, filters ...string) (authListParams, bool) {
-	q := authListParams{limit: defaultListLimit, filters: map[string]string{}}
-	allowed := map[string]bool{"limit": true, "cursor": true}
-	for _, f := range filters {
-		allowed[f] = true
-	}
-	query, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		h.fail(w, r, &openai.Error{Status: http.StatusBadRequest, Type: openai.TypeInvalidRequest, Code: "invalid_query",
-			Message: "malformed query string: " + err.Error()})
-		return q, false
-	}
-	for name, vals := range query {
-		if !allowed[name] || len(vals) != 1 {
-			h.fail(w, r, &openai.Error{Status: http.StatusBadRequest, Type: openai.TypeInvalidRequest, Code: "invalid_query", Param: name,
-				Message: "unknown or repeated query parameter " + strconv.Quote(name)})
-			return q, false
-		}
-		v := vals[0]
-		switch name {
-		case "limit":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > maxListLimit {
-				h.fail(w, r, &openai.Error{Status: http.StatusBadRequest, Type: openai.TypeInvalidRequest, Code: "invalid_value", Param: "limit",
-					Message: "limit " + strconv.Quote(v) + ": want an integer from 1 to " + strconv.Itoa(maxListLimit)})
-				return q, false
-			}
-			q.limit = n
-		case "cursor":
-			b, err := base64.RawURLEncoding.DecodeString(v)
-			if err != nil || len(b) == 0 {
-				h.badCursor(w, r)
-				return q, false
-			}
-			q.cursor = string(b)
-		default:
-			q.filters[name] = v
-		}
-	}
-	return q, true
-}
-
-func encodeCursor(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
-
+// badCursor answers a cursor that decodes but names nothing of the list.
 func (h *handler) badCursor(w http.ResponseWriter, r *http.Request) {
 	h.fail(w, r, &openai.Error{Status: http.StatusBadRequest, Type: openai.TypeInvalidRequest, Code: "invalid_value", Param: "cursor",
-		Message: "cursor: not one this list handed out (pass next_cursor as given)"})
+		Message: "cursor is not one this API handed out (use next_cursor as it is)"})
 }
 
 // auditJSON is one audit entry as shown.
@@ -114,11 +44,11 @@ type auditJSON struct {
 // listAudit serves GET /v1/admin/audit?resource=&resource_id=&actor=:
 // newest first, paged by id.
 func (h *handler) listAudit(w http.ResponseWriter, r *http.Request) {
-	q, ok := h.authListQuery(w, r, "resource", "resource_id", "actor")
+	q, ok := h.parseList(w, r, "resource", "resource_id", "actor")
 	if !ok {
 		return
 	}
-	f := pg.AuditFilter{Resource: q.filters["resource"], ResourceID: q.filters["resource_id"], Actor: q.filters["actor"], Limit: q.limit + 1}
+	f := pg.AuditFilter{Resource: q.get("resource"), ResourceID: q.get("resource_id"), Actor: q.get("actor"), Limit: q.limit + 1}
 	if q.cursor != "" {
 		id, err := strconv.ParseInt(q.cursor, 10, 64)
 		if err != nil || id < 1 {
@@ -135,18 +65,10 @@ func (h *handler) listAudit(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	out := authList{Object: "list"}
-	if len(entries) > q.limit {
-		entries = entries[:q.limit]
-		out.HasMore, out.NextCursor = true, encodeCursor(strconv.FormatInt(entries[len(entries)-1].ID, 10))
-	}
-	data := make([]auditJSON, len(entries))
-	for i, e := range entries {
-		data[i] = auditJSON{ID: e.ID, At: e.At.UTC(), Actor: e.Actor, Action: e.Action, Resource: e.Resource, ResourceID: e.ResourceID,
+	replyPage(h, w, entries, q.limit, func(e pg.AuditEntry) auditJSON {
+		return auditJSON{ID: e.ID, At: e.At.UTC(), Actor: e.Actor, Action: e.Action, Resource: e.Resource, ResourceID: e.ResourceID,
 			Before: nullRaw(e.Before), After: nullRaw(e.After)}
-	}
-	out.Data = data
-	h.reply(w, http.StatusOK, out)
+	}, func(e pg.AuditEntry) string { return strconv.FormatInt(e.ID, 10) })
 }
 
 // nullRaw is b, or JSON null when empty.

@@ -34,8 +34,9 @@ var _ TokenStore = (*pg.Store)(nil)
 // handler uses its Store if that is a TokenStore (the Postgres store is).
 func WithTokens(ts TokenStore) Option { return func(h *handler) { h.tokens = ts } }
 
-// WithReadOnly says the store takes no writes (the memory store): the
-// session answer's read_only.
+// WithReadOnly says the store takes no writes (the memory store): every
+// write route answers 501 read_only_store before reading its body, and the
+// session and overview answers say read_only.
 func WithReadOnly(ro bool) Option { return func(h *handler) { h.readOnly = ro } }
 
 // ActorBootstrap is the actor of the environment's token.

@@ -57,7 +57,7 @@ func FuzzUSD(f *testing.F) {
 }
 
 // okStore accepts every write and answers reads with one tenant.
-type okStore struct{}
+type okStore struct{ nopResources }
 
 func (okStore) CreatePlan(context.Context, tenant.Plan) error                { return nil }
 func (okStore) UpdatePlan(context.Context, tenant.Plan) error                { return nil }
@@ -96,6 +96,8 @@ var fuzzRoutes = []struct{ method, path string }{
 	{"PUT", "/v1/admin/prices"},
 	{"GET", "/v1/admin/tenants/acme/usage"},
 	{"PUT", "/v1/admin/tenants/acme/plugins"},
+	{"PATCH", "/v1/admin/tenants/acme"},
+	{"PATCH", "/v1/admin/keys/key_1"},
 }
 
 // FuzzAdminBodies sends fuzzed JSON bodies to every admin write route, with
@@ -112,6 +114,8 @@ func FuzzAdminBodies(f *testing.F) {
 		`{"status":"active"}`,
 		`{"expires_at":"2030-12-31T00:00:00Z","rpm":60,"tpm":0,"max_tokens":100}`,
 		`{"tenant_id":"acme"}`,
+		`{"plan_id":"free","status":"suspended","plugins":null}`,
+		`{"expires_at":null,"rpm":5,"budget_usd":"2.5","budget_window":"day"}`,
 		`{"plugins":{"guard":{"enabled":true,"config":{"deny":["x"]}},"hold":{"enabled":false}}}`,
 		`{"model":"gpt-4o","input_usd_per_mtok":"2.5","output_usd_per_mtok":"10","effective_from":"2026-01-01T00:00:00Z"}`,
 		``, `{}`, `{"id":1}`, `{"x":1}`, `{} {}`, `[`, `{"monthly_budget_usd":"-1"}`, `{"monthly_budget_usd":"1e3"}`,

@@ -121,3 +121,31 @@ func (h *handler) getPrice(w http.ResponseWriter, r *http.Request) {
 	}
 	h.reply(w, http.StatusOK, priceOut(p))
 }
+
+// listPrices answers the admin prices in force now, by model name (source
+// "admin"; the catalog's prices are not listed: GET /v1/admin/prices/{model}
+// answers the merged price of one model).
+func (h *handler) listPrices(w http.ResponseWriter, r *http.Request) {
+	l, ok := h.parseList(w, r, "model")
+	if !ok {
+		return
+	}
+	ps, err := h.store.ListPrices(r.Context(), l.get("model"), h.now(), l.cursor, l.limit+1)
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	replyPage(h, w, ps, l.limit, func(p tenant.Price) priceJSON { return priceOut(&p) }, func(p tenant.Price) string { return p.Model })
+}
+
+// deletePrice deletes every admin price of a model (scheduled ones too);
+// the catalog's price, if any, applies again.
+func (h *handler) deletePrice(w http.ResponseWriter, r *http.Request) {
+	model := r.PathValue("model")
+	if err := h.store.DeletePrice(r.Context(), model); err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	h.evict.EvictPrice(model)
+	h.reply(w, http.StatusOK, deletedJSON{ID: model, Object: "price", Deleted: true})
+}

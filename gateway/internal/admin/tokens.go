@@ -53,7 +53,7 @@ func (h *handler) noTokenStore(w http.ResponseWriter, r *http.Request) {
 // listTokens serves GET /v1/admin/tokens: every token, oldest first,
 // revoked and expired ones included.
 func (h *handler) listTokens(w http.ResponseWriter, r *http.Request) {
-	q, ok := h.authListQuery(w, r)
+	q, ok := h.parseList(w, r)
 	if !ok {
 		return
 	}
@@ -74,18 +74,7 @@ func (h *handler) listTokens(w http.ResponseWriter, r *http.Request) {
 		}
 		start = i + 1
 	}
-	page := all[start:]
-	out := authList{Object: "list", Data: []tokenJSON{}}
-	if len(page) > q.limit {
-		page = page[:q.limit]
-		out.HasMore, out.NextCursor = true, encodeCursor(page[len(page)-1].ID)
-	}
-	data := make([]tokenJSON, len(page))
-	for i, t := range page {
-		data[i] = tokenOut(t)
-	}
-	out.Data = data
-	h.reply(w, http.StatusOK, out)
+	replyPage(h, w, all[start:], q.limit, tokenOut, func(t pg.AdminToken) string { return t.ID })
 }
 
 // createToken serves POST /v1/admin/tokens. A token grants only scopes

@@ -9,6 +9,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/tollgate/tollgate/gateway/internal/cancels"
 	"github.com/tollgate/tollgate/gateway/internal/sockio"
 )
 
@@ -132,7 +133,7 @@ func (x *exchange) openUpstream(ctx *fasthttp.RequestCtx) context.Context {
 	s.inflight.Add(1)
 	rctx, cancel := context.WithCancelCause(s.base)
 	x.exCancel, x.inFlight = cancel, true
-	x.cancelKey = s.cancels.Add(x.id, x.tenantID(), cancel)
+	x.cancelKey = s.cancels.Add(x.id, x.tenantID(), cancel, cancels.Info{Model: string(x.req.Model), Stream: x.req.Stream, Started: x.start})
 	x.watch = watchClient(ctx.Conn(), cancel)
 	return rctx
 }

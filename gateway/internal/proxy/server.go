@@ -21,6 +21,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/callout"
 	"github.com/tollgate/tollgate/gateway/internal/cancels"
 	"github.com/tollgate/tollgate/gateway/internal/config"
+	"github.com/tollgate/tollgate/gateway/internal/fleet"
 	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
 	"github.com/tollgate/tollgate/gateway/internal/obs"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
@@ -79,10 +80,13 @@ type Server struct {
 	base      context.Context
 	cancelAll context.CancelCauseFunc
 
-	reloads  atomic.Int64
-	ready    atomic.Bool
-	draining atomic.Bool
-	inflight atomic.Int64
+	reloads atomic.Int64
+	// lastReloadFailure is the last reload's error while the last reload
+	// failed (nil after a successful one).
+	lastReloadFailure atomic.Pointer[reloadFailure]
+	ready             atomic.Bool
+	draining          atomic.Bool
+	inflight          atomic.Int64
 	// conns counts open client connections (fasthttp's own count is off
 	// by one once a shutdown has returned).
 	conns atomic.Int64
@@ -128,7 +132,11 @@ func New(p *config.Policy, log *slog.Logger, opts ...Option) (*Server, error) {
 		host.Close()
 		return nil, err
 	}
-	s.cancels = cancels.New(log.With("component", "cancel"), s.acct.Redis, p.Server.CancelPollInterval)
+	replica := fleet.NewID()
+	if s.acct.Fleet != nil {
+		replica = s.acct.Fleet.ID() // the same name in the fleet and in listings
+	}
+	s.cancels = cancels.New(log.With("component", "cancel"), s.acct.Redis, p.Server.CancelPollInterval, replica)
 	s.fin = new(finisher)
 	s.obs.SetSources(observe.Sources{
 		Inflight: &s.inflight, Reloads: &s.reloads, Accounting: s.acct, Cancels: s.cancels,

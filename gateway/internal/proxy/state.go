@@ -43,12 +43,13 @@ type state struct {
 	closers  []func()         // tenant store, cache, listener
 	acct     *accounting.Accounting
 
+	loadedAt  time.Time    // when newState built it
 	refs      atomic.Int64 // requests in flight + 1 while current
 	closeOnce sync.Once
 }
 
 func (s *Server) newState(p *config.Policy) (_ *state, err error) {
-	st := &state{policy: p, acct: s.acct, clients: make(map[string]*upstream.Client), bindings: make(map[string]*binding), filters: make(map[*upstream.Client]*headerFilter)}
+	st := &state{policy: p, loadedAt: time.Now(), acct: s.acct, clients: make(map[string]*upstream.Client), bindings: make(map[string]*binding), filters: make(map[*upstream.Client]*headerFilter)}
 	st.refs.Store(1)
 	s.acct.OpenState()
 	defer func() {
@@ -150,6 +151,7 @@ func (st *state) close() {
 func (s *Server) Reload(p *config.Policy) error {
 	st, err := s.newState(p)
 	if err != nil {
+		s.lastReloadFailure.Store(&reloadFailure{err: err.Error(), at: time.Now().UTC()})
 		return err
 	}
 	old := s.state.Swap(st)
@@ -170,6 +172,7 @@ func (s *Server) Reload(p *config.Policy) error {
 	}
 	old.release()
 	s.reloads.Add(1)
+	s.lastReloadFailure.Store(nil)
 	return nil
 }
 

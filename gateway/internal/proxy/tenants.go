@@ -13,7 +13,7 @@ import (
 // with st, and builds st's host services over its cache.
 func (s *Server) openTenants(st *state, p *config.Policy) error {
 	t, err := tenantstore.Open(p, tenantstore.Options{Log: s.log, PGTracer: s.pgTracer, Budget: s.acct.Budget, Cancel: s.AdminCancel,
-		CheckPlugins: s.checkPlugins})
+		CheckPlugins: s.checkPlugins, Inflight: s.InflightRequests, Policy: s.PolicyInfo})
 	if err != nil {
 		return err
 	}

@@ -129,6 +129,10 @@ type Tables struct {
 	Keys map[tenant.KeyHash]*tenant.Snapshot
 	// Prices is every model's prices, by EffectiveFrom ascending.
 	Prices map[string][]*tenant.Price
+	// Plans and Tenants are every declared plan and tenant, by id (what
+	// the admin API lists with the memory store).
+	Plans   map[string]*tenant.Plan
+	Tenants map[string]*tenant.Tenant
 }
 
 // Build validates cfg and returns its tables. lookupEnv resolves key_env
@@ -142,8 +146,9 @@ func Build(cfg Config, lookupEnv func(string) (string, bool)) (*Tables, error) {
 		lookupEnv: lookupEnv,
 		plans:     make(map[string]*tenant.Plan, len(cfg.Plans)),
 		tables: &Tables{
-			Keys:   make(map[tenant.KeyHash]*tenant.Snapshot),
-			Prices: make(map[string][]*tenant.Price),
+			Keys:    make(map[tenant.KeyHash]*tenant.Snapshot),
+			Prices:  make(map[string][]*tenant.Price),
+			Tenants: make(map[string]*tenant.Tenant),
 		},
 	}
 	for i := range cfg.Plans {
@@ -156,6 +161,9 @@ func Build(cfg Config, lookupEnv func(string) (string, bool)) (*Tables, error) {
 		tc := &cfg.Tenants[i]
 		at := fmt.Sprintf("tenants[%d]", i)
 		tn := b.tenant(at, tc, tenantAt)
+		if tn != nil {
+			b.tables.Tenants[tn.tenant.ID] = &tn.tenant
+		}
 		for j := range tc.Keys {
 			b.key(fmt.Sprintf("%s.keys[%d]", at, j), &tc.Keys[j], tn, keyIDAt, hashAt)
 		}
@@ -167,6 +175,7 @@ func Build(cfg Config, lookupEnv func(string) (string, bool)) (*Tables, error) {
 	if len(b.problems) > 0 {
 		return nil, errors.Join(b.problems...)
 	}
+	b.tables.Plans = b.plans
 	for _, ps := range b.tables.Prices {
 		slices.SortFunc(ps, func(a, b *tenant.Price) int { return a.EffectiveFrom.Compare(b.EffectiveFrom) })
 	}

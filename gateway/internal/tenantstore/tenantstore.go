@@ -31,13 +31,17 @@ type Options struct {
 	// CheckPlugins checks the plugin overrides of the admin API's plan
 	// and tenant writes (Postgres only; nil: not checked).
 	CheckPlugins admin.PluginChecker
+	// Inflight lists the requests in flight and Policy describes the
+	// running policy, for the admin API (nil: not served).
+	Inflight admin.InflightLister
+	Policy   func() admin.PolicyInfo
 }
 
 // Tenants is an open tenant store: its cache, and the admin API over it.
 type Tenants struct {
 	// Cache is the cache in front of the store: what requests read.
 	Cache *tenant.Cache
-	// Admin serves the admin API; nil with the memory store.
+	// Admin serves the admin API (read-only with the memory store).
 	Admin   http.Handler
 	closers []func() // run in order by Close
 }
@@ -53,6 +57,7 @@ func Open(p *config.Policy, o Options) (_ *Tenants, err error) {
 		}
 	}()
 	var store tenant.Store
+	var memStore *mem.Store
 	switch p.Store.Kind {
 	case config.StorePostgres:
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -68,7 +73,7 @@ func Open(p *config.Policy, o Options) (_ *Tenants, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("tenants: %w", err)
 		}
-		store = m
+		store, memStore = m, m
 	}
 	db, isPG := store.(*pg.Store)
 	if p.Pricing.CatalogOn() {
@@ -92,8 +97,15 @@ func Open(p *config.Policy, o Options) (_ *Tenants, err error) {
 	}
 	t.closers = append(t.closers, cache.Close)
 	t.Cache = cache
+	adminOpts := []admin.Option{admin.WithBudget(o.Budget), admin.WithCanceller(o.Cancel), admin.WithPrices(cache),
+		admin.WithInflight(o.Inflight), admin.WithPolicy(o.Policy)}
 	if isPG {
-		t.Admin = admin.NewHandler(db, cache, p.Admin.Token, o.Log.With("component", "admin"), admin.WithBudget(o.Budget), admin.WithCanceller(o.Cancel), admin.WithPrices(cache), admin.WithPluginCheck(o.CheckPlugins))
+		t.Admin = admin.NewHandler(db, cache, p.Admin.Token, o.Log.With("component", "admin"), append(adminOpts, admin.WithPluginCheck(o.CheckPlugins))...)
+	} else {
+		// The policy is the store: the admin API reads it and refuses
+		// writes (501 read_only_store).
+		t.Admin = admin.NewHandler(admin.ReadOnlyStore(memStore), cache, p.Admin.Token, o.Log.With("component", "admin"),
+			append(adminOpts, admin.WithReadOnly(true))...)
 	}
 	return t, nil
 }
