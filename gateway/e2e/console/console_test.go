@@ -23,7 +23,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -44,17 +43,6 @@ var (
 	}
 	readOnlySteps = []string{"load", "sign-in", "read-only", "csp-detector", "secrets-and-csp"}
 )
-
-// pendingSteps need admin routes this tree does not serve yet: the
-// session (POST /v1/admin/session, the cookie and CSRF) that every signed-in
-// step needs, and the lists, overview, requests, policy, tokens and audit
-// routes of docs/ADMIN.md's console contract. The script reports them
-// "pending" and this test requires exactly that. Empty this list once
-// those routes are in.
-var pendingSteps = []string{
-	"sign-in", "create-plan", "set-price", "create-tenant", "create-key", "traffic", "spend",
-	"cancel-stream", "keys-page", "policy", "admin-token", "audit", "session-ended", "read-only",
-}
 
 var binDir string
 
@@ -213,6 +201,10 @@ store:
   cache: {ttl: 2s}
 redis: {addrs: [%q], timeout: 2s}
 call_log: {spool_dir: %q}
+plugins:
+  - {name: preflight, builtin: preflight}
+  - {name: ratelimit, builtin: ratelimit, config: {default_max_tokens: 64}}
+  - {name: budget, builtin: budget, config: {default_max_tokens: 64}}
 `, rd.Addr(), filepath.Join(dir, "spool"))
 	}, "TOLLGATE_DATABASE_URL="+db.DSN())
 	w.run(t, "full", fullSteps)
@@ -227,7 +219,7 @@ func TestConsoleReadOnly(t *testing.T) {
 }
 
 // run runs console.mjs's scenario and checks that it reports exactly the
-// steps given, in order, each "ok" or, if in pendingSteps, "pending".
+// steps given, in order, each "ok".
 func (w *world) run(t *testing.T, scenario string, steps []string) {
 	t.Helper()
 	shots := os.Getenv("TOLLGATE_SCREENSHOTS")
@@ -249,7 +241,6 @@ func (w *world) run(t *testing.T, scenario string, steps []string) {
 		"SCREENSHOTS="+shots,
 		"CHROMIUM="+w.chromium,
 		"SCENARIO="+scenario,
-		"PENDING="+strings.Join(pendingSteps, ","),
 	)
 	stdout, err := node.StdoutPipe()
 	if err != nil {
@@ -283,9 +274,6 @@ func (w *world) run(t *testing.T, scenario string, steps []string) {
 	}
 	for i, name := range steps {
 		want := name + " ok"
-		if slices.Contains(pendingSteps, name) {
-			want = name + " pending"
-		}
 		if i >= len(got) || !strings.HasPrefix(got[i], want) {
 			have := "nothing"
 			if i < len(got) {

@@ -386,7 +386,7 @@ func TestSessionCookie(t *testing.T) {
 	for _, useTLS := range []bool{false, true} {
 		t.Run(fmt.Sprintf("tls=%v", useTLS), func(t *testing.T) {
 			t.Parallel()
-			e := newAuthEnv(t, useTLS, admin.WithReadOnly(useTLS))
+			e := newAuthEnv(t, useTLS)
 			exp := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
 			tok, rec := e.mkToken(t, token, "console", []string{"read", "write"}, &exp)
 			for _, tc := range []struct {
@@ -407,7 +407,7 @@ func TestSessionCookie(t *testing.T) {
 					t.Fatalf("%s: Set-Cookie %q (max age want ≤ %d)", tc.name, raw, tc.maxAge)
 				}
 				s := decodeSession(t, body)
-				if s.Actor != tc.actor || s.CSRFToken == "" || strings.Contains(s.CSRFToken, tc.token) || s.ReadOnly != useTLS {
+				if s.Actor != tc.actor || s.CSRFToken == "" || strings.Contains(s.CSRFToken, tc.token) || s.ReadOnly {
 					t.Fatalf("%s: session %+v", tc.name, s)
 				}
 				if tc.actor == admin.ActorBootstrap {

@@ -81,8 +81,8 @@ func TestDeletePlan(t *testing.T) {
 	if err := s.DeletePlan(ctx, "spare"); !errors.Is(err, tenant.ErrNotFound) {
 		t.Fatalf("deleting a deleted plan: %v, want ErrNotFound", err)
 	}
-	if got, want := auditActions(t, dsn, "plan", "spare"), []string{"plan.delete:true:false"}; !slices.Equal(got, want) {
-		t.Errorf("audit %v, want %v (the refused and the missing delete leave none)", got, want)
+	if got, want := auditActions(t, dsn, "plan", "spare"), []string{"plan.create:false:true", "plan.delete:true:false"}; !slices.Equal(got, want) {
+		t.Errorf("audit %v, want %v (the create and the delete; the refused and the missing delete leave none)", got, want)
 	}
 }
 
@@ -186,10 +186,10 @@ func TestTenantsListUpdateDelete(t *testing.T) {
 	if calls != 1 {
 		t.Errorf("call log rows of the deleted tenant: %d, want 1 (it stays)", calls)
 	}
-	if got, want := auditActions(t, dsn, "tenant", "acme"), []string{"tenant.update:true:true", "tenant.delete:true:false"}; !slices.Equal(got, want) {
+	if got, want := auditActions(t, dsn, "tenant", "acme"), []string{"tenant.create:false:true", "tenant.update:true:true", "tenant.delete:true:false"}; !slices.Equal(got, want) {
 		t.Errorf("tenant audit %v, want %v", got, want)
 	}
-	if got, want := auditActions(t, dsn, "key", f.activeKey.ID), []string{"key.delete:true:false"}; !slices.Equal(got, want) {
+	if got, want := auditActions(t, dsn, "key", f.activeKey.ID), []string{"key.create:false:true", "key.delete:true:false"}; !slices.Equal(got, want) {
 		t.Errorf("key audit %v, want %v", got, want)
 	}
 	if _, err := s.DeleteTenant(ctx, "acme"); !errors.Is(err, tenant.ErrNotFound) {
@@ -257,7 +257,7 @@ func TestKeysListUpdateDelete(t *testing.T) {
 	if _, err := s.KeyByHash(ctx, h); !errors.Is(err, tenant.ErrNotFound) {
 		t.Errorf("deleted key: %v, want ErrNotFound", err)
 	}
-	if got, want := auditActions(t, dsn, "key", id), []string{"key.update:true:true", "key.update:true:true", "key.delete:true:false"}; !slices.Equal(got, want) {
+	if got, want := auditActions(t, dsn, "key", id), []string{"key.create:false:true", "key.update:true:true", "key.update:true:true", "key.delete:true:false"}; !slices.Equal(got, want) {
 		t.Errorf("audit %v, want %v", got, want)
 	}
 }
@@ -294,7 +294,7 @@ func TestPricesListDelete(t *testing.T) {
 	if err := s.DeletePrice(ctx, "a"); !errors.Is(err, tenant.ErrNotFound) {
 		t.Errorf("deleting it again: %v, want ErrNotFound", err)
 	}
-	if got, want := auditActions(t, dsn, "price", "a"), []string{"price.delete:true:false"}; !slices.Equal(got, want) {
+	if got, want := auditActions(t, dsn, "price", "a"), []string{"price.set:false:true", "price.set:false:true", "price.set:false:true", "price.delete:true:false"}; !slices.Equal(got, want) {
 		t.Errorf("audit %v, want %v", got, want)
 	}
 }
