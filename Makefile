@@ -141,16 +141,16 @@ vet:
 # (gateway/e2e/testdata/warmplugins): in a fresh checkout those first builds
 # and compiles took over a minute of the serial end-to-end run. Last, it
 # compiles the end-to-end test package (with -race) and the tollgate binary
-# its TestMain builds into Go's build cache, so that e2e starts by linking.
+# its TestMain builds into Go's build cache, so that e2e starts by linking,
+# and runs the console's browser test (gateway/e2e/console: headless
+# Chromium against the gateway as a process, 20-45 s, no time-critical
+# assertion: its waits are 20 s), without the race detector.
 # (make test runs them with -j3: the two groups and low-priority-checks.)
 COMPILE_TESTS := ^(TestPluginCheck|TestPluginWarm)$$
 unit: e2e
 
-# The console's browser test (gateway/e2e/console: headless Chromium, the
-# gateway as a process) runs after them, without the race detector.
 e2e: unit-race unit-compile
 	$(GO) test -race -count=1 -timeout 20m ./gateway/e2e/
-	$(GO) test -count=1 -timeout 10m ./gateway/e2e/console
 
 # SLOW_FIRST: the race group's longest packages (60-115 s, 25-50 s in
 # runs of make test), listed first so that go test starts them first: in
@@ -167,7 +167,7 @@ unit-compile:
 	scripts/alloc-tests.sh
 	$(GO) build -o /dev/null ./gateway/cmd/tollgate
 	$(GO) test -race -c -o /dev/null ./gateway/e2e
-	$(GO) test -c -o /dev/null ./gateway/e2e/console
+	$(GO) test -count=1 -timeout 10m ./gateway/e2e/console
 
 # deploycheck: the Helm chart rendered with Helm's engine and decoded strictly
 # into k8s.io/api types, the compose file loaded with compose-go, the
