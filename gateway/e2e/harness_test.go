@@ -21,8 +21,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,6 +28,7 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/config"
 	"github.com/tollgate/tollgate/gateway/internal/proxy"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/gobin"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
 )
 
@@ -37,23 +36,7 @@ import (
 // real process (signals).
 var binDir string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "tollgate-e2e-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	cmd := exec.Command("go", "build", "-o", dir+"/", "../cmd/tollgate")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building tollgate:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { gobin.Main(m, &binDir, "../cmd/tollgate") }
 
 // startMock serves a mock model on a loopback port.
 func startMock(t *testing.T, cfg mockllm.Config) (*mockllm.Server, string) {

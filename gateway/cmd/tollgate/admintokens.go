@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -58,17 +57,7 @@ func adminTokens(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tollgate admin-tokens: unknown command %q\n\n%s", args[0], adminTokensUsage)
 		return 2
 	}
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "tollgate admin-tokens %s: unexpected arguments %q\n", args[0], fs.Args())
-		return 2
-	}
-	return runAdminClient("tollgate admin-tokens "+args[0], *admin, stderr, run)
+	return parseAndRunAdmin("tollgate admin-tokens "+args[0], fs, args[1:], admin, stderr, run)
 }
 
 // adminTokenRecord is an admin token as the admin API shows it.

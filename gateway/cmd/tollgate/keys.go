@@ -65,17 +65,25 @@ func keys(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tollgate keys: unknown command %q\n\n%s", args[0], keysUsage)
 		return 2
 	}
-	if err := fs.Parse(args[1:]); err != nil {
+	return parseAndRunAdmin("tollgate keys "+args[0], fs, args[1:], admin, stderr, run)
+}
+
+// parseAndRunAdmin parses a subcommand's flags (args, after its name) and,
+// with no stray arguments, runs run against the admin API at *admin
+// (read after parsing: it is a flag). cmd names the subcommand in
+// messages.
+func parseAndRunAdmin(cmd string, fs *flag.FlagSet, args []string, admin *string, stderr io.Writer, run func(c *keysClient) error) int {
+	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "tollgate keys %s: unexpected arguments %q\n", args[0], fs.Args())
+		fmt.Fprintf(stderr, "%s: unexpected arguments %q\n", cmd, fs.Args())
 		return 2
 	}
-	return runAdminClient("tollgate keys "+args[0], *admin, stderr, run)
+	return runAdminClient(cmd, *admin, stderr, run)
 }
 
 // adminURLFlag defines -admin on fs: the admin API's base URL, by default

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/gateway/internal/store/pg"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/gobin"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/pgtest"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
@@ -46,23 +47,7 @@ var (
 
 var binDir string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "tollgate-console-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	cmd := exec.Command("go", "build", "-o", dir+"/", "../../cmd/tollgate")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building tollgate:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { gobin.Main(m, &binDir, "../../cmd/tollgate") }
 
 func repoRoot(t *testing.T) string {
 	t.Helper()
