@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/budget"
 	"github.com/tollgate/tollgate/gateway/internal/redisx"
+	"github.com/tollgate/tollgate/gateway/internal/redisx/redisxtest"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
 )
 
@@ -95,17 +96,7 @@ func newClient(t testing.TB, srv *redistest.Server) *redisx.Client {
 
 func newClientWith(t testing.TB, opts redisx.Options) *redisx.Client {
 	t.Helper()
-	c, err := redisx.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return redisxtest.Connect(t, opts)
 }
 
 // backend makes a fresh counter of one kind.

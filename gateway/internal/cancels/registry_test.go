@@ -12,22 +12,13 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/cancels"
 	"github.com/tollgate/tollgate/gateway/internal/redisx"
+	"github.com/tollgate/tollgate/gateway/internal/redisx/redisxtest"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
 )
 
 func redisClient(t *testing.T, srv *redistest.Server) *redisx.Client {
 	t.Helper()
-	c, err := redisx.New(redisx.Options{Addrs: []string{srv.Addr()}, Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return redisxtest.Connect(t, redisx.Options{Addrs: []string{srv.Addr()}, Timeout: 5 * time.Second})
 }
 
 const interval = 20 * time.Millisecond

@@ -9,22 +9,13 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/gateway/internal/redisx"
+	"github.com/tollgate/tollgate/gateway/internal/redisx/redisxtest"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
 )
 
 func client(t *testing.T, srv *redistest.Server) *redisx.Client {
 	t.Helper()
-	c, err := redisx.New(redisx.Options{Addrs: []string{srv.Addr()}, Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return redisxtest.Connect(t, redisx.Options{Addrs: []string{srv.Addr()}, Timeout: time.Second})
 }
 
 func start(t *testing.T, c *redisx.Client, opts Options) *Heartbeat {

@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/budget"
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
 	"github.com/tollgate/tollgate/gateway/internal/redisx"
+	"github.com/tollgate/tollgate/gateway/internal/redisx/redisxtest"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
 	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
@@ -44,16 +45,7 @@ func newBatchStores(t *testing.T) []batchStores {
 				Limiter: limiter.NewMemory(clock), Budget: budget.NewMemory(nil, clock)}), nil
 		}},
 		{"redis", false, func(t *testing.T, twin string) (*Set, *redisx.Client) {
-			c, err := redisx.New(redisx.Options{Addrs: []string{srv.Addr()}, Timeout: time.Second, Logger: quietLog()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(c.Close)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := c.Connect(ctx); err != nil {
-				t.Fatal(err)
-			}
+			c := redisxtest.Connect(t, redisx.Options{Addrs: []string{srv.Addr()}, Timeout: time.Second, Logger: quietLog()})
 			prefix := t.Name() + ":" + twin + ":"
 			set := NewSet(Config{Log: quietLog(), Prices: fuzzPrices{}, Now: clock, NewID: ids(twin),
 				Limiter: limiter.NewRedis(c, limiter.RedisOptions{Prefix: prefix + "rl:"}),

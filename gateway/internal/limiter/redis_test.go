@@ -12,27 +12,18 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/gateway/internal/redisx"
+	"github.com/tollgate/tollgate/gateway/internal/redisx/redisxtest"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
 )
 
 // newRedisClient connects a client to srv (timeout 0: redisx's default).
 func newRedisClient(t testing.TB, srv *redistest.Server, timeout time.Duration) *redisx.Client {
 	t.Helper()
-	c, err := redisx.New(redisx.Options{
+	return redisxtest.Connect(t, redisx.Options{
 		Addrs:   []string{srv.Addr()},
 		Timeout: timeout,
 		Logger:  slog.New(slog.DiscardHandler),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // do runs a command on srv and fails the test on an error.

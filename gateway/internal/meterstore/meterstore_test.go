@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
 	"github.com/tollgate/tollgate/gateway/internal/meterstore"
 	"github.com/tollgate/tollgate/gateway/internal/redisx"
+	"github.com/tollgate/tollgate/gateway/internal/redisx/redisxtest"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
 )
 
@@ -21,18 +22,8 @@ const month = "2026-12"
 // for a first EVAL under -race on a busy machine.
 func newClient(t testing.TB, srv *redistest.Server) *redisx.Client {
 	t.Helper()
-	c, err := redisx.New(redisx.Options{Addrs: []string{srv.Addr()}, Timeout: time.Second,
+	return redisxtest.Connect(t, redisx.Options{Addrs: []string{srv.Addr()}, Timeout: time.Second,
 		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // stores are a one-trip Store and a Store that makes the same calls one
