@@ -106,11 +106,13 @@ WITH ins AS (
                           first_byte_ms, total_ms, prompt_tokens, completion_tokens,
                           cost_micros, guard_action, attempts, reply_bytes, end_user,
                           cached_input_tokens, cache_write_tokens, audio_input_tokens, image_input_tokens,
-                          reasoning_tokens, audio_output_tokens, image_output_tokens)
+                          reasoning_tokens, audio_output_tokens, image_output_tokens,
+                          cache, saved_micros)
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[],
                          $7::timestamptz[], $8::int8[], $9::int8[], $10::int8[], $11::int8[],
                          $12::int8[], $13::text[], $14::int4[], $15::int8[], $16::text[],
-                         $17::int8[], $18::int8[], $19::int8[], $20::int8[], $21::int8[], $22::int8[], $23::int8[])`
+                         $17::int8[], $18::int8[], $19::int8[], $20::int8[], $21::int8[], $22::int8[], $23::int8[],
+                         $24::text[], $25::int8[])`
 
 const insertSpendSQL = `
     RETURNING tenant_id, started_at, cost_micros

@@ -45,6 +45,15 @@ type Row struct {
 	// config.Server.EndUserHeader); "" is stored as NULL. Key and
 	// end-user budgets are seeded from these rows.
 	EndUser string
+	// Cache is the response cache's part in the request: "" (no cache
+	// took part; stored as NULL), CacheHit, CacheMiss or CacheBypass. Any
+	// other value is an invalid row.
+	Cache string
+	// SavedMicros is, for a hit, what the stored reply would have cost at
+	// the price in force when it was served, in USD micros: the spend the
+	// hit avoided. It is 0 for every row that is not a hit, and never
+	// negative (an invalid row otherwise).
+	SavedMicros int64
 	// WAL is the row's record in the write-ahead log, set by Writer.Log
 	// (zero: none). Write releases it once the row is stored.
 	WAL Mark
@@ -69,6 +78,18 @@ func kindsOf(c [7]int64) TokenKinds {
 	return TokenKinds{Reported: true, CachedInput: c[0], CacheWrite: c[1], AudioInput: c[2], ImageInput: c[3],
 		Reasoning: c[4], AudioOutput: c[5], ImageOutput: c[6]}
 }
+
+// The values of Row.Cache besides "" (no cache took part), as call_log
+// stores them.
+const (
+	// CacheHit: the reply was served from the cache.
+	CacheHit = "hit"
+	// CacheMiss: the cache was consulted and the reply came from the
+	// upstream.
+	CacheMiss = "miss"
+	// CacheBypass: the client or a policy said not to use the cache.
+	CacheBypass = "bypass"
+)
 
 // ErrInvalidRow is returned by Write for a row that could never be stored;
 // the error names the field.
@@ -117,6 +138,17 @@ func (r *Row) validate() error {
 	if r.Attempts < 0 {
 		return fmt.Errorf("%w: negative Attempts %d", ErrInvalidRow, r.Attempts)
 	}
+	switch r.Cache {
+	case "", CacheHit, CacheMiss, CacheBypass:
+	default:
+		return fmt.Errorf("%w: Cache %q is none of \"\", %q, %q, %q", ErrInvalidRow, r.Cache, CacheHit, CacheMiss, CacheBypass)
+	}
+	switch {
+	case r.SavedMicros < 0:
+		return fmt.Errorf("%w: negative SavedMicros %d", ErrInvalidRow, r.SavedMicros)
+	case r.SavedMicros > 0 && r.Cache != CacheHit:
+		return fmt.Errorf("%w: SavedMicros %d with Cache %q: only a hit saves", ErrInvalidRow, r.SavedMicros, r.Cache)
+	}
 	return nil
 }
 
@@ -138,6 +170,8 @@ type columns struct {
 	guardAction                                 []pgtype.Text
 	replyBytes                                  []pgtype.Int8
 	endUser                                     []pgtype.Text
+	cache                                       []pgtype.Text
+	savedMicros                                 []int64
 	kinds                                       [7][]pgtype.Int8 // TokenKinds, in order
 }
 
@@ -152,6 +186,7 @@ func newColumns(rows []Row) *columns {
 		promptTokens: make([]pgtype.Int8, n), completionTokens: make([]pgtype.Int8, n),
 		costMicros: make([]pgtype.Int8, n), guardAction: make([]pgtype.Text, n),
 		replyBytes: make([]pgtype.Int8, n), endUser: make([]pgtype.Text, n),
+		cache: make([]pgtype.Text, n), savedMicros: make([]int64, n),
 	}
 	for k := range c.kinds {
 		c.kinds[k] = make([]pgtype.Int8, n)
@@ -174,6 +209,8 @@ func newColumns(rows []Row) *columns {
 		c.guardAction[i] = optText(r.GuardAction)
 		c.replyBytes[i] = optCount(r.ReplyBytes)
 		c.endUser[i] = optText(r.EndUser)
+		c.cache[i] = optText(r.Cache)
+		c.savedMicros[i] = r.SavedMicros
 		for k, n := range r.Kinds.counts() {
 			c.kinds[k][i] = pgtype.Int8{Int64: n, Valid: r.Kinds.Reported}
 		}
@@ -185,7 +222,8 @@ func (c *columns) args() []any {
 	return []any{c.requestID, c.tenantID, c.keyID, c.model, c.upstream, c.status,
 		c.startedAt, c.firstByteMS, c.totalMS, c.promptTokens, c.completionTokens,
 		c.costMicros, c.guardAction, c.attempts, c.replyBytes, c.endUser,
-		c.kinds[0], c.kinds[1], c.kinds[2], c.kinds[3], c.kinds[4], c.kinds[5], c.kinds[6]}
+		c.kinds[0], c.kinds[1], c.kinds[2], c.kinds[3], c.kinds[4], c.kinds[5], c.kinds[6],
+		c.cache, c.savedMicros}
 }
 
 func optText(s string) pgtype.Text { return pgtype.Text{String: s, Valid: s != ""} }

@@ -22,6 +22,13 @@ import (
 // Records are only appended, a batch with one write(2) and one fsync. A
 // crash in the middle of an append leaves a record whose length or checksum
 // does not match: the file is valid up to it, and openSpool cuts it off.
+//
+// The payload has no version number: its JSON object is the version. A
+// field added later is optional, and its absence means what the rows
+// written before it meant (a record without "cache" and "saved" is a row
+// no cache took part in), so the spools and write-ahead logs an older
+// build left behind replay after an upgrade (TestReplayOldFormat). An
+// older build reading a newer record ignores the fields it does not know.
 
 // SpoolFileName is the spool's file name inside Options.SpoolDir.
 const SpoolFileName = "calllog.spool"
@@ -31,7 +38,7 @@ const lockFileName = "calllog.lock"
 
 const (
 	recordHeaderSize = 8
-	// maxRecordSize bounds a payload: six text fields of at most
+	// maxRecordSize bounds a payload: seven text fields of at most
 	// maxFieldBytes (JSON may escape each byte to six) and a few numbers fit.
 	maxRecordSize = 64 << 10
 )
@@ -62,6 +69,8 @@ type spoolRecord struct {
 	Attempts         int       `json:"att"`
 	EndUser          string    `json:"eu,omitempty"`
 	Kinds            *[7]int64 `json:"kinds,omitempty"` // TokenKinds; absent: not reported
+	Cache            string    `json:"cache,omitempty"` // absent: no cache took part
+	SavedMicros      int64     `json:"saved,omitempty"` // absent: 0
 }
 
 func spoolKinds(k *TokenKinds) *[7]int64 {
@@ -83,6 +92,7 @@ func appendRecord(dst []byte, r *Row) []byte {
 		GuardAction: r.GuardAction, Attempts: r.Attempts, ReplyBytes: optInt(r.ReplyBytes),
 		EndUser: r.EndUser,
 		Kinds:   spoolKinds(&r.Kinds),
+		Cache:   r.Cache, SavedMicros: r.SavedMicros,
 	})
 	if err != nil {
 		// Only strings, integers and a valid time: cannot fail.
@@ -133,7 +143,7 @@ func readRecord(br *bufio.Reader, buf []byte) (Row, int64, []byte, error) {
 		Total: time.Duration(rec.TotalNanos), PromptTokens: rec.PromptTokens,
 		CompletionTokens: rec.CompletionTokens, CostMicros: rec.CostMicros,
 		GuardAction: rec.GuardAction, Attempts: rec.Attempts, ReplyBytes: fromOptInt(rec.ReplyBytes),
-		EndUser: rec.EndUser,
+		EndUser: rec.EndUser, Cache: rec.Cache, SavedMicros: rec.SavedMicros,
 	}
 	if rec.Kinds != nil {
 		r.Kinds = kindsOf(*rec.Kinds)

@@ -191,6 +191,7 @@ func TestSpoolDirInUse(t *testing.T) {
 // row read re-encodes to a record that reads back the same.
 func FuzzSpoolRecord(f *testing.F) {
 	f.Add(encode(spoolRows("f", 2)))
+	f.Add(encode(cacheRows("f")))
 	f.Add(encode(spoolRows("f", 1))[:7])
 	f.Add([]byte{0, 0, 0, 2, 0, 0, 0, 0, '{', '}'})
 	f.Add([]byte{})
