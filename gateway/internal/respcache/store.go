@@ -177,8 +177,7 @@ func (s *Store) Get(ctx context.Context, key string) (Entry, bool, error) {
 	}
 	s.redisHits.Add(1)
 	if s.local != nil {
-		it := &item{key: key, e: e, exp: exp, cost: s.cost(key, &e)}
-		s.local.SetWithTTL(key, it, it.cost, time.Duration(exp-now))
+		s.putLocal(&item{key: key, e: e, exp: exp, cost: s.cost(key, &e)}, time.Duration(exp-now))
 	}
 	return e, true, nil
 }
