@@ -124,7 +124,8 @@ type assembly struct {
 // content and the refusal concatenated, tool calls merged by their index
 // (id, type and function name set once, arguments concatenated), the last
 // non-null finish_reason, logprobs arrays concatenated; the usage of the
-// last chunk that has one. A chat message's content is null when it has no
+// last chunk that has one. A chunk without object, choices or usage (Azure
+// OpenAI's prompt_filter_results chunk) is skipped. A chat message's content is null when it has no
 // text but tool calls or a refusal. Events that are not chat.completion.chunk
 // or text_completion objects (all of one kind) are an error.
 func WholeFromEvents(events [][]byte) ([]byte, error) {
@@ -138,6 +139,10 @@ func WholeFromEvents(events [][]byte) ([]byte, error) {
 		var c chunk
 		if err := json.Unmarshal(ev, &c); err != nil {
 			return nil, fmt.Errorf("%w: event %d: %v", errConvert, i, err)
+		}
+		if c.Object == "" && len(c.Choices) == 0 && isNull(c.Usage) {
+			// Azure OpenAI's first chunk: prompt_filter_results only.
+			continue
 		}
 		if c.Object != objChatChunk && c.Object != objText {
 			return nil, fmt.Errorf("%w: event %d: object %q is not a chat.completion.chunk or text_completion", errConvert, i, c.Object)
@@ -175,6 +180,9 @@ func WholeFromEvents(events [][]byte) ([]byte, error) {
 				return nil, fmt.Errorf("%w: event %d: %v", errConvert, i, err)
 			}
 		}
+	}
+	if kind == "" {
+		return nil, fmt.Errorf("%w: no chat.completion.chunk or text_completion event", errConvert)
 	}
 	if isNull(out.Created) {
 		out.Created = json.RawMessage("0")
@@ -324,7 +332,8 @@ func (a *assembly) whole(kind string) (wholeChoice, error) {
 // content (with the choice's logprobs) if any, a chunk with the refusal if
 // any, a chunk with the tool calls (index, id, type, name, whole
 // arguments) if any, and a chunk with the finish_reason and an empty
-// delta; then, if the reply has usage, a usage-only chunk ("choices":[]).
+// delta; then, if the reply has usage, a usage-only chunk ("choices":[])
+// (a reply with neither choices nor usage gives one chunk with no choices).
 // Every chunk carries id, object, created, model and system_fingerprint
 // when present.
 func EventsFromWhole(body []byte) ([][]byte, error) {
@@ -412,7 +421,9 @@ func EventsFromWhole(body []byte) ([][]byte, error) {
 			return nil, err
 		}
 	}
-	if !isNull(w.Usage) {
+	if !isNull(w.Usage) || len(events) == 0 {
+		// The usage chunk; or, for a reply without choices or usage, one
+		// chunk that still says what the stream is.
 		if err := emit(nil, w.Usage); err != nil {
 			return nil, err
 		}

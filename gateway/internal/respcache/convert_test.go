@@ -1,6 +1,7 @@
 package respcache
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -278,4 +279,46 @@ func TestConvertRefused(t *testing.T) {
 	if !strings.Contains(func() string { _, err := EventsFromWhole([]byte(`{"object":"x"}`)); return err.Error() }(), `"x"`) {
 		t.Error("error does not name the object")
 	}
+}
+
+// TestWholeKeepsText: the assembled reply keeps <, > and & as the upstream
+// wrote them, and skips Azure's prompt-filter chunk.
+func TestWholeKeepsText(t *testing.T) {
+	t.Parallel()
+	w, err := WholeFromEvents(evs(
+		`{"id":"","object":"","created":0,"model":"","choices":[],"prompt_filter_results":[{"prompt_index":0,"content_filter_results":{}}]}`,
+		`{`+hdr+`,"choices":[{"index":0,"delta":{"role":"assistant","content":"<b>a & b</b>"},"finish_reason":"stop"}]}`,
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(w), `"content":"<b>a & b</b>"`) || !strings.Contains(string(w), `"id":"chatcmpl-1"`) {
+		t.Fatalf("whole %s", w)
+	}
+	if _, err := WholeFromEvents(evs(`{"id":"","object":"","choices":[]}`)); err == nil {
+		t.Fatal("a stream of only a filter chunk accepted")
+	}
+}
+
+// FuzzWholeFromEvents: the conversions never panic, and a stream they
+// assemble survives the round trip through EventsFromWhole.
+func FuzzWholeFromEvents(f *testing.F) {
+	for _, s := range streams {
+		f.Add(bytes.Join(s, []byte("\n")))
+	}
+	f.Fuzz(func(t *testing.T, joined []byte) {
+		w, err := WholeFromEvents(bytes.Split(joined, []byte("\n")))
+		if err != nil {
+			return
+		}
+		events, err := EventsFromWhole(w)
+		if err != nil {
+			t.Fatalf("EventsFromWhole(%s): %v", w, err)
+		}
+		w2, err := WholeFromEvents(events)
+		if err != nil {
+			t.Fatalf("WholeFromEvents(EventsFromWhole(%s)): %v", w, err)
+		}
+		sameJSON(t, "round trip", w2, w)
+	})
 }
