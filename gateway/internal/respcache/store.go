@@ -57,15 +57,15 @@ type Store struct {
 
 	local *ristretto.Cache[string, *item] // nil when disabled
 
-	// held keeps the entries Put stored that ristretto did not take (its
-	// admission policy or a full buffer dropped them), so that a Put is
-	// always visible to the next Get of this replica. Bounded by count and
-	// bytes, oldest out first. heldMu guards only map and slice work.
-	heldMu    sync.Mutex
-	held      map[string]*item
-	heldOrder []string
-	heldBytes int64
-	heldMax   int64
+	// recent keeps the entries of the last Puts (at most recentMaxCount
+	// and recentMax bytes) beside ristretto, which may drop a Set or evict
+	// an entry under other Puts' pressure: a Put must be visible to the
+	// next Get of this replica. recentMu guards only map and slice work.
+	recentMu    sync.Mutex
+	recent      map[string]*item
+	recentOrder []*item // oldest first; an item no longer in recent is skipped
+	recentBytes int64
+	recentMax   int64
 
 	flightsMu sync.Mutex
 	flights   map[string]*Flight
@@ -82,8 +82,8 @@ type item struct {
 	cost int64
 }
 
-// heldMaxCount bounds the entries kept beside ristretto.
-const heldMaxCount = 256
+// recentMaxCount bounds the entries kept beside ristretto.
+const recentMaxCount = 256
 
 // New returns a Store. Redis nil and LocalMaxBytes < 0 (no layer at all)
 // is an error.
@@ -125,13 +125,14 @@ func New(cfg Config) (*Store, error) {
 			return nil, fmt.Errorf("respcache: in-process cache: %w", err)
 		}
 		s.local = c
-		s.held = map[string]*item{}
-		s.heldMax = max(maxBytes/8, int64(s.maxEntry))
+		s.recent = map[string]*item{}
+		s.recentMax = max(maxBytes/8, int64(s.maxEntry))
 	}
 	return s, nil
 }
 
-// Close releases the in-process layer. The Redis client is the caller's.
+// Close releases the in-process layer, once no Get or Put runs. The Redis
+// client is the caller's.
 func (s *Store) Close() {
 	if s.local != nil {
 		s.local.Close()
@@ -192,11 +193,12 @@ func (s *Store) getLocal(key string, now int64) *item {
 		}
 		s.local.Del(key)
 	}
-	s.heldMu.Lock()
-	defer s.heldMu.Unlock()
-	it := s.held[key]
+	s.recentMu.Lock()
+	defer s.recentMu.Unlock()
+	it := s.recent[key]
 	if it != nil && now >= it.exp {
-		s.unhold(key)
+		delete(s.recent, key)
+		s.recentBytes -= it.cost
 		return nil
 	}
 	return it
@@ -285,51 +287,47 @@ func (s *Store) Put(ctx context.Context, key string, e *Entry, ttl time.Duration
 	return nil
 }
 
-// putLocal stores it in ristretto and waits for ristretto to take or drop
-// it; one dropped is held beside ristretto instead.
+// putLocal stores it in ristretto, waits until ristretto took or dropped
+// it, and keeps it among the recent entries. After the wait ristretto
+// holds this entry, a newer one of a concurrent Put (a Set of a key present
+// replaces the value at once), or none: never an older one, which Get
+// would find before the recent entry.
 func (s *Store) putLocal(it *item, ttl time.Duration) {
 	// ristretto's TTL (real time, by the second) only frees the memory
 	// early; item.exp decides what is served.
 	if s.local.SetWithTTL(it.key, it, it.cost, ttl) {
 		s.local.Wait()
 	}
-	if got, ok := s.local.Get(it.key); ok {
-		// Ours, or a concurrent Put's that replaced it (a Set of a key
-		// present replaces the value at once, so it is not an older one).
-		if got == it {
-			s.heldMu.Lock()
-			s.unhold(it.key)
-			s.heldMu.Unlock()
+	s.recentMu.Lock()
+	defer s.recentMu.Unlock()
+	if old := s.recent[it.key]; old != nil {
+		delete(s.recent, it.key)
+		s.recentBytes -= old.cost
+	}
+	if it.cost > s.recentMax {
+		return
+	}
+	s.recent[it.key] = it
+	s.recentBytes += it.cost
+	s.recentOrder = append(s.recentOrder, it)
+	for len(s.recent) > recentMaxCount || s.recentBytes > s.recentMax {
+		o := s.recentOrder[0]
+		s.recentOrder[0] = nil
+		s.recentOrder = s.recentOrder[1:]
+		if s.recent[o.key] == o {
+			delete(s.recent, o.key)
+			s.recentBytes -= o.cost
 		}
-		return
 	}
-	s.heldMu.Lock()
-	defer s.heldMu.Unlock()
-	s.unhold(it.key)
-	if it.cost > s.heldMax {
-		return
-	}
-	s.held[it.key] = it
-	s.heldOrder = append(s.heldOrder, it.key)
-	s.heldBytes += it.cost
-	for len(s.held) > heldMaxCount || s.heldBytes > s.heldMax {
-		s.unhold(s.heldOrder[0])
-	}
-}
-
-// unhold removes key from held. heldMu is held.
-func (s *Store) unhold(key string) {
-	it, ok := s.held[key]
-	if !ok {
-		return
-	}
-	delete(s.held, key)
-	s.heldBytes -= it.cost
-	for i, k := range s.heldOrder {
-		if k == key {
-			s.heldOrder = append(s.heldOrder[:i], s.heldOrder[i+1:]...)
-			break
+	if len(s.recentOrder) > 2*recentMaxCount {
+		// Drop the replaced and expired items' places.
+		live := make([]*item, 0, len(s.recent))
+		for _, o := range s.recentOrder {
+			if s.recent[o.key] == o {
+				live = append(live, o)
+			}
 		}
+		s.recentOrder = live
 	}
 }
 
