@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -187,11 +188,10 @@ func (s *Store) getLocal(key string, now int64) *item {
 	if s.local == nil {
 		return nil
 	}
-	if it, ok := s.local.Get(key); ok && it.key == key {
-		if now < it.exp {
-			return it
-		}
-		s.local.Del(key)
+	// An expired item is left for ristretto's own TTL to remove: a Del
+	// here could remove a newer entry a concurrent Put just stored.
+	if it, ok := s.local.Get(key); ok && it.key == key && now < it.exp {
+		return it
 	}
 	s.recentMu.Lock()
 	defer s.recentMu.Unlock()
@@ -225,12 +225,15 @@ func (s *Store) getRedis(ctx context.Context, key string) (e Entry, exp int64, o
 	if len(b) < expiryBytes {
 		return Entry{}, 0, false, fmt.Errorf("respcache: redis value of %q: %w: %d bytes", rkey, errEntry, len(b))
 	}
-	expMs := int64(binary.BigEndian.Uint64(b))
+	expMs := binary.BigEndian.Uint64(b)
+	if expMs > math.MaxInt64/uint64(time.Millisecond) {
+		return Entry{}, 0, false, fmt.Errorf("respcache: redis value of %q: %w: expiry %d", rkey, errEntry, expMs)
+	}
 	e, err = Unmarshal(b[expiryBytes:])
 	if err != nil {
 		return Entry{}, 0, false, fmt.Errorf("respcache: redis value of %q: %w", rkey, err)
 	}
-	return e, expMs * int64(time.Millisecond), true, nil
+	return e, int64(expMs) * int64(time.Millisecond), true, nil
 }
 
 func (s *Store) cost(key string, e *Entry) int64 {

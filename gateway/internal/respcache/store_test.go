@@ -3,6 +3,7 @@ package respcache
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -341,7 +342,11 @@ func TestCorruptValue(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	s := newStore(t, Config{Redis: redisClient(t, srv), Timeout: 5 * time.Second})
-	for i, v := range []string{"", "short", "\x00\x00\x01\x93\x00\x00\x00\x00garbage"} {
+	valid := testEntry("x").Marshal(nil)
+	for i, v := range []string{"", "short", "\x00\x00\x01\x93\x00\x00\x00\x00garbage",
+		"\x00\x00\x01\x93\x00\x00\x00\x00" + string(valid) + "+", // trailing byte
+		"\xff\xff\xff\xff\xff\xff\xff\xff" + string(valid),       // an expiry past int64 nanoseconds
+	} {
 		key := "c" + strconv.Itoa(i)
 		if _, err := srv.Do("SET", "tollgate:cache:"+key, v); err != nil {
 			t.Fatal(err)
@@ -350,6 +355,14 @@ func TestCorruptValue(t *testing.T) {
 			t.Fatalf("value %q: hit %v err %v", v, hit, err)
 		}
 	}
+	// The same layout with a valid expiry and nothing after the entry is
+	// a hit: the values above were refused for what is wrong in them.
+	exp := make([]byte, 8)
+	binary.BigEndian.PutUint64(exp, uint64(time.Now().Add(time.Minute).UnixMilli()))
+	if _, err := srv.Do("SET", "tollgate:cache:ok", string(exp)+string(valid)); err != nil {
+		t.Fatal(err)
+	}
+	wantHit(t, s, "ok", "x")
 }
 
 func TestSizeCap(t *testing.T) {
