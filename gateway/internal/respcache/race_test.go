@@ -1,0 +1,5 @@
+//go:build race
+
+package respcache
+
+const raceEnabled = true
