@@ -62,6 +62,13 @@ const (
 	// fail_open: as [Continue]). Valid in every phase; this is how a
 	// plugin leaves a call-out's timeout or refusal to the operator.
 	Fail = abi.Fail
+	// Respond answers the request with the reply set by [Request.Respond]
+	// or [Request.RespondEvent]: nothing goes upstream, and the
+	// response_headers, chunk and end phases of every plugin run on the
+	// answer as on an upstream's reply. Request phase only (its
+	// [OnCallResponse] handler included); without an answer set the
+	// callback fails. Best through [Request.Respond].
+	Respond = abi.Respond
 )
 
 // Phases is a set of phases, the bitmask of the tollgate_phases export.

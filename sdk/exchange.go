@@ -302,6 +302,36 @@ func (r *Request) Reject(status int, typ, code, msg string) Verdict {
 	return reject(status, typ, code, msg)
 }
 
+// Respond sets a whole reply as the request's answer and returns [Respond],
+// so a handler can end with `return r.Respond(200, body)`: the client gets
+// status and body (JSON in the format of its endpoint: a chat.completion
+// for chat/completions), headers set with [Request.SetResponseHeader], and
+// nothing goes upstream. A streamed request (stream: true) gets the reply
+// as a stream. status is 200–599, body at most 4 MiB. If the host refuses
+// the answer (a status out of range; [ErrNotAllowed] on an endpoint the
+// gateway cannot answer, such as a passthrough) the SDK logs why and
+// returns [Continue]: the request goes upstream.
+func (r *Request) Respond(status int, body []byte) Verdict {
+	if n := hostRespond(int32(status), body); n < 0 {
+		Log(LevelError, "sdk: respond("+itoa(int64(status))+"): "+Error(n).Error())
+		return Continue
+	}
+	return Respond
+}
+
+// RespondEvent appends one event to the request's answer, which becomes a
+// stream: data is one SSE event's data (an OpenAI chunk for
+// chat/completions), without "data: " or the terminating [DONE], which the
+// host adds. End the handler with [Respond] (the status is 200 unless
+// [Request.Respond] set another with an empty body). A non-streamed request
+// gets the events assembled into one reply. Errors: [ErrInvalid] for an
+// empty event, one with a line break, "[DONE]", over 1 MiB or over the
+// answer's 4 MiB, or after a whole reply was set; [ErrNotAllowed] outside
+// the request phase or on an endpoint the gateway cannot answer.
+func (r *Request) RespondEvent(data []byte) error {
+	return status(hostRespondEvent(data))
+}
+
 func reject(status int, typ, code, msg string) Verdict {
 	if n := hostReject(int32(status), typ, code, msg); n < 0 {
 		Log(LevelError, "sdk: reject("+itoa(int64(status))+"): "+Error(n).Error())

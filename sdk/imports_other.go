@@ -32,6 +32,8 @@ type hostAPI interface {
 	emit(text string) int32
 	setFinishReason(reason string) int32
 	reject(status int32, typ, code, msg string) int32
+	respond(status int32, body []byte) int32
+	respondEvent(data []byte) int32
 	usage(field int32) int64
 	metricAdd(name string, v int64) int32
 	call(service string, req, buf []byte) int32
@@ -82,3 +84,5 @@ func hostCall(service string, req, buf []byte) int32 { return host().call(servic
 func hostReject(status int32, typ, code, msg string) int32 {
 	return host().reject(status, typ, code, msg)
 }
+func hostRespond(status int32, body []byte) int32 { return host().respond(status, body) }
+func hostRespondEvent(data []byte) int32          { return host().respondEvent(data) }

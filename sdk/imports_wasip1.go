@@ -70,6 +70,12 @@ func tgSetFinishReason(reason string) int32
 //go:wasmimport tollgate reject
 func tgReject(status int32, typ, code, msg string) int32
 
+//go:wasmimport tollgate respond
+func tgRespond(status int32, body unsafe.Pointer, n uint32) int32
+
+//go:wasmimport tollgate respond_event
+func tgRespondEvent(data unsafe.Pointer, n uint32) int32
+
 //go:wasmimport tollgate usage
 func tgUsage(field int32) int64
 
@@ -128,6 +134,10 @@ func hostTenantField(field int32, buf []byte) int32 {
 func hostFact(key string, buf []byte) int32 { return tgFact(key, ptr(buf), uint32(len(buf))) }
 
 func hostReject(status int32, typ, code, msg string) int32 { return tgReject(status, typ, code, msg) }
+func hostRespond(status int32, body []byte) int32 {
+	return tgRespond(status, ptr(body), uint32(len(body)))
+}
+func hostRespondEvent(data []byte) int32 { return tgRespondEvent(ptr(data), uint32(len(data))) }
 
 func hostCall(service string, req, buf []byte) int32 {
 	return tgCall(service, ptr(req), uint32(len(req)), ptr(buf), uint32(len(buf)))

@@ -37,6 +37,8 @@ type fakeHost struct {
 	emitted    []byte
 	finish     string
 	rejected   string
+	answer     string   // respond's status and body
+	events     []string // respond_event's
 	usages     map[int32]int64
 	metrics    map[string]int64
 	services   map[string]string
@@ -147,6 +149,23 @@ func (h *fakeHost) reject(status int32, typ, code, msg string) int32 {
 		return int32(ErrInvalid)
 	}
 	h.rejected = itoa(int64(status)) + " " + typ + " " + code + " " + msg
+	return 0
+}
+func (h *fakeHost) respond(status int32, body []byte) int32 {
+	if status < 200 || status > 599 {
+		return int32(ErrInvalid)
+	}
+	if h.notAllowed {
+		return int32(ErrNotAllowed)
+	}
+	h.answer = itoa(int64(status)) + " " + string(body)
+	return 0
+}
+func (h *fakeHost) respondEvent(data []byte) int32 {
+	if len(data) == 0 || string(data) == "[DONE]" {
+		return int32(ErrInvalid)
+	}
+	h.events = append(h.events, string(data))
 	return 0
 }
 func (h *fakeHost) usage(field int32) int64 {
@@ -692,4 +711,31 @@ func FuzzAppendToolCallDeltas(f *testing.F) {
 			t.Fatalf("%q parsed and rendered is %q", b, out)
 		}
 	})
+}
+
+func TestRespond(t *testing.T) {
+	h := install(t)
+	OnRequest(func(r *Request) Verdict { return r.Respond(200, []byte(`{"object":"chat.completion"}`)) })
+	if v := dispatchRequest(3); v != Respond || h.answer != `200 {"object":"chat.completion"}` {
+		t.Fatal(v, h.answer)
+	}
+	// A refused answer is logged and the request goes upstream.
+	OnRequest(func(r *Request) Verdict { return r.Respond(101, nil) })
+	if v := dispatchRequest(3); v != Continue || len(h.logs) != 1 || !strings.Contains(h.logs[0], "respond(101)") {
+		t.Fatal(v, h.logs)
+	}
+	OnRequest(func(r *Request) Verdict {
+		for _, e := range []string{`{"a":1}`, `{"b":2}`} {
+			if err := r.RespondEvent([]byte(e)); err != nil {
+				t.Error(err)
+			}
+		}
+		if err := r.RespondEvent([]byte("[DONE]")); !errors.Is(err, ErrInvalid) {
+			t.Error("DONE accepted:", err)
+		}
+		return Respond
+	})
+	if v := dispatchRequest(3); v != Respond || strings.Join(h.events, "|") != `{"a":1}|{"b":2}` {
+		t.Fatal(v, h.events)
+	}
 }

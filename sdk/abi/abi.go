@@ -31,6 +31,7 @@ const (
 	Pause    Verdict = 6 // request, response_headers, chunk, end: the verdict waits on the calls dispatched
 	Fail     Verdict = 7 // every phase: the callback failed; the plugin's on_error applies
 	Defer    Verdict = 8 // request: as PAUSE, and later plugins may run before the response is delivered
+	Respond  Verdict = 9 // request: answer the client with the reply set by respond/respond_event; nothing goes upstream
 )
 
 // String returns the verdict's ABI name in lower case ("continue", ...),
@@ -55,6 +56,8 @@ func (v Verdict) String() string {
 		return "fail"
 	case Defer:
 		return "defer"
+	case Respond:
+		return "respond"
 	}
 	return "verdict(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
@@ -208,12 +211,14 @@ const (
 
 // Limits on what a guest may hand the host per request (ABI.md).
 const (
-	MaxFactKey    = 64       // bytes of a fact's key
-	MaxFactValue  = 64 << 10 // bytes of a fact's value
-	MaxFacts      = 64       // facts per request
-	MaxState      = 1 << 20  // bytes of a plugin's state per request
-	MaxLogLine    = 4 << 10  // bytes of one log line
-	MaxMetrics    = 32       // metric names per plugin
-	MaxEmit       = 1 << 20  // bytes emitted per chunk callback
-	MaxHeaderSize = 8 << 10  // bytes of a header name plus value
+	MaxFactKey     = 64       // bytes of a fact's key
+	MaxFactValue   = 64 << 10 // bytes of a fact's value
+	MaxFacts       = 64       // facts per request
+	MaxState       = 1 << 20  // bytes of a plugin's state per request
+	MaxLogLine     = 4 << 10  // bytes of one log line
+	MaxMetrics     = 32       // metric names per plugin
+	MaxEmit        = 1 << 20  // bytes emitted per chunk callback
+	MaxAnswer      = 4 << 20  // bytes of a request's answer (respond's body and respond_event's events together)
+	MaxAnswerEvent = 1 << 20  // bytes of one respond_event
+	MaxHeaderSize  = 8 << 10  // bytes of a header name plus value
 )

@@ -69,10 +69,14 @@ func runRequestCase(pl *wasmhost.Pipeline, tc testCase) CaseResult {
 	err := pl.Request(r)
 	verdict, status, code := "continue", 0, ""
 	var rej *wasmhost.RejectError
+	var an *wasmhost.Answered
 	switch {
 	case errors.As(err, &rej):
 		verdict, status, code = "reject", rej.Status, rej.Code
 		res.Got = fmt.Sprintf("reject %d %s", status, code)
+	case errors.As(err, &an):
+		verdict, status = "respond", r.Answer.Status
+		res.Got = fmt.Sprintf("respond %d", status)
 	case err != nil:
 		res.Got, res.Problem = "failure", err.Error()
 		return res
@@ -306,20 +310,26 @@ func decodeExpect(raw json.RawMessage, path string, reply bool) (caseExpect, err
 	if err := field(obj, path, "verdict", &e.verdict, true); err != nil {
 		return e, err
 	}
-	if e.verdict != "continue" && e.verdict != "reject" {
-		return e, fmt.Errorf("%s.verdict: %q; want \"continue\" or \"reject\"", path, e.verdict)
+	if e.verdict != "continue" && e.verdict != "reject" && e.verdict != "respond" {
+		return e, fmt.Errorf("%s.verdict: %q; want \"continue\", \"reject\" or \"respond\"", path, e.verdict)
 	}
 	if err := field(obj, path, "status", &e.status, false); err != nil {
 		return e, err
 	}
-	if e.status != 0 && (e.status < 400 || e.status > 599) {
+	if e.verdict == "reject" && e.status != 0 && (e.status < 400 || e.status > 599) {
 		return e, fmt.Errorf("%s.status: %d; a rejection's status is 400 to 599", path, e.status)
+	}
+	if e.verdict == "respond" && e.status != 0 && (e.status < 200 || e.status > 599) {
+		return e, fmt.Errorf("%s.status: %d; an answer's status is 200 to 599", path, e.status)
 	}
 	if err := field(obj, path, "code", &e.code, false); err != nil {
 		return e, err
 	}
 	if e.verdict == "continue" && (e.status != 0 || e.code != "") {
 		return e, fmt.Errorf("%s: status and code go with the verdict \"reject\"", path)
+	}
+	if e.verdict == "respond" && e.code != "" {
+		return e, fmt.Errorf("%s: code goes with the verdict \"reject\"", path)
 	}
 	return e, nil
 }

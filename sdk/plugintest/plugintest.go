@@ -233,6 +233,12 @@ type RequestResult struct {
 	UpstreamHeaders     map[string]string // set with set_request_header
 	ClientHeaders       map[string]string // set with set_response_header
 	Err                 error             // a plugin failure (trap, deadline, bad verdict)
+	// Answered: a plugin answered the request itself (RESPOND). Status is
+	// then the answer's, AnswerBody its whole reply, AnswerEvents its
+	// stream's events (the data of each, without [DONE]).
+	Answered     bool
+	AnswerBody   string
+	AnswerEvents []string
 }
 
 func (p *Plugin) newRequest(req Request) *wasmhost.Request {
@@ -286,9 +292,15 @@ func (p *Plugin) request(r *wasmhost.Request) RequestResult {
 	res := RequestResult{UpstreamHeaders: headerMap(r.SetUpstreamHeaders), ClientHeaders: headerMap(r.SetClientHeaders),
 		Body: string(r.Body), Rewritten: r.BodyRewritten()}
 	var rej *wasmhost.RejectError
+	var an *wasmhost.Answered
 	switch {
 	case errors.As(err, &rej):
 		res.Rejected, res.Status, res.Type, res.Code, res.Message = true, rej.Status, rej.Type, rej.Code, rej.Message
+	case errors.As(err, &an):
+		res.Answered, res.Status, res.AnswerBody = true, r.Answer.Status, string(r.Answer.Body)
+		for _, e := range r.Answer.Events {
+			res.AnswerEvents = append(res.AnswerEvents, string(e))
+		}
 	case err != nil:
 		res.Err = err
 	}

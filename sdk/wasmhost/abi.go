@@ -22,6 +22,7 @@ const (
 	Pause    = abi.Pause
 	Defer    = abi.Defer
 	Fail     = abi.Fail
+	Respond  = abi.Respond
 )
 
 // Phase is a bit set of pipeline phases.
@@ -134,14 +135,16 @@ const (
 
 // Limits on what a guest may store in the host per request.
 const (
-	maxFactKey    = abi.MaxFactKey
-	maxFactValue  = abi.MaxFactValue
-	maxFacts      = abi.MaxFacts
-	maxState      = abi.MaxState
-	maxLogLine    = abi.MaxLogLine
-	maxMetrics    = abi.MaxMetrics
-	maxEmit       = abi.MaxEmit
-	maxHeaderSize = abi.MaxHeaderSize
+	maxFactKey     = abi.MaxFactKey
+	maxFactValue   = abi.MaxFactValue
+	maxFacts       = abi.MaxFacts
+	maxState       = abi.MaxState
+	maxLogLine     = abi.MaxLogLine
+	maxMetrics     = abi.MaxMetrics
+	maxEmit        = abi.MaxEmit
+	maxAnswer      = abi.MaxAnswer
+	maxAnswerEvent = abi.MaxAnswerEvent
+	maxHeaderSize  = abi.MaxHeaderSize
 
 	maxOutstandingCalls = abi.MaxOutstandingCalls
 	maxPauseRounds      = abi.MaxPauseRounds

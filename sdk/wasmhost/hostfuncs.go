@@ -90,7 +90,7 @@ func (p *Plugin) instantiateHostModule(ctx context.Context) error {
 }
 
 func (p *Plugin) hostFuncs() []hostFunc {
-	return append(p.baseFuncs(), p.rewriteFuncs()...)
+	return append(append(p.baseFuncs(), p.rewriteFuncs()...), p.answerFuncs()...)
 }
 
 func (p *Plugin) baseFuncs() []hostFunc {

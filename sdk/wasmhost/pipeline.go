@@ -141,7 +141,8 @@ func (pl *Pipeline) Wants(r *Request, ph Phase) bool {
 }
 
 // Request runs the request phase: nil to forward, a *RejectError or a
-// *FailureError to answer the client instead. A plugin answering DEFER
+// *FailureError to answer the client instead, or an *Answered when a
+// plugin answered the request itself (r.Answer). A plugin answering DEFER
 // lets the next ones run before its calls are answered (defer.go).
 func (pl *Pipeline) Request(r *Request) error {
 	r.clock = 0
@@ -186,12 +187,20 @@ func (pl *Pipeline) decide(p *Plugin, r *Request, ph Phase, err error) error {
 	if err == nil {
 		switch v := Verdict(r.stack[0]); v {
 		case Continue:
+			if r.Answer.Status != 0 && r.Answer.Source == p.spec.Name {
+				r.Answer.Reset() // set, then not used: no later RESPOND serves it
+			}
 			return nil
 		case Reject:
 			if c := pl.instruments[p.spec.Slot].Rejections; c != nil {
 				c.Inc()
 			}
 			return rejection(p, r)
+		case Respond:
+			err = pl.answered(p, r, ph)
+			if _, ok := err.(*Answered); ok {
+				return err
+			}
 		default:
 			err = fmt.Errorf("%w: %s: verdict %d (%s) is not allowed in phase %s", ErrPluginFailed, p.spec.Name, uint32(r.stack[0]), v, ph)
 		}

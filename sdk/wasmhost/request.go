@@ -132,6 +132,12 @@ type Request struct {
 	RejectType         []byte
 	RejectCode         []byte
 	RejectMessage      []byte
+	// Answer is the reply set by respond/respond_event or a host service
+	// instead of an upstream's (answer.go).
+	Answer Answer
+	// NoAnswer: the gateway cannot serve an answer on the request's
+	// endpoint; respond and respond_event return NOT_ALLOWED.
+	NoAnswer bool
 
 	id          uint32
 	stack       [6]uint64 // params and results of the current callback
@@ -188,6 +194,7 @@ func AcquireRequest() *Request {
 func ReleaseRequest(r *Request) {
 	calls := r.calls.reset()
 	states := r.states
+	r.Answer.Reset()
 	for i := range states {
 		states[i] = states[i][:0]
 	}
@@ -207,6 +214,7 @@ func ReleaseRequest(r *Request) {
 		messages:           r.messages[:0],
 		rewrite:            r.rewrite.reset(),
 		calls:              calls,
+		Answer:             r.Answer,
 	}
 	requestPool.Put(r)
 }

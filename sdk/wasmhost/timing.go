@@ -25,6 +25,8 @@ type Instruments struct {
 	Request, ResponseHeaders, Chunk, End Observer
 	// Rejections counts the callbacks that answered REJECT.
 	Rejections Counter
+	// Answers counts the requests the plugin answered (RESPOND).
+	Answers Counter
 }
 
 func (in *Instruments) observer(ph Phase) Observer {

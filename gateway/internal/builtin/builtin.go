@@ -37,7 +37,7 @@ var modules embed.FS
 // (policies/pii.yaml: before budget, whose hold then prices the masked
 // prompt); moderation after holdback (its reply check sees the reply as
 // holdback left it).
-var names = []string{"preflight", "ratelimit", "budget", "holdback", "pii", "moderation"}
+var names = []string{"preflight", "ratelimit", "budget", "holdback", "pii", "moderation", "cache"}
 
 // ErrUnknown is returned for a name that is not a built-in plugin.
 var ErrUnknown = errors.New("unknown built-in plugin")

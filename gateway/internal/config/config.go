@@ -81,6 +81,9 @@ type Policy struct {
 	// model to route by: the Files and Batch APIs (docs/POLICY.md,
 	// "Passthrough endpoints").
 	Passthrough Passthrough `yaml:"passthrough"`
+	// Cache is the response cache's store (docs/POLICY.md, "Response
+	// cache").
+	Cache Cache `yaml:"cache"`
 
 	// Dir is the directory of the policy file; relative plugin paths are
 	// resolved against it ("" for a policy that is not a file: the working
@@ -150,7 +153,7 @@ type Plugin struct {
 	// Exactly one of Path and Builtin is set.
 	Path string `yaml:"path"`
 	// Builtin names a plugin built into the binary instead of a file:
-	// preflight, ratelimit, budget, holdback, pii or moderation
+	// preflight, ratelimit, budget, holdback, pii, moderation or cache
 	// (gateway/internal/builtin).
 	Builtin string `yaml:"builtin"`
 	// Enabled (default true): false leaves the plugin out of every
@@ -399,6 +402,7 @@ func (p *Policy) applyDefaults() {
 	setDefault(&p.Store.Postgres.DSNEnv, "TOLLGATE_DATABASE_URL")
 	p.applySharedDefaults()
 	p.applyAlertsDefaults()
+	p.applyCacheDefaults()
 	p.applyRoutingDefaults()
 }
 
@@ -504,6 +508,7 @@ func (p *Policy) validate(lookupEnv func(string) (string, bool)) Problems {
 	p.validateShared(lookupEnv, &ps)
 	p.validatePassthrough(&ps)
 	p.validateAlerts(lookupEnv, &ps)
+	p.validateCache(&ps)
 	p.validatePricing(&ps)
 	p.validateTLS(&ps)
 	p.validateMetrics(lookupEnv, &ps)

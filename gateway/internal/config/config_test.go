@@ -152,7 +152,7 @@ upstreams: [{name: a, base_url: "http://x", headers: {"X-A": "v\r\nEvil: 1"}}]
 routes: [{models: [m], upstream: a}]
 `, nil, []string{"upstreams[0].headers.X-A: value must not contain CR, LF or NUL"}},
 		{"unknown built-in plugin", valid + "plugins: [{name: a, builtin: preflight}, {name: b, builtin: keywordguard}]\n", nil,
-			[]string{"plugins[1].builtin: unknown built-in plugin \"keywordguard\" (built-in: preflight, ratelimit, budget, holdback, pii, moderation)"}},
+			[]string{"plugins[1].builtin: unknown built-in plugin \"keywordguard\" (built-in: preflight, ratelimit, budget, holdback, pii, moderation, cache)"}},
 		{"built-in and path", valid + "plugins: [{name: a, builtin: budget, path: x.wasm}]\n", nil,
 			[]string{"plugins[0].builtin: cannot be set with path"}},
 		{"neither built-in nor path", valid + "plugins: [{name: a}]\n", nil,

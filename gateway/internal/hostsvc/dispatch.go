@@ -54,6 +54,13 @@ func (c *Session) Start(r *wasmhost.Request, call *wasmhost.Call) {
 		}()
 		return
 	}
+	if call.Service == CacheLookupService && c.set != nil && c.set.cache != nil {
+		// Dispatched, a lookup may wait for an identical request's reply
+		// (coalescing): no instance is held meanwhile.
+		res, err := c.cacheLookup(call.Ctx, r, call.Request, true)
+		call.Finish(textResult(res, err))
+		return
+	}
 	res, err := c.Call(r, call.Service, call.Request)
 	call.Finish(textResult(res, err))
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/callout"
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
 	"github.com/tollgate/tollgate/gateway/internal/meterstore"
+	"github.com/tollgate/tollgate/gateway/internal/respcache"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
 	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
@@ -72,6 +73,9 @@ type Config struct {
 	// Callout serves the `http` service of dispatched calls; nil: no
 	// plugin may call out.
 	Callout *callout.Service
+	// Cache backs cache.lookup and cache.skip (the response cache); nil:
+	// no such services. Their counts go to Counts.Cache.
+	Cache *respcache.Store
 }
 
 // Set is the host services of one policy state, registered by their ABI
@@ -87,6 +91,7 @@ type Set struct {
 	together bool
 	tenants  *Tenants
 	callout  *callout.Service
+	cache    *Cache
 	log      *slog.Logger
 }
 
@@ -118,6 +123,19 @@ func NewSet(cfg Config) *Set {
 	s.Register("budget.reserve", ServiceFunc(s.budget.Reserve))
 	s.Register("budget.extend", ServiceFunc(s.budget.Extend))
 	s.together = true
+	if cfg.Cache != nil {
+		s.cache = &Cache{store: cfg.Cache, log: cfg.Log, counts: &cfg.Counts.Cache, now: cfg.Now}
+		s.Register(CacheLookupService, ServiceFunc(func(c *Session, r *wasmhost.Request, req []byte) ([]byte, error) {
+			ctx := r.Context
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			return c.cacheLookup(ctx, r, req, false) // a `call` holds its instance: it never waits on another request
+		}))
+		s.Register(CacheSkipService, ServiceFunc(func(c *Session, r *wasmhost.Request, req []byte) ([]byte, error) {
+			return c.cacheSkip(r, req)
+		}))
+	}
 	return s
 }
 
@@ -158,6 +176,7 @@ func (s *Set) UsageCost(r *wasmhost.Request, u tenant.TokenUsage) (int64, bool) 
 type Session struct {
 	set   *Set
 	meter Meter
+	cache cacheState
 }
 
 // Bind attaches the session to set.
@@ -167,6 +186,7 @@ func (c *Session) Bind(set *Set) { c.set = set }
 func (c *Session) Reset() {
 	c.set = nil
 	c.meter.reset()
+	c.cache.reset()
 }
 
 // Call implements wasmhost.Services: the service registered under name.
@@ -262,6 +282,8 @@ type Counts struct {
 	// request's hold, and BudgetOverrunMicros by how much in all: the
 	// hold was not an upper bound.
 	BudgetOverruns, BudgetOverrunMicros atomic.Int64
+	// Cache counts the response cache's services.
+	Cache CacheCounts
 }
 
 // Budget service operations and results, as indices of Counts.Budget.

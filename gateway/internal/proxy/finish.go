@@ -95,6 +95,7 @@ func (x *exchange) end(flags uint32, status int) {
 		x.wr.ClientHeader = nil
 	}
 	x.settle(flags)
+	x.storeReply(flags, status)
 	x.logAhead(flags, status)
 }
 

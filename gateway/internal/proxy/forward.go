@@ -95,6 +95,15 @@ type exchange struct {
 	// refacts is x.refacts, made once per pooled exchange: the hook that
 	// re-reads a body a plugin rewrote (rewrite.go).
 	refacts func(*wasmhost.Request) error
+
+	// An answer instead of an upstream's reply (answer.go): who gave it
+	// ("" none) and its bytes as served. cap keeps a streamed reply the
+	// response cache will store; noStore: a guard changed the whole reply
+	// or failed on it, so it is not stored.
+	answeredBy string
+	answer     []byte
+	cap        capture
+	noStore    bool
 }
 
 var exchangePool = sync.Pool{New: func() any { return new(exchange) }}
@@ -118,6 +127,8 @@ func (x *exchange) free() {
 	x.try.reset()
 	x.ended, x.endFlags, x.endStatus, x.ex, x.exCancel, x.watch, x.inFlight = false, 0, 0, nil, nil, nil, false
 	x.walMark, x.unlogged = calllog.Mark{}, false
+	x.answeredBy, x.noStore = "", false
+	x.cap.reset(0)
 	exchangePool.Put(x)
 }
 
@@ -169,12 +180,17 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 	}
 	x.startTrace(ctx)
 	pipe := x.st.pipeline
+	answered := false
 	if pipe != nil {
 		x.startPlugins(ctx, body)
 		if pipe.Has(wasmhost.PhaseRequest) {
 			if err := pipe.Request(x.wr); err != nil {
-				x.pluginRefused(ctx, err)
-				return
+				var an *wasmhost.Answered
+				if !errors.As(err, &an) {
+					x.pluginRefused(ctx, err)
+					return
+				}
+				answered = true // a plugin or the cache answered: nothing goes upstream
 			}
 		}
 		body = x.upstreamBody(body)
@@ -183,23 +199,41 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 	// extra usage chunk is then kept from a client that did not ask.
 	stripUsage := false
 	if r.Stream && !r.IncludeUsage && ep != openai.Embeddings {
-		var err error
-		if x.body, err = openai.AppendWithIncludeUsage(x.body[:0], body); err != nil {
-			writeError(ctx, asOpenAIError(err))
-			return
+		stripUsage = true
+		if !answered {
+			var err error
+			if x.body, err = openai.AppendWithIncludeUsage(x.body[:0], body); err != nil {
+				writeError(ctx, asOpenAIError(err))
+				return
+			}
+			body = x.body
 		}
-		body, stripUsage = x.body, true
 	}
 
 	rctx := x.openUpstream(ctx)
 	if x.wr != nil {
 		x.wr.Context = rctx // a client gone or a cancel ends the plugins' calls too
 	}
-	x.upSent = time.Since(x.start)
-	x.traceUpstreamStart()
-	ex, err := x.send(ctx, rctx, path, body)
+	var ex *upstream.Exchange
+	var err error
+	if answered {
+		if ex, err = x.answerExchange(); err != nil {
+			x.closeUpstream(nil)
+			writeError(ctx, invalidAnswer(err))
+			x.applyClientHeaders(ctx)
+			x.end(wasmhost.EndRejected, fasthttp.StatusInternalServerError)
+			return
+		}
+	} else {
+		if x.svc.CacheWantsReply() {
+			x.cap.reset(maxCaptureBytes)
+		}
+		x.upSent = time.Since(x.start)
+		x.traceUpstreamStart()
+		ex, err = x.send(ctx, rctx, path, body)
+		x.traceUpstreamEnd(ex, err)
+	}
 	x.ex = ex
-	x.traceUpstreamEnd(ex, err)
 	if x.wr != nil && x.try.name != nil {
 		x.wr.Upstream = x.try.name // later phases see the upstream that served
 	}
@@ -250,6 +284,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 			Native: ep == endpointMessages, StripUsage: stripUsage,
 			Translation: x.translation(), ReplyModel: model,
 			Responses: ep == endpointResponses, FromChat: x.prov.resp.viaChat,
+			Record: x.recorder(),
 		}), -1)
 		streamed = true
 		return
@@ -338,6 +373,7 @@ func (x *exchange) startPlugins(ctx *fasthttp.RequestCtx, body []byte) {
 	x.reqBody = append(x.reqBody[:0], body...)
 	wr.SetFacts(pluginFacts(r)) // Model borrowed from x.parser, which lives as long as x
 	wr.Endpoint = endpointNames[x.ep]
+	wr.NoAnswer = !answerable(x.ep)
 	wr.RequestID = x.id
 	wr.Body = x.reqBody
 	wr.Upstream = x.route.targets[x.try.prefer].name
@@ -465,10 +501,12 @@ func (x *exchange) finishWhole(status int) ([]byte, int) {
 	var finish []byte
 	switch {
 	case err != nil:
+		x.noStore = true
 		x.s.log.Error("plugin failed on a reply; reply withheld (fail_closed)", "err", err)
 		x.wr.TextBytesSent = 0
 		return stream.PluginFailed(err, " while checking the reply.").AppendJSON(x.out[:0]), fasthttp.StatusInternalServerError
 	case res.Verdict == wasmhost.Stop:
+		x.noStore = true // a reply a guard stopped is not stored
 		finish = res.FinishReason
 		if len(finish) == 0 {
 			finish = []byte("content_filter")
@@ -476,6 +514,7 @@ func (x *exchange) finishWhole(status int) ([]byte, int) {
 	case res.Verdict != wasmhost.Replace:
 		return x.resp, status
 	}
+	x.noStore = true // a reply a guard changed is not stored
 	out, err := stream.AppendWithText(x.out[:0], x.resp, res.Text, finish, false)
 	if err != nil {
 		return x.resp, status
@@ -532,7 +571,7 @@ func (x *exchange) settle(flags uint32) {
 // estimate is priced at the base rates.
 func (x *exchange) tokenKinds() wasmhost.TokenKinds {
 	u := &x.usage
-	if !u.Present {
+	if !u.Present || x.answeredBy != "" {
 		return wasmhost.TokenKinds{}
 	}
 	return wasmhost.TokenKinds{
@@ -551,6 +590,15 @@ func (x *exchange) tokens(flags uint32) (prompt, completion int64, reported bool
 		if _, err := x.parseReply(); err == nil && x.wr != nil {
 			x.wr.TextBytesSent = x.up.Text // no chunk plugin changed it
 		}
+	}
+	if x.answeredBy != "" {
+		// An answer: what the cache says a hit costs (nothing unless
+		// hit_cost), a plugin's answer nothing.
+		p, c := x.svc.CacheHitTokens(x.usage.PromptTokens, x.usage.CompletionTokens)
+		if x.svc.CacheOutcome() != hostsvc.CacheHit {
+			p, c = 0, 0
+		}
+		return p, c, x.usage.Present
 	}
 	if x.usage.Present {
 		return x.usage.PromptTokens, x.usage.CompletionTokens, true

@@ -200,6 +200,7 @@ func (x *exchange) passRoute(pe *passEndpoint) (excluded uint64, e *openai.Error
 // model, endpoint and body (a form's only for the request phase).
 func (x *exchange) startPassPlugins(ctx *fasthttp.RequestCtx, pe *passEndpoint, body []byte) {
 	wr := wasmhost.AcquireRequest()
+	wr.NoAnswer = true // a passthrough reply is not one the gateway can answer in
 	wr.SetFacts(wasmhost.RequestFacts{Model: x.pass.model, MaxTokens: -1})
 	wr.Endpoint = pe.name
 	wr.RequestID = x.id

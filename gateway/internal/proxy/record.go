@@ -4,6 +4,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/tollgate/tollgate/gateway/internal/calllog"
+	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
 	"github.com/tollgate/tollgate/gateway/internal/proxy/observe"
 	"github.com/tollgate/tollgate/sdk/wasmhost"
@@ -50,6 +51,12 @@ func (x *exchange) callRow(flags uint32, status int, prompt, completion int64) c
 		Status: status, StartedAt: x.start.UTC(), FirstByte: x.firstByte, Total: x.total,
 		PromptTokens: prompt, CompletionTokens: completion, Attempts: x.try.attempts, ReplyBytes: x.up.Text,
 		Kinds: x.rowKinds(),
+	}
+	if x.answeredBy != "" {
+		row.Upstream = x.answeredBy // "cache", or the plugin that answered
+	}
+	if o := x.svc.CacheOutcome(); o != hostsvc.CacheNone {
+		row.Cache, row.SavedMicros = o.String(), x.svc.CacheSaved(x.wr)
 	}
 	x.st.acct.Charges(&row, x.wr, x.st.services, flags&wasmhost.EndCancelled != 0)
 	if row.TenantID != "" {

@@ -328,6 +328,7 @@ func (x *exchange) sendStored(ctx *fasthttp.RequestCtx, rctx context.Context, st
 // no model, no body.
 func (x *exchange) startStorePlugins(ctx *fasthttp.RequestCtx, upstreamName []byte) {
 	wr := wasmhost.AcquireRequest()
+	wr.NoAnswer = true // a stored response is not one the gateway can answer with
 	wr.SetFacts(wasmhost.RequestFacts{MaxTokens: -1})
 	wr.Endpoint = endpointNames[endpointResponses]
 	wr.RequestID = x.id

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/config"
 	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
+	"github.com/tollgate/tollgate/gateway/internal/respcache"
 	"github.com/tollgate/tollgate/gateway/internal/tenantstore"
 )
 
@@ -24,10 +25,25 @@ func (s *Server) openTenants(st *state, p *config.Policy) error {
 		return err
 	}
 	st.closers = append(st.closers, co.Close)
+	var rc *respcache.Store
+	if p.CacheEnabled() {
+		c := &p.Cache
+		local := int64(c.LocalMaxBytes)
+		if !c.CacheLocal() {
+			local = -1
+		}
+		rc, err = respcache.New(respcache.Config{Redis: s.acct.Redis, LocalMaxBytes: local, LocalTTL: c.LocalTTL,
+			MaxEntryBytes: int(c.MaxEntryBytes), Timeout: c.Timeout})
+		if err != nil {
+			return err
+		}
+		st.closers = append(st.closers, rc.Close)
+	}
 	st.services = hostsvc.NewSet(hostsvc.Config{Log: s.log, Tenants: t.Cache, Prices: t.Cache,
 		Limiter: s.acct.Limiter, Budget: s.acct.Budget, Counts: &s.svcCounts, Now: time.Now, NewID: s.ids.append,
 		Alerts: s.acct.Alerts, EndUserHeader: p.Server.EndUserHeader,
-		RefuseUnpriced: p.Pricing.Unpriced == config.UnpricedRefuse, Callout: co})
+		RefuseUnpriced: p.Pricing.Unpriced == config.UnpricedRefuse, Callout: co,
+		Cache: rc})
 	return nil
 }
 

@@ -38,7 +38,12 @@ type Config struct {
 	LocalMaxBytes int64         // the in-process layer's cost cap (encoded bytes); 0 means 64 MiB; <0 disables it
 	MaxEntryBytes int           // entries larger are not stored (Put returns ErrTooLarge); 0 means 4 MiB
 	Timeout       time.Duration // per Redis command; 0 means 100 ms
-	Now           func() time.Time
+	// LocalTTL bounds how long the in-process layer keeps an entry (at
+	// most its own expiry): how long a replica may serve its copy after
+	// another replica replaced the entry in Redis. 0 means the entry's
+	// whole time to live.
+	LocalTTL time.Duration
+	Now      func() time.Time
 }
 
 // Stats for metrics. Misses counts every Get that returned no entry, those
@@ -54,6 +59,7 @@ type Store struct {
 	prefix   string
 	maxEntry int
 	timeout  time.Duration
+	localTTL time.Duration
 	now      func() time.Time
 
 	local *ristretto.Cache[string, *item] // nil when disabled
@@ -94,6 +100,7 @@ func New(cfg Config) (*Store, error) {
 		prefix:   cfg.Prefix,
 		maxEntry: cfg.MaxEntryBytes,
 		timeout:  cfg.Timeout,
+		localTTL: cfg.LocalTTL,
 		now:      cfg.Now,
 		flights:  map[string]*Flight{},
 	}
@@ -179,7 +186,8 @@ func (s *Store) Get(ctx context.Context, key string) (Entry, bool, error) {
 	}
 	s.redisHits.Add(1)
 	if s.local != nil {
-		s.putLocal(&item{key: key, e: e, exp: exp, cost: s.cost(key, &e)}, time.Duration(exp-now))
+		lexp := s.localExpiry(now, exp)
+		s.putLocal(&item{key: key, e: e, exp: lexp, cost: s.cost(key, &e)}, time.Duration(lexp-now))
 	}
 	return e, true, nil
 }
@@ -268,7 +276,8 @@ func (s *Store) Put(ctx context.Context, key string, e *Entry, ttl time.Duration
 		if err != nil { // Marshal's own output: cannot happen
 			return fmt.Errorf("respcache: %w", err)
 		}
-		s.putLocal(&item{key: key, e: ce, exp: exp, cost: s.cost(key, &ce)}, ttl)
+		lexp := s.localExpiry(now.UnixNano(), exp)
+		s.putLocal(&item{key: key, e: ce, exp: lexp, cost: s.cost(key, &ce)}, time.Duration(lexp-now.UnixNano()))
 	}
 	if s.redis == nil {
 		return nil
@@ -385,4 +394,14 @@ func (s *Store) flightCount() int {
 	s.flightsMu.Lock()
 	defer s.flightsMu.Unlock()
 	return len(s.flights)
+}
+
+// localExpiry is when the in-process copy of an entry expiring at exp
+// (both Unix nanoseconds) stops being served: exp, or sooner with a
+// LocalTTL.
+func (s *Store) localExpiry(now, exp int64) int64 {
+	if s.localTTL > 0 {
+		return min(exp, now+int64(s.localTTL))
+	}
+	return exp
 }

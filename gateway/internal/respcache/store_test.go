@@ -530,3 +530,26 @@ func BenchmarkGetLocal(b *testing.B) {
 		}
 	}
 }
+
+// TestLocalCopyBounded: with LocalTTL, a replica serves its in-process copy
+// of an entry another replica replaced in Redis for LocalTTL at most, then
+// the new one.
+func TestLocalCopyBounded(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	clk := newClock()
+	clk.Set(time.Now())
+	a := newStore(t, Config{Redis: redisClient(t, srv), Timeout: 5 * time.Second, LocalTTL: time.Second, Now: clk.Now})
+	b := newStore(t, Config{Redis: redisClient(t, srv), Timeout: 5 * time.Second, Now: clk.Now})
+	if err := a.Put(t.Context(), "k", testEntry("old"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	wantHit(t, a, "k", "old")
+	if err := b.Put(t.Context(), "k", testEntry("new"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(999 * time.Millisecond)
+	wantHit(t, a, "k", "old")
+	clk.Add(time.Millisecond)
+	wantHit(t, a, "k", "new")
+}

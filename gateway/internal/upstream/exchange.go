@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -20,8 +21,9 @@ type Exchange struct {
 	conn       *conn
 	resp       fasthttp.Response
 	body       io.Reader
-	chunked    chunkedBody // the body when the response is chunked
-	stop       func() bool // stops the context watch
+	chunked    chunkedBody  // the body when the response is chunked
+	answer     bytes.Reader // the body of an answer (NewAnswer)
+	stop       func() bool  // stops the context watch
 	start      time.Time
 	deadline   time.Time
 	firstByte  time.Time
@@ -198,6 +200,7 @@ func (ex *Exchange) Release() {
 	}
 	ex.resp.Reset()
 	ex.chunked.reset(nil)
+	ex.answer.Reset(nil)
 	ex.client, ex.body, ex.stop = nil, nil, nil
 	ex.start, ex.deadline, ex.firstByte = time.Time{}, time.Time{}, time.Time{}
 	ex.reusedConn, ex.bodyEOF, ex.gotHeader = false, false, false
@@ -218,4 +221,33 @@ func (ex *Exchange) dropConn() {
 	ex.resp.Reset()
 	ex.chunked.reset(nil)
 	ex.gotHeader, ex.body = false, nil
+}
+
+// NewAnswer returns an Exchange whose response is served from memory: the
+// reply a plugin or the response cache gave instead of an upstream's, with
+// status, Content-Type contentType and body (which it reads, not copies).
+// name is what Upstream reports. Release it as any other.
+func NewAnswer(name string, status int, contentType string, body []byte) *Exchange {
+	ex := acquireExchange()
+	ex.client = answerClient(name)
+	ex.resp.Header.SetStatusCode(status)
+	ex.resp.Header.SetContentType(contentType)
+	ex.resp.Header.SetContentLength(len(body))
+	ex.answer.Reset(body)
+	ex.body = &ex.answer
+	ex.start = time.Now()
+	ex.firstByte = ex.start
+	ex.gotHeader = true
+	return ex
+}
+
+// answerClients are the Clients answers are named by, one per name.
+var answerClients sync.Map // string → *Client
+
+func answerClient(name string) *Client {
+	if c, ok := answerClients.Load(name); ok {
+		return c.(*Client)
+	}
+	c, _ := answerClients.LoadOrStore(name, &Client{name: name})
+	return c.(*Client)
 }

@@ -172,11 +172,17 @@ var (
 	mPluginCreated  = desc("tollgate_plugin_instances_created_total", "Plugin instances created (the pool grows on demand; a trap replaces one).", "plugin")
 	mPluginDropped  = desc("tollgate_plugin_instances_discarded_total", "Plugin instances discarded (after a trap or a timeout, or when the plugin closed).", "plugin")
 	mLedgerTxRows   = desc("tollgate_calllog_transaction_rows", "Rows per committed call-log transaction (group commit).")
+	mRespCache      = desc("tollgate_response_cache_requests_total", "Requests the response cache took part in, by result: hit (served from the cache), miss (looked up, then served by the upstream and stored if it completed), bypass (not cacheable, or the client or plugin said not to use the cache).", "result")
+	mRespCacheBytes = desc("tollgate_response_cache_served_bytes_total", "Bytes of replies served from the response cache.")
+	mRespCacheSaved = desc("tollgate_response_cache_saved_micros_total", "What the replies served from the response cache would have cost from the upstream, less what the hits were charged, in USD micros at the current prices.")
+	mRespCacheStore = desc("tollgate_response_cache_stores_total", "Replies the response cache tried to store, by result: stored, failed (Redis down or slow, or over cache.max_entry_bytes).", "result")
+	mRespCacheCoal  = desc("tollgate_response_cache_coalesced_total", "Requests that waited for an identical request's reply instead of calling the upstream (coalesce).")
 	mLedgerDups     = desc("tollgate_calllog_duplicate_rows_total", "Committed rows Postgres already held (a replayed spool), skipped without adding their cost again.")
 )
 
 var stateDescs = []*prometheus.Desc{mRateRejections, mBudgetResults, mBudgetOverruns, mBudgetOverrun, mPGStatements, mCacheLookups, mCacheLoads, mCacheLoadErrs,
-	mCacheEvictions, mPluginOverdue, mPluginCreated, mPluginDropped, mLedgerTxRows, mLedgerDups}
+	mCacheEvictions, mPluginOverdue, mPluginCreated, mPluginDropped, mLedgerTxRows, mLedgerDups,
+	mRespCache, mRespCacheBytes, mRespCacheSaved, mRespCacheStore, mRespCacheCoal}
 
 // txRowBuckets are the upper bounds of the rows-per-transaction buckets of
 // calllog.Stats.TxSizes: bucket i holds 2^i to 2^(i+1)-1 rows.
@@ -252,4 +258,13 @@ func (o *Metrics) collectServices(ch chan<- prometheus.Metric, c *hostsvc.Counts
 	}
 	counter(mBudgetOverruns, c.BudgetOverruns.Load())
 	counter(mBudgetOverrun, c.BudgetOverrunMicros.Load())
+	rc := &c.Cache
+	for _, o := range []hostsvc.CacheOutcome{hostsvc.CacheHit, hostsvc.CacheMiss, hostsvc.CacheBypass} {
+		counter(mRespCache, rc.Lookups[o].Load(), o.String())
+	}
+	counter(mRespCacheBytes, rc.BytesServed.Load())
+	counter(mRespCacheSaved, rc.SavedMicros.Load())
+	counter(mRespCacheStore, rc.Stored.Load(), "stored")
+	counter(mRespCacheStore, rc.StoreFailed.Load(), "failed")
+	counter(mRespCacheCoal, rc.Coalesced.Load())
 }

@@ -59,6 +59,7 @@ type Stream struct {
 	template []byte // the first chunk's data, to synthesize events from
 
 	stripUsage bool // drop the usage-only chunk the client did not ask for
+	rec        Recorder
 	sawDone    bool
 	inputKnown bool // the exchange was told the prompt's token count
 	stopped    bool
@@ -161,6 +162,19 @@ type Config struct {
 	Responses, FromChat bool
 	// StripUsage drops the usage-only chunk the client did not ask for.
 	StripUsage bool
+	// Record, when set, is told every event of an OpenAI chat or
+	// completions stream as it arrived (after a provider's translation,
+	// before the chunk phase): the response cache keeps a reply to store.
+	Record Recorder
+}
+
+// Recorder is told a stream's events (Config.Record).
+type Recorder interface {
+	// RecordEvent is called with each event's data, valid only during the
+	// call; ok is false for an event that is not a chunk of a reply (an
+	// error event, an unparsable one) and when a plugin replaced an
+	// event's text: such a stream is not to be kept.
+	RecordEvent(data []byte, ok bool)
 }
 
 // Acquire returns a pooled stream of c's reply; fasthttp reads it and
@@ -169,7 +183,7 @@ func Acquire(c Config) *Stream {
 	st := streamPool.Get().(*Stream)
 	ex := c.Upstream
 	st.x, st.up, st.wr, st.log, st.id, st.model, st.start = c.Exchange, c.Counters, c.Request, c.Log, c.ID, c.Model, c.Start
-	st.ex, st.ctx, st.cancel, st.stripUsage = ex, c.Ctx, c.Cancel, c.StripUsage
+	st.ex, st.ctx, st.cancel, st.stripUsage, st.rec = ex, c.Ctx, c.Cancel, c.StripUsage, c.Record
 	if c.Pipeline.Wants(c.Request, wasmhost.PhaseChunk) {
 		st.pipe = c.Pipeline
 	}
@@ -275,8 +289,14 @@ func (st *Stream) process(raw []byte) {
 		return
 	}
 	if st.parser.Parse(st.data, &st.chunk) != nil || st.chunk.Error {
+		if st.rec != nil {
+			st.rec.RecordEvent(st.data, false)
+		}
 		st.pass(raw, 0) // not ours to judge: forwarded as sent
 		return
+	}
+	if st.rec != nil {
+		st.rec.RecordEvent(st.data, true)
 	}
 	c := &st.chunk
 	if c.Usage.Present {
@@ -357,6 +377,9 @@ func (st *Stream) runChunk(raw, text []byte, flags uint32) bool {
 		st.heldText += int64(len(text))
 		return false
 	case wasmhost.Replace:
+		if st.rec != nil {
+			st.rec.RecordEvent(nil, false) // a reply a guard changed is not kept
+		}
 		st.flushHeld()
 		if done {
 			if len(res.Text) > 0 {
@@ -518,7 +541,7 @@ func (st *Stream) Close() error {
 	}
 	st.native, st.resp = false, false
 	st.x, st.up, st.wr, st.log, st.id, st.model = nil, nil, nil, nil, nil, nil
-	st.ex, st.ctx, st.cancel, st.pipe = nil, nil, nil, nil
+	st.ex, st.ctx, st.cancel, st.pipe, st.rec = nil, nil, nil, nil, nil
 	st.out, st.sent, st.held, st.heldText, st.template = st.out[:0], 0, st.held[:0], 0, st.template[:0]
 	st.sawDone, st.stopped, st.finished, st.stripUsage, st.endFlags = false, false, false, false, 0
 	st.inputKnown = false

@@ -33,6 +33,9 @@
 //	                                 reject_status, return 1 without calling reject: the host's
 //	                                 default 403); elsewhere the raw verdict 1
 //	verdict:<n>                      return n as is (to test the host's checks)
+//	respond:<status> <body>          request: set the answer (respond), verdict respond
+//	respond_event:<data>             request: append an event to the answer (respond_event); a
+//	                                 refusal is logged as "respond_event: <error>"
 //	replace:<text>                   chunk: emit text, verdict replace
 //	replace_upper                    chunk: emit the chunk text upper-cased (ASCII), verdict replace
 //	stop:<correction>                chunk: stop with that correction and finish_reason
@@ -230,6 +233,14 @@ func run(acts actions, e *env) sdk.Verdict {
 				v = e.resp.Reject(cfg.RejectStatus, cfg.RejectType, cfg.RejectCode, cfg.RejectMessage)
 			default:
 				v = sdk.Reject
+			}
+		case "respond":
+			st, body, _ := strings.Cut(arg, " ")
+			n, _ := strconv.Atoi(st)
+			v = e.req.Respond(n, []byte(body))
+		case "respond_event":
+			if err := e.req.RespondEvent([]byte(arg)); err != nil {
+				sdk.Log(sdk.LevelInfo, "respond_event: "+err.Error())
 			}
 		case "verdict":
 			n, _ := strconv.Atoi(arg)
