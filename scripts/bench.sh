@@ -52,7 +52,11 @@
 #                             tollgate-holdback (each preflight + that plugin but
 #                             holdback), each with -pg for the Postgres + Redis
 #                             stores; tollgate-noop4 / tollgate-noop4t (four
-#                             no-op plugins, interruptible / not)
+#                             no-op plugins, interruptible / not);
+#                             tollgate-cachehit / tollgate-cachemiss (preflight
+#                             and the response cache, every request cacheable:
+#                             one body repeated, all hits; a new body per
+#                             request, all misses), -pg: entries in Redis
 #   POLICY=policies/passthrough.yaml      policy of the tollgate target
 #   EXTRA="name=policy.yaml[@binary] ..."
 #                             more gateway targets (tollgate-NAME), each with

@@ -146,6 +146,7 @@ run_one() {
 	args=(-url "${URL[$target:${M_MOCK[$mode]}]}" -c "$level" -d "${M_DURATION[$mode]}"
 		-warmup "${M_WARMUP[$mode]}" -label "$key/$target/c$level/r$round" -json)
 	[[ $mode != latency ]] && args+=(-stream)
+	[[ $target == tollgate-cachemiss* ]] && args+=(-unique)
 	out=$(loadgen "${args[@]}") || die "loadgen failed ($key $target c=$level)"
 	printf '{"mode":"%s","target":"%s","level":%d,"round":%d,%s\n' "$key" "$target" "$level" "$round" "${out#\{}" >>"$RESULTS"
 

@@ -27,6 +27,10 @@ variant_of() {
 	ratelimit) echo "$store:preflight ratelimit" ;;
 	budget) echo "$store:preflight budget" ;;
 	holdback) echo "$store:holdback" ;;
+	# The response cache (plugins/cache, every request cacheable): cachehit
+	# sends one body over and over (all hits after the first), cachemiss a
+	# new body each time (loadgen -unique: every request a miss, stored).
+	cachehit | cachemiss) echo "$store:preflight cache" ;;
 	esac
 }
 
@@ -113,6 +117,9 @@ policy_for() {
 		inlist && /^  - name: / { sel = index(keep, " " $3 " ") > 0 }
 		!inlist || sel { print }
 	' "$src" >"$out"
+	if [[ " ${v#*:} " == *" cache "* ]]; then
+		printf '  - name: cache\n    path: ../bin/plugins/cache.wasm\n    config: {when: always, ttl: 1h}\n' >>"$out"
+	fi
 	echo "$out"
 }
 

@@ -85,6 +85,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Model, "model", loadgen.DefaultModel, "model name in the generated body")
 	fs.IntVar(&cfg.MaxTokens, "max-tokens", 64, "max_tokens in the generated body (0 omits it)")
 	fs.StringVar(&bodyFile, "body", "", "file whose raw content is sent as the body (overrides -model, -max-tokens and the stream field)")
+	fs.BoolVar(&cfg.Unique, "unique", false, `make every request's body unique (each "`+loadgen.UniqueMark+`" in it replaced by a fresh number; the generated body has one): a response cache never hits`)
 	fs.Var(&headers, "H", `extra request header "Name: value" (repeatable)`)
 	fs.DurationVar(&cfg.Timeout, "timeout", loadgen.DefaultTimeout, "per-request timeout, including a whole stream")
 	fs.StringVar(&cfg.Label, "label", "", "label copied into the output")

@@ -8,8 +8,9 @@ import "time"
 // the cache plugin's configuration (plugins/cache), so it can differ per
 // route (chains) and per plan (plugin overrides).
 type Cache struct {
-	// Enabled serves the cache.lookup and cache.skip services to plugins.
-	// Default: on when a plugin of the policy is the built-in cache.
+	// Enabled (default true) serves the cache.lookup and cache.skip
+	// services to plugins; the store is opened at the first lookup, so a
+	// policy whose plugins never ask holds nothing.
 	Enabled *bool `yaml:"enabled"`
 	// Local (default true): false turns the in-process layer off, so
 	// every lookup asks Redis (which the policy must then have).
@@ -42,17 +43,7 @@ const (
 func (c *Cache) CacheLocal() bool { return c.Local == nil || *c.Local }
 
 // CacheEnabled reports whether the policy serves the response cache.
-func (p *Policy) CacheEnabled() bool {
-	if p.Cache.Enabled != nil {
-		return *p.Cache.Enabled
-	}
-	for i := range p.Plugins {
-		if p.Plugins[i].Builtin == "cache" {
-			return true
-		}
-	}
-	return false
-}
+func (p *Policy) CacheEnabled() bool { return p.Cache.Enabled == nil || *p.Cache.Enabled }
 
 func (p *Policy) applyCacheDefaults() {
 	c := &p.Cache

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,10 +57,43 @@ type CacheCounts struct {
 
 // Cache serves cache.lookup and cache.skip from a respcache.Store.
 type Cache struct {
-	store  *respcache.Store
+	store  *respcache.Store // nil until open made it
+	open   func() (*respcache.Store, error)
+	once   sync.Once
 	log    *slog.Logger
 	counts *CacheCounts
 	now    func() time.Time
+}
+
+// Store returns the cache's store, opening it at the first call when it
+// is opened on demand; nil if it could not be opened (logged once).
+func (ca *Cache) Store() *respcache.Store {
+	ca.once.Do(func() {
+		if ca.store != nil || ca.open == nil {
+			return
+		}
+		st, err := ca.open()
+		if err != nil {
+			ca.log.Error("response cache: store not opened; every lookup is a bypass", "err", err)
+			return
+		}
+		ca.store = st
+	})
+	return ca.store
+}
+
+// CloseCache closes the response cache's store if the Set opened it on
+// demand (Config.OpenCache), once no request uses the Set; a store given
+// as Config.Cache is the caller's.
+func (s *Set) CloseCache() {
+	ca := s.cache
+	if ca == nil || ca.open == nil {
+		return
+	}
+	ca.once.Do(func() {}) // from here on, no lookup opens it
+	if ca.store != nil {
+		ca.store.Close()
+	}
 }
 
 // cacheState is a request's part in the cache, kept in its Session.
@@ -104,11 +138,13 @@ func (cs *cacheState) reset() {
 //
 // Answers: "hit AGE_MS" (the request's answer is set: the plugin answers
 // RESPOND), "miss" (the reply is stored if it completes) or
-// "bypass REASON" (notenant, endpoint, body: not cacheable). A store that
+// "bypass REASON" (notenant, endpoint, body: not cacheable; unavailable:
+// the store could not be opened). A store that
 // fails (Redis down) answers "miss": a request never fails for the cache.
 func (c *Session) cacheLookup(ctx context.Context, r *wasmhost.Request, req []byte, wait bool) ([]byte, error) {
 	ca := c.set.cache
 	cs := &c.cache
+	store := ca.Store()
 	f := fields(cs.fields[:], req)
 	if len(f) != 4 {
 		return nil, errBadRequest
@@ -128,6 +164,8 @@ func (c *Session) cacheLookup(ctx context.Context, r *wasmhost.Request, req []by
 		return nil, errBadRequest
 	case cs.outcome != CacheNone:
 		return nil, errBadRequest // one lookup per request
+	case store == nil:
+		return c.bypass(r, "unavailable"), nil
 	case r.NoAnswer:
 		return c.bypass(r, "endpoint"), nil
 	case scope == "":
@@ -143,7 +181,7 @@ func (c *Session) cacheLookup(ctx context.Context, r *wasmhost.Request, req []by
 			return out, nil
 		}
 		if coalesce && wait {
-			fl, leader := ca.store.Lead(string(key))
+			fl, leader := store.Lead(string(key))
 			if !leader {
 				ca.counts.Coalesced.Add(1)
 				if fl.Wait(ctx) == nil {
@@ -153,7 +191,7 @@ func (c *Session) cacheLookup(ctx context.Context, r *wasmhost.Request, req []by
 				}
 				// The leader's reply was not stored: lead now, or go
 				// on alone.
-				fl, leader = ca.store.Lead(string(key))
+				fl, leader = store.Lead(string(key))
 			}
 			if leader {
 				cs.flight = fl
@@ -169,7 +207,7 @@ func (c *Session) cacheLookup(ctx context.Context, r *wasmhost.Request, req []by
 // serveStored looks the request's key up and, on a hit, sets its answer.
 func (c *Session) serveStored(ctx context.Context, r *wasmhost.Request) ([]byte, bool) {
 	ca, cs := c.set.cache, &c.cache
-	e, hit, err := ca.store.Get(ctx, string(cs.key))
+	e, hit, err := ca.Store().Get(ctx, string(cs.key))
 	if err != nil {
 		ca.log.Warn("response cache: lookup failed; served from the upstream", "err", err)
 	}
@@ -309,7 +347,7 @@ func (c *Session) CacheStore(ctx context.Context, e *respcache.Entry) {
 	cs.pending = false
 	ca := c.set.cache
 	e.Stored = ca.now().UTC()
-	if err := ca.store.Put(ctx, string(cs.key), e, cs.ttl); err != nil {
+	if err := ca.Store().Put(ctx, string(cs.key), e, cs.ttl); err != nil {
 		ca.counts.StoreFailed.Add(1)
 		ca.log.Warn("response cache: reply not stored", "err", err)
 	} else {

@@ -74,8 +74,11 @@ type Config struct {
 	// plugin may call out.
 	Callout *callout.Service
 	// Cache backs cache.lookup and cache.skip (the response cache); nil:
-	// no such services. Their counts go to Counts.Cache.
-	Cache *respcache.Store
+	// no such services, unless OpenCache is set: it opens the store at the
+	// first lookup (a policy whose plugins never ask pays nothing). Their
+	// counts go to Counts.Cache.
+	Cache     *respcache.Store
+	OpenCache func() (*respcache.Store, error)
 }
 
 // Set is the host services of one policy state, registered by their ABI
@@ -123,8 +126,8 @@ func NewSet(cfg Config) *Set {
 	s.Register("budget.reserve", ServiceFunc(s.budget.Reserve))
 	s.Register("budget.extend", ServiceFunc(s.budget.Extend))
 	s.together = true
-	if cfg.Cache != nil {
-		s.cache = &Cache{store: cfg.Cache, log: cfg.Log, counts: &cfg.Counts.Cache, now: cfg.Now}
+	if cfg.Cache != nil || cfg.OpenCache != nil {
+		s.cache = &Cache{store: cfg.Cache, open: cfg.OpenCache, log: cfg.Log, counts: &cfg.Counts.Cache, now: cfg.Now}
 		s.Register(CacheLookupService, ServiceFunc(func(c *Session, r *wasmhost.Request, req []byte) ([]byte, error) {
 			ctx := r.Context
 			if ctx == nil {

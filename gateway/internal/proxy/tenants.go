@@ -25,25 +25,26 @@ func (s *Server) openTenants(st *state, p *config.Policy) error {
 		return err
 	}
 	st.closers = append(st.closers, co.Close)
-	var rc *respcache.Store
+	var openCache func() (*respcache.Store, error)
 	if p.CacheEnabled() {
-		c := &p.Cache
+		// Opened at the first lookup: a policy whose plugins never ask
+		// holds no cache.
+		c, redis := p.Cache, s.acct.Redis
 		local := int64(c.LocalMaxBytes)
 		if !c.CacheLocal() {
 			local = -1
 		}
-		rc, err = respcache.New(respcache.Config{Redis: s.acct.Redis, LocalMaxBytes: local, LocalTTL: c.LocalTTL,
-			MaxEntryBytes: int(c.MaxEntryBytes), Timeout: c.Timeout})
-		if err != nil {
-			return err
+		openCache = func() (*respcache.Store, error) {
+			return respcache.New(respcache.Config{Redis: redis, LocalMaxBytes: local, LocalTTL: c.LocalTTL,
+				MaxEntryBytes: int(c.MaxEntryBytes), Timeout: c.Timeout})
 		}
-		st.closers = append(st.closers, rc.Close)
 	}
 	st.services = hostsvc.NewSet(hostsvc.Config{Log: s.log, Tenants: t.Cache, Prices: t.Cache,
 		Limiter: s.acct.Limiter, Budget: s.acct.Budget, Counts: &s.svcCounts, Now: time.Now, NewID: s.ids.append,
 		Alerts: s.acct.Alerts, EndUserHeader: p.Server.EndUserHeader,
 		RefuseUnpriced: p.Pricing.Unpriced == config.UnpricedRefuse, Callout: co,
-		Cache: rc})
+		OpenCache: openCache})
+	st.closers = append(st.closers, st.services.CloseCache)
 	return nil
 }
 

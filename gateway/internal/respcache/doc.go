@@ -44,12 +44,11 @@
 //     caller to count, in Put an error after the in-process layer has
 //     stored the entry. The in-process layer keeps serving.
 //   - A Put is visible to the next Get on the same replica (unless 256
-//     Puts or LocalMaxBytes/8 of entries come in between): Put waits for
-//     ristretto to take or drop the entry, so ristretto then holds this
-//     entry, a concurrent Put's, or none of the key — never an older one —
-//     and Put also keeps the entry in a small map of the latest Puts,
-//     which Get reads after ristretto. (The in-process layer thus holds up
-//     to LocalMaxBytes plus that map.)
+//     Puts or LocalMaxBytes/8 of entries come in between): Put keeps the
+//     entry in a small map of the latest Puts, which Get reads before
+//     ristretto (whose Sets of new keys its own goroutine applies later,
+//     in order; Put does not wait for them). (The in-process layer thus
+//     holds up to LocalMaxBytes plus that map.)
 //   - Flights never leak and no I/O runs under a lock: the flight map's
 //     mutex is held only for the map operation; the leader's Done (once)
 //     removes its entry and then releases the followers.

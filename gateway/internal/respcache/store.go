@@ -196,20 +196,26 @@ func (s *Store) getLocal(key string, now int64) *item {
 	if s.local == nil {
 		return nil
 	}
+	// The recent entries first: one of them is the last Put of its key,
+	// which ristretto may not have applied yet (it may still hold an
+	// older one).
+	s.recentMu.Lock()
+	it := s.recent[key]
+	if it != nil && now >= it.exp {
+		delete(s.recent, key)
+		s.recentBytes -= it.cost
+		it = nil
+	}
+	s.recentMu.Unlock()
+	if it != nil {
+		return it
+	}
 	// An expired item is left for ristretto's own TTL to remove: a Del
 	// here could remove a newer entry a concurrent Put just stored.
 	if it, ok := s.local.Get(key); ok && it.key == key && now < it.exp {
 		return it
 	}
-	s.recentMu.Lock()
-	defer s.recentMu.Unlock()
-	it := s.recent[key]
-	if it != nil && now >= it.exp {
-		delete(s.recent, key)
-		s.recentBytes -= it.cost
-		return nil
-	}
-	return it
+	return nil
 }
 
 // The Redis value: the expiry (Unix milliseconds, rounded down so the
@@ -299,17 +305,17 @@ func (s *Store) Put(ctx context.Context, key string, e *Entry, ttl time.Duration
 	return nil
 }
 
-// putLocal stores it in ristretto, waits until ristretto took or dropped
-// it, and keeps it among the recent entries. After the wait ristretto
-// holds this entry, a newer one of a concurrent Put (a Set of a key present
-// replaces the value at once), or none: never an older one, which Get
-// would find before the recent entry.
+// putLocal stores it in ristretto and keeps it among the recent entries,
+// which Get reads when ristretto does not have it yet (its Sets of new keys
+// are applied by its own goroutine, in order) or dropped it. Puts of one
+// key reach ristretto in the order they were made (a Set of a key present
+// replaces the value at once; of a key absent, goes through one FIFO
+// buffer), so it never ends up holding an older entry than the last Put's.
+// There is no wait for ristretto: a Put costs no hand-off to its goroutine.
 func (s *Store) putLocal(it *item, ttl time.Duration) {
 	// ristretto's TTL (real time, by the second) only frees the memory
 	// early; item.exp decides what is served.
-	if s.local.SetWithTTL(it.key, it, it.cost, ttl) {
-		s.local.Wait()
-	}
+	s.local.SetWithTTL(it.key, it, it.cost, ttl)
 	s.recentMu.Lock()
 	defer s.recentMu.Unlock()
 	if old := s.recent[it.key]; old != nil {

@@ -17,6 +17,7 @@ package loadgen
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +26,7 @@ import (
 	"net"
 	"net/url"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -96,6 +98,11 @@ type Config struct {
 	MaxTokens int
 	// Body, when non-nil, is sent verbatim instead of a generated body.
 	Body []byte
+	// Unique makes every request's body different: each occurrence of
+	// UniqueMark in the body is replaced by a number no other request of
+	// the run sends (the generated body's prompt ends with the mark). A
+	// response cache then never finds a request it has seen.
+	Unique bool
 	// Headers are extra request headers (e.g. Authorization).
 	Headers []Header
 	// Timeout bounds each request, including a whole stream. Default
@@ -436,7 +443,10 @@ func defaultBody(cfg Config) ([]byte, error) {
 		MaxTokens int       `json:"max_tokens,omitempty"`
 		Stream    bool      `json:"stream,omitempty"`
 	}
-	const prompt = "Say hello in one short sentence."
+	prompt := "Say hello in one short sentence."
+	if cfg.Unique {
+		prompt += " " + UniqueMark
+	}
 	r := request{Model: cfg.Model, MaxTokens: cfg.MaxTokens, Stream: cfg.Stream}
 	u, err := url.Parse(cfg.URL)
 	if err != nil {
@@ -450,6 +460,12 @@ func defaultBody(cfg Config) ([]byte, error) {
 	return json.Marshal(r)
 }
 
+// UniqueMark is the placeholder Config.Unique replaces in each body.
+const UniqueMark = "{{unique}}"
+
+// uniqueSeq numbers the requests of Config.Unique across workers.
+var uniqueSeq atomic.Int64
+
 // worker owns one request, one response and one line reader, reused for
 // every request it sends.
 type worker struct {
@@ -458,6 +474,24 @@ type worker struct {
 	req    *fasthttp.Request
 	resp   *fasthttp.Response
 	lines  *bufio.Reader
+	// With Config.Unique: the body's parts around each mark, and the body
+	// rebuilt per request.
+	parts [][]byte
+	buf   []byte
+}
+
+// renumber gives the next request a body no other request sent.
+func (w *worker) renumber() {
+	if w.parts == nil {
+		return
+	}
+	n := uniqueSeq.Add(1)
+	w.buf = append(w.buf[:0], w.parts[0]...)
+	for _, p := range w.parts[1:] {
+		w.buf = strconv.AppendInt(w.buf, n, 10)
+		w.buf = append(w.buf, p...)
+	}
+	w.req.SetBodyRaw(w.buf)
 }
 
 func newWorker(cfg Config, client *fasthttp.HostClient, body []byte) *worker {
@@ -473,6 +507,9 @@ func newWorker(cfg Config, client *fasthttp.HostClient, body []byte) *worker {
 	}
 	req.SetBody(body)
 	w := &worker{client: client, stream: cfg.Stream, req: req, resp: fasthttp.AcquireResponse()}
+	if cfg.Unique {
+		w.parts = bytes.Split(body, []byte(UniqueMark))
+	}
 	if cfg.Stream {
 		w.lines = bufio.NewReaderSize(nil, 64<<10)
 	}
@@ -514,6 +551,7 @@ func (w *worker) backoff(ctx context.Context, err error) {
 
 // once sends one request and times it.
 func (w *worker) once() (sample, error) {
+	w.renumber()
 	if w.stream {
 		return w.onceStream()
 	}

@@ -436,3 +436,31 @@ func TestSteadyStateAllocations(t *testing.T) {
 		}
 	}
 }
+
+// TestUniqueBodies: with Unique every request, warmup included, sends a
+// body no other request of the run sent.
+func TestUniqueBodies(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := newCountingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		seen[string(b)]++
+		mu.Unlock()
+		okJSON(w, r)
+	})
+	res := run(t, Config{URL: srv.URL + chatPath, Concurrency: 4, Requests: 100, Warmup: 2, Unique: true})
+	if res.Successes != 100 {
+		t.Fatalf("%+v", res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 108 {
+		t.Fatalf("%d distinct bodies for 108 requests", len(seen))
+	}
+	for b, n := range seen {
+		if n != 1 || strings.Contains(b, UniqueMark) || !json.Valid([]byte(b)) {
+			t.Fatalf("body sent %d times: %s", n, b)
+		}
+	}
+}
