@@ -138,6 +138,8 @@ for t in "${ORDER[@]}"; do
 done
 
 loadgen() { GOMAXPROCS=1 ${PIN_PREFIX[@]+"${PIN_PREFIX[@]}"} "$BIN/loadgen" -model "$BENCH_MODEL" -H "$BENCH_HEADER" "$@"; }
+# unique_for TARGET prints -unique for the cache-miss targets (every body new).
+unique_for() { [[ $1 == tollgate-cachemiss* ]] && echo -unique || true; }
 
 # cpu_ticks PID... prints the utime + stime of the processes and their
 # children (Postgres backends, nginx workers), in clock ticks.
@@ -195,7 +197,8 @@ profile_run() {
 	[[ -n ${REDIS_PID:-} ]] && rd0=$(cpu_ticks "$REDIS_PID") pg0=$(cpu_ticks "$PG_PID")
 	curl -sf -o "$prof" "http://127.0.0.1:${PPROFS[$k]}/debug/pprof/profile?seconds=$secs" &
 	local curl_pid=$!
-	out=$(loadgen -url "${URL[$k]}" -c "$LEVEL" -d "$DURATION" -warmup 0 -json) || die "loadgen failed against $t"
+	# shellcheck disable=SC2046 # unique_for prints one flag or nothing
+	out=$(loadgen -url "${URL[$k]}" -c "$LEVEL" -d "$DURATION" -warmup 0 -json $(unique_for "$t")) || die "loadgen failed against $t"
 	gw1=$(cpu_ticks "${GW_PIDS[$k]}") mk1=$(cpu_ticks "$MOCK_PID")
 	[[ -n ${REDIS_PID:-} ]] && rd1=$(cpu_ticks "$REDIS_PID") pg1=$(cpu_ticks "$PG_PID")
 	rc1=$(metric_value "${ADMINS[$k]}" tollgate_redis_commands_total)
@@ -231,7 +234,8 @@ wait_run() {
 	local plugins
 	read -ra plugins <<<"${v#*:}"
 	before=$(plugin_counts "${ADMINS[$k]}" "${plugins[@]}")
-	out=$(loadgen -url "${URL[$k]}" -c "$lv" -d "$DURATION" -warmup 0 -json) || die "loadgen failed against $t"
+	# shellcheck disable=SC2046
+	out=$(loadgen -url "${URL[$k]}" -c "$lv" -d "$DURATION" -warmup 0 -json $(unique_for "$t")) || die "loadgen failed against $t"
 	after=$(plugin_counts "${ADMINS[$k]}" "${plugins[@]}")
 	paste <(echo "$before") <(echo "$after") | {
 		i=0

@@ -355,3 +355,37 @@ func TestPluginAnswers(t *testing.T) {
 		t.Errorf("responses: %d upstream calls, status %d: %s", calls.Load(), status, body)
 	}
 }
+
+// TestCacheHitCountsForRPM: with ratelimit before the cache, a hit still
+// counts one request against the tenant's requests per minute.
+func TestCacheHitCountsForRPM(t *testing.T) {
+	t.Parallel() // checks no time: the limit is per minute and the test lasts a second
+	mockURL, calls := countingMock(t)
+	rds := redistest.Start(t)
+	pol := policy(mockURL, "", "mock-1", "mock-*") + fmt.Sprintf(`
+redis: {addrs: [%q], timeout: 1s}
+store:
+  kind: memory
+tenants:
+  plans:
+    - {id: two, rpm: 2}
+  tenants:
+    - {id: a, plan: two, keys: [{id: a-1, key_sha256: %s}]}
+plugins:
+  - {name: preflight, builtin: preflight}
+  - {name: ratelimit, builtin: ratelimit, config: {on_redis_error: fail_closed}}
+  - {name: cache, builtin: cache}
+`, rds.Addr(), sha("tg_cache_a"))
+	_, gw := startGateway(t, pol, nil)
+	for i, want := range []string{"miss", "hit"} {
+		if status, got, reply := ask(t, gw, "tg_cache_a", cachedChat("rpm", false, "")); status != 200 || got != want {
+			t.Fatalf("%d: status %d, %q (want %q): %s", i, status, got, want, reply)
+		}
+	}
+	if status, _, reply := ask(t, gw, "tg_cache_a", cachedChat("rpm", false, "")); status != 429 {
+		t.Fatalf("a third request within the minute (a would-be hit): status %d, want 429: %s", status, reply)
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("%d upstream calls", calls.Load())
+	}
+}

@@ -99,8 +99,8 @@ type Config struct {
 	// Body, when non-nil, is sent verbatim instead of a generated body.
 	Body []byte
 	// Unique makes every request's body different: each occurrence of
-	// UniqueMark in the body is replaced by a number no other request of
-	// the run sends (the generated body's prompt ends with the mark). A
+	// UniqueMark in the body is replaced by a number no other request
+	// sends, in this run or another (the generated body's prompt ends with the mark). A
 	// response cache then never finds a request it has seen.
 	Unique bool
 	// Headers are extra request headers (e.g. Authorization).
@@ -463,8 +463,12 @@ func defaultBody(cfg Config) ([]byte, error) {
 // UniqueMark is the placeholder Config.Unique replaces in each body.
 const UniqueMark = "{{unique}}"
 
-// uniqueSeq numbers the requests of Config.Unique across workers.
-var uniqueSeq atomic.Int64
+// uniqueSeq numbers the requests of Config.Unique across workers;
+// uniqueRun, the process's start time, keeps two runs' numbers apart.
+var (
+	uniqueSeq atomic.Int64
+	uniqueRun = strconv.FormatInt(time.Now().UnixNano(), 36)
+)
 
 // worker owns one request, one response and one line reader, reused for
 // every request it sends.
@@ -488,6 +492,7 @@ func (w *worker) renumber() {
 	n := uniqueSeq.Add(1)
 	w.buf = append(w.buf[:0], w.parts[0]...)
 	for _, p := range w.parts[1:] {
+		w.buf = append(append(w.buf, uniqueRun...), '-')
 		w.buf = strconv.AppendInt(w.buf, n, 10)
 		w.buf = append(w.buf, p...)
 	}
