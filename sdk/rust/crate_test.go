@@ -1,12 +1,16 @@
 package rustsdk
 
 import (
+	"go/token"
+	"go/types"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
+
+	"github.com/tollgate/tollgate/sdk/abi"
 )
 
 // rustc is the compiler the tests use: $RUSTC, else Debian's.
@@ -67,6 +71,72 @@ func TestFilesHoldTheCrate(t *testing.T) {
 		got, err := Files.ReadFile(p)
 		if err != nil || string(got) != string(want) {
 			t.Errorf("Files: %s differs from the file (%v)", p, err)
+		}
+	}
+}
+
+// TestVerdictsMatchTheABI checks the crate's Verdict enum against the
+// ABI's verdicts: every verdict the ABI defines, with its value and name.
+func TestVerdictsMatchTheABI(t *testing.T) {
+	src, err := os.ReadFile("src/abi.rs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	enum := regexp.MustCompile(`(?s)pub enum Verdict \{(.*?)\n\}`).FindSubmatch(src)
+	if enum == nil {
+		t.Fatal("no enum Verdict in src/abi.rs")
+	}
+	values := map[string]uint32{}
+	for _, m := range regexp.MustCompile(`(?m)^    (\w+) = (\d+),$`).FindAllSubmatch(enum[1], -1) {
+		n, _ := strconv.ParseUint(string(m[2]), 10, 32)
+		values[string(m[1])] = uint32(n)
+	}
+	names := map[string]string{}
+	for _, m := range regexp.MustCompile(`Verdict::(\w+) => "(\w+)"`).FindAllSubmatch(src, -1) {
+		names[string(m[1])] = string(m[2])
+	}
+	defined := 0
+	for v := abi.Verdict(0); v.String() != "verdict("+strconv.Itoa(int(v))+")"; v++ {
+		defined++
+	}
+	if defined < 10 || len(values) != defined || len(names) != defined {
+		t.Fatalf("the ABI defines %d verdicts; the crate has %d values %v and %d names %v", defined, len(values), values, len(names), names)
+	}
+	for variant, n := range values {
+		if got, want := names[variant], abi.Verdict(n).String(); got != want {
+			t.Errorf("Verdict::%s = %d is named %q, the ABI's %d is %q", variant, n, got, n, want)
+		}
+	}
+}
+
+// TestLimitsMatchTheABI checks the crate's size limits against the ABI's.
+func TestLimitsMatchTheABI(t *testing.T) {
+	var src []byte
+	for _, f := range []string{"src/phases.rs", "src/dispatch.rs"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, b...)
+	}
+	for name, want := range map[string]int64{
+		"MAX_ANSWER":          abi.MaxAnswer,
+		"MAX_ANSWER_EVENT":    abi.MaxAnswerEvent,
+		"MAX_EXPECT_PREFIXES": abi.MaxExpectPrefixes,
+		"MAX_EXPECT_PREFIX":   abi.MaxExpectPrefix,
+	} {
+		m := regexp.MustCompile(`pub const ` + name + `: usize = ([^;]+);`).FindSubmatch(src)
+		if m == nil {
+			t.Errorf("no const %s", name)
+			continue
+		}
+		tv, err := types.Eval(token.NewFileSet(), nil, token.NoPos, string(m[1]))
+		if err != nil {
+			t.Errorf("%s = %s: %v", name, m[1], err)
+			continue
+		}
+		if got, err := strconv.ParseInt(tv.Value.ExactString(), 10, 64); err != nil || got != want {
+			t.Errorf("%s = %s (%d), the ABI's is %d", name, m[1], got, want)
 		}
 	}
 }

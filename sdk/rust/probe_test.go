@@ -123,6 +123,8 @@ func TestProbe(t *testing.T) {
 		t.Errorf("service calls: %+v", calls)
 	}
 
+	t.Run("respond", func(t *testing.T) { checkRespond(t, p) })
+
 	t.Run("chunk", func(t *testing.T) {
 		if got := p.Stream(plugintest.Request{}, []string{"a", "upper", "b"}); got.Text != "aUPPERb" || got.Stopped {
 			t.Errorf("replace: %+v", got)
@@ -188,7 +190,71 @@ func checkImports(t *testing.T, wasm string) {
 	}
 	slices.Sort(declared)
 	slices.Sort(linked)
-	if len(declared) < 29 || !slices.Equal(declared, linked) {
+	if len(declared) < 33 || !slices.Equal(declared, linked) {
 		t.Errorf("declared %d imports %v,\nthe probe links %d: %v", len(declared), declared, len(linked), linked)
+	}
+}
+
+// checkRespond runs the probe's answers (Request::respond,
+// Request::respond_event), from on_request and from on_call_response, and
+// the refusals that let the request go upstream.
+func checkRespond(t *testing.T, p *plugintest.Plugin) {
+	reply := func(content string) string {
+		return `{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"` + content + `"},"finish_reason":"stop"}]}`
+	}
+	events := []string{
+		`{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`,
+		`{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"streamed"}}]}`,
+		`{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+	}
+	tests := []struct {
+		action string
+		stream bool
+		status int      // the answer's status; 0: not answered
+		body   string   // the answer's whole reply
+		events []string // the answer's stream
+		client map[string]string
+		up     string // x-up sent upstream when not answered
+		log    string
+	}{
+		{action: "respond", status: 200, body: reply("from the probe"), client: map[string]string{"x-answered": "whole"}},
+		{action: "respond_events", stream: true, status: 201, events: events,
+			client: map[string]string{"x-refused": "Err(Invalid)|Err(Invalid)|Err(Invalid)"}},
+		{action: "respond_call", status: 200, body: reply("r2")},
+		{action: "respond_refused", up: "Continue", log: "sdk: respond(101): tollgate: invalid argument"},
+		{action: "respond_limits", up: "Err(Invalid)|Ok(())|Continue", log: "sdk: respond(200): tollgate: invalid argument"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.action, func(t *testing.T) {
+			res := p.Request(plugintest.Request{Stream: tt.stream, Headers: map[string]string{"x-action": tt.action}})
+			// An answer's bytes in a failure message, cut short (the
+			// limits case sets a 1 MiB event).
+			short := func(b string) string {
+				if len(b) > 300 {
+					return b[:300] + "…"
+				}
+				return b
+			}
+			if res.Err != nil || res.Rejected {
+				t.Fatalf("got err %v, rejected %v", res.Err, res.Rejected)
+			}
+			if tt.status == 0 {
+				if res.Answered || res.UpstreamHeaders["x-up"] != tt.up {
+					t.Errorf("got answered %v (status %d, %d events), x-up %q; want no answer and x-up %q",
+						res.Answered, res.Status, len(res.AnswerEvents), res.UpstreamHeaders["x-up"], tt.up)
+				}
+			} else if !res.Answered || res.Status != tt.status || res.AnswerBody != tt.body || !slices.Equal(res.AnswerEvents, tt.events) {
+				t.Errorf("got answered %v, status %d, body %q, events %q;\nwant status %d, body %q, events %q",
+					res.Answered, res.Status, short(res.AnswerBody), short(strings.Join(res.AnswerEvents, "\n")), tt.status, tt.body, tt.events)
+			}
+			for k, v := range tt.client {
+				if res.ClientHeaders[k] != v {
+					t.Errorf("client header %s = %q, want %q", k, res.ClientHeaders[k], v)
+				}
+			}
+			if tt.log != "" && !strings.Contains(p.Logs(), tt.log) {
+				t.Errorf("the log lacks %q:\n%s", tt.log, p.Logs())
+			}
+		})
 	}
 }

@@ -54,6 +54,15 @@ pub enum Verdict {
     /// seen by the later plugins' `on_request`, and when a later plugin
     /// rejects the request before the calls started they never start.
     Defer = 8,
+    /// Answer the request with the reply set by
+    /// [`Request::respond`](crate::Request::respond) or
+    /// [`Request::respond_event`](crate::Request::respond_event): nothing
+    /// goes upstream, later plugins' `on_request` do not run, and the
+    /// response_headers, chunk and end phases of every plugin run on the
+    /// answer as on an upstream's reply. Request phase only (its
+    /// `on_call_response` included); without an answer set the callback
+    /// fails. Best through [`Request::respond`](crate::Request::respond).
+    Respond = 9,
 }
 
 impl Verdict {
@@ -69,6 +78,7 @@ impl Verdict {
             Verdict::Pause => "pause",
             Verdict::Fail => "fail",
             Verdict::Defer => "defer",
+            Verdict::Respond => "respond",
         }
     }
 }

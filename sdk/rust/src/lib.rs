@@ -55,7 +55,7 @@ pub use dispatch::{
     MAX_EXPECT_PREFIX, MAX_EXPECT_PREFIXES,
 };
 pub use exchange::{Exchange, Messages, Tenant};
-pub use phases::{Chunk, End, Request, Response, ToolCalls, Usage};
+pub use phases::{Chunk, End, Request, Response, ToolCalls, Usage, MAX_ANSWER, MAX_ANSWER_EVENT};
 pub use host::{call, fail_callback, log, metric_add};
 pub use plugin::Plugin;
 pub use records::{Malformed, MessagePart, MessageParts, PartKind, ToolCallDelta, ToolCallDeltas};

@@ -9,8 +9,17 @@ use crate::exchange::Exchange;
 use crate::records::ToolCallDeltas;
 use crate::sys;
 
+/// The most bytes a request's answer holds: [`Request::respond`]'s body and
+/// [`Request::respond_event`]'s events together.
+pub const MAX_ANSWER: usize = 4 << 20;
+
+/// The most bytes one [`Request::respond_event`] takes.
+pub const MAX_ANSWER_EVENT: usize = 1 << 20;
+
 /// The request phase's view: the request was parsed and nothing was sent
-/// upstream yet.
+/// upstream yet. Besides reading and changing the request, it can reject
+/// it ([`Request::reject`]) or answer it without an upstream
+/// ([`Request::respond`], [`Request::respond_event`]).
 #[derive(Debug)]
 pub struct Request {
     x: Exchange,
@@ -53,6 +62,46 @@ impl Request {
     /// why and the request is still rejected, with the host's default 403.
     pub fn reject(&self, status: u16, typ: &str, code: &str, msg: &str) -> Verdict {
         reject(status, typ, code, msg)
+    }
+
+    /// Sets a whole reply as the request's answer and returns
+    /// [`Verdict::Respond`], so a method can end with `return
+    /// r.respond(200, body)`: the client gets `status` and `body` (JSON in
+    /// the format of its endpoint: a `chat.completion` for
+    /// chat/completions), the headers set with
+    /// [`Request::set_response_header`], and nothing goes upstream. A
+    /// streamed request (`"stream": true`) gets the reply as a stream.
+    /// `status` is 200–599 and `body` at most [`MAX_ANSWER`] bytes; after
+    /// [`Request::respond_event`] an empty `body` sets the stream's status.
+    /// If the host refuses the answer (a status out of range, a body over
+    /// the limit; [`Error::NotAllowed`] on an endpoint the gateway cannot
+    /// answer, such as a passthrough) the SDK logs why and returns
+    /// [`Verdict::Continue`]: the request goes upstream. Also from
+    /// [`Plugin::on_call_response`](crate::Plugin::on_call_response),
+    /// through [`CallResponse::request`](crate::CallResponse::request).
+    pub fn respond(&self, status: u16, body: &[u8]) -> Verdict {
+        let n = unsafe { sys::respond(i32::from(status), body.as_ptr(), body.len()) };
+        if let Some(e) = Error::from_code(n) {
+            crate::log(Level::Error, &format!("sdk: respond({}): {}", status, e));
+            return Verdict::Continue;
+        }
+        Verdict::Respond
+    }
+
+    /// Appends one event to the request's answer, which becomes a stream:
+    /// `data` is one SSE event's data (an OpenAI chunk for
+    /// chat/completions), without `data: ` or the terminating `[DONE]`,
+    /// which the host adds. End the method with [`Verdict::Respond`] (the
+    /// status is 200 unless [`Request::respond`] sets another with an
+    /// empty body). A request that did not ask for a stream gets the
+    /// events assembled into one reply. [`Error::Invalid`] for an empty
+    /// event, one holding CR or LF, `[DONE]`, one over
+    /// [`MAX_ANSWER_EVENT`] bytes or taking the answer over
+    /// [`MAX_ANSWER`], or after a whole reply was set;
+    /// [`Error::NotAllowed`] outside the request phase or on an endpoint
+    /// the gateway cannot answer.
+    pub fn respond_event(&self, data: &[u8]) -> Result<(), Error> {
+        status(unsafe { sys::respond_event(data.as_ptr(), data.len()) })
     }
 
     /// Replaces the text of a part of the request's conversation:
@@ -344,4 +393,24 @@ fn reject(status: u16, typ: &str, code: &str, msg: &str) -> Verdict {
         crate::log(Level::Error, &format!("sdk: reject({}): {}", status, e));
     }
     Verdict::Reject
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn respond_verdict() {
+        assert_eq!(Verdict::Respond as i32, 9);
+        assert_eq!(Verdict::Respond.name(), "respond");
+    }
+
+    // Off wasm32 every import answers NOT_ALLOWED, as a gateway does on an
+    // endpoint it cannot answer: respond logs and lets the request go on.
+    #[test]
+    fn refused_answers() {
+        let r = Request::new(1);
+        assert_eq!(r.respond(200, b"{}"), Verdict::Continue);
+        assert_eq!(r.respond_event(b"{}"), Err(Error::NotAllowed));
+    }
 }

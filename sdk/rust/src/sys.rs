@@ -44,6 +44,8 @@ imports! {
     fn emit(ptr: *const u8, len: usize) -> i32;
     fn set_finish_reason(ptr: *const u8, len: usize) -> i32;
     fn reject(status: i32, typ: *const u8, typ_len: usize, code: *const u8, code_len: usize, msg: *const u8, msg_len: usize) -> i32;
+    fn respond(status: i32, ptr: *const u8, len: usize) -> i32;
+    fn respond_event(ptr: *const u8, len: usize) -> i32;
     fn usage(field: i32) -> i64;
     fn metric_add(name: *const u8, name_len: usize, value: i64) -> i32;
     fn call(svc: *const u8, svc_len: usize, req: *const u8, req_len: usize, buf: *mut u8, cap: usize) -> i32;

@@ -172,17 +172,64 @@ impl Probe {
                 r.set_response_header("x-expect", &format!("{:?}|{:?}", long, unknown))?;
                 return Ok(Verdict::Pause);
             }
+            "respond" => {
+                r.set_response_header("x-answered", "whole")?;
+                return Ok(r.respond(200, REPLY));
+            }
+            "respond_events" => {
+                // The refused events first: none of them joins the answer.
+                let refused = [&b""[..], b"{\"a\":\n1}", b"[DONE]"].map(|e| format!("{:?}", r.respond_event(e))).join("|");
+                r.set_response_header("x-refused", &refused)?;
+                for e in EVENTS {
+                    r.respond_event(e.as_bytes())?;
+                }
+                // An empty body after the events sets the stream's status.
+                return Ok(r.respond(201, b""));
+            }
+            "respond_refused" => {
+                // A status out of range: logged, and the request goes on.
+                up(&format!("{:?}", r.respond(101, REPLY)))?;
+            }
+            "respond_limits" => {
+                let over = r.respond_event(&vec![b'x'; tollgate::MAX_ANSWER_EVENT + 1]);
+                let max = r.respond_event(&vec![b'x'; tollgate::MAX_ANSWER_EVENT]);
+                // A whole reply after events is refused; the answer set is
+                // dropped when the verdict is not Respond.
+                let whole = r.respond(200, REPLY);
+                up(&format!("{:?}|{:?}|{:?}", over, max, whole))?;
+                return Ok(whole);
+            }
+            "respond_call" => {
+                tollgate::dispatch("svc2", b"q")?;
+                return Ok(Verdict::Pause);
+            }
             _ => {}
         }
         Ok(Verdict::Continue)
     }
 }
 
+/// The whole reply the "respond" actions answer with.
+const REPLY: &[u8] = br#"{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"from the probe"},"finish_reason":"stop"}]}"#;
+
+/// The events of the "respond_events" action's stream.
+const EVENTS: [&str; 3] = [
+    r#"{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
+    r#"{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"streamed"}}]}"#,
+    r#"{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+];
+
 impl Probe {
     /// Records each response in the state as "ID:STATUS:BODY:X-B;"; once
     /// both are in, sends the record upstream as x-up.
     fn respond(&self, c: &CallResponse) -> Result<Verdict, Error> {
         let r = c.request().ok_or(Error::NotAllowed)?;
+        if r.header("x-action")?.as_deref() == Some("respond_call") {
+            // Answers with the call's body as the reply's content.
+            let body = String::from_utf8_lossy(&c.body()?).into_owned();
+            let reply = format!(r#"{{"object":"chat.completion","choices":[{{"index":0,"message":{{"role":"assistant","content":"{}"}},"finish_reason":"stop"}}]}}"#, body);
+            return Ok(r.respond(200, reply.as_bytes()));
+        }
         let mut st = c.state()?.unwrap_or_default();
         let body = c.body()?;
         let hdr = c.header("X-B")?.unwrap_or_else(|| "none".into());
