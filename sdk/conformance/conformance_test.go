@@ -18,6 +18,7 @@ var exampleConfigs = map[string]string{
 	"preflight":    `{"max_messages": 256}`,
 	"holdback":     `{"markers": ["oaidalleapiprodscus.blob.core.windows.net", "files.oaiusercontent.com"], "case_insensitive": true}`,
 	"pii":          `{"mode": "mask-and-restore"}`,
+	"cache":        `{"ttl": "10m", "scope": "shared:demo", "when": "deterministic", "coalesce": true}`,
 	"keywordguard": `{"deny": ["(?i)ignore (all )?previous instructions", "(?i)\\bssn\\b"], "message": "This request was blocked by the gateway's content policy.", "status": 400, "header": {"name": "X-Keyword-Guard", "value": "checked"}}`,
 }
 
