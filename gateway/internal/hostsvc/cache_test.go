@@ -426,9 +426,17 @@ func (run *lookupRun) wait(t *testing.T) string {
 	}
 }
 
-func (run *lookupRun) close() {
+// close ends the request. One still stuck in the host after its context
+// ended is a failure, and is left (its request still in use).
+func (run *lookupRun) close(t *testing.T) {
+	t.Helper()
 	run.cancel()
-	<-run.done
+	select {
+	case <-run.done:
+	case <-time.After(30 * time.Second):
+		t.Error("request still running after its context ended")
+		return
+	}
 	run.sv.Reset()
 	wasmhost.ReleaseRequest(run.r)
 }
@@ -452,13 +460,13 @@ func TestCacheCoalescing(t *testing.T) {
 		set, counts, st := newCacheSet(t, newClock())
 		lr := newLookupRunner(t, set, "60000 tenant coalesce 0")
 		leader := lr.start("a")
-		defer leader.close()
+		defer leader.close(t)
 		if got := leader.wait(t); got != "0:0:miss:;" {
 			t.Fatalf("leader %q", got)
 		}
 		followers := []*lookupRun{lr.start("a"), lr.start("a")}
 		for _, f := range followers {
-			defer f.close()
+			defer f.close(t)
 		}
 		waitCoalesced(t, counts, 2)
 		for _, f := range followers {
@@ -470,7 +478,7 @@ func TestCacheCoalescing(t *testing.T) {
 		}
 		// Another tenant's identical request is not coalesced with them.
 		other := lr.start("b")
-		defer other.close()
+		defer other.close(t)
 		if got := other.wait(t); got != "0:0:miss:;" {
 			t.Errorf("other tenant %q", got)
 		}
@@ -492,7 +500,7 @@ func TestCacheCoalescing(t *testing.T) {
 		set, counts, _ := newCacheSet(t, newClock())
 		lr := newLookupRunner(t, set, "60000 tenant coalesce 0")
 		leader := lr.start("a")
-		defer leader.close()
+		defer leader.close(t)
 		if got := leader.wait(t); got != "0:0:miss:;" {
 			t.Fatalf("leader %q", got)
 		}
@@ -504,7 +512,7 @@ func TestCacheCoalescing(t *testing.T) {
 		if f.sv.CacheOutcome() != CacheMiss || f.r.Answer.Status != 0 {
 			t.Errorf("follower outcome %v", f.sv.CacheOutcome())
 		}
-		f.close()
+		f.close(t)
 	})
 	t.Run("leader reset without storing", func(t *testing.T) {
 		t.Parallel()
@@ -515,15 +523,15 @@ func TestCacheCoalescing(t *testing.T) {
 			t.Fatalf("leader %q", got)
 		}
 		f := lr.start("a")
-		defer f.close()
+		defer f.close(t)
 		waitCoalesced(t, counts, 1)
-		leader.close() // Session.Reset: the flight ends unstored
+		leader.close(t) // Session.Reset: the flight ends unstored
 		if got := f.wait(t); got != "0:0:miss:;" {
 			t.Fatalf("follower %q, want a miss", got)
 		}
 		// The follower leads now: the next identical request waits on it.
 		g := lr.start("a")
-		defer g.close()
+		defer g.close(t)
 		waitCoalesced(t, counts, 2)
 		f.sv.CacheStore(context.Background(), &respcache.Entry{Body: []byte(`{"second":1}`)})
 		if got := g.wait(t); !strings.HasPrefix(got, "0:0:hit ") || string(g.r.Answer.Body) != `{"second":1}` {
@@ -535,7 +543,7 @@ func TestCacheCoalescing(t *testing.T) {
 		set, counts, _ := newCacheSet(t, newClock())
 		lr := newLookupRunner(t, set, "60000 tenant coalesce 0")
 		leader := lr.start("a")
-		defer leader.close()
+		defer leader.close(t)
 		if got := leader.wait(t); got != "0:0:miss:;" {
 			t.Fatalf("leader %q", got)
 		}
