@@ -113,7 +113,7 @@ type cacheState struct {
 	prompt, completion int64
 	saved              int64
 	savedDone          bool
-	fields             [4][]byte
+	fields             [5][]byte // a fifth: a request with too many fields is refused
 }
 
 func (cs *cacheState) reset() {
@@ -250,14 +250,10 @@ func cacheFlags(b []byte) (coalesce, refresh, ok bool) {
 	if string(b) == "-" {
 		return false, false, true
 	}
-	for len(b) > 0 {
-		f := b
-		if i := bytes.IndexByte(b, ','); i >= 0 {
-			f, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
-		switch string(f) {
+	for more := true; more; {
+		var f []byte
+		f, b, more = bytes.Cut(b, []byte(","))
+		switch string(f) { // an empty flag ("coalesce,") is refused
 		case "coalesce":
 			coalesce = true
 		case "refresh":
