@@ -221,12 +221,16 @@ describe() {
 		v=$(variant_of "$1")
 		local plugins=${v#*:}
 		plugins=${plugins// /, }
+		local cache=""
+		[[ $1 == tollgate-cachehit* ]] && cache=" plus the cache plugin (\`when: always\`): one body repeated, every request after the first a hit"
+		[[ $1 == tollgate-cachemiss* ]] && cache=" plus the cache plugin (\`when: always\`): a new body per request (\`loadgen -unique\`), every request a miss looked up and stored"
+		plugins=${plugins%, cache}
 		if [[ -z $v ]]; then
 			echo "$1: \`$(policy_for "$1")\`"
 		elif [[ ${v%%:*} == pg ]]; then
-			echo "$1: $plugins enforcing on Postgres $PG_VERSION (tenant store, call log) and Redis $REDIS_VERSION (limits, budget), \`policies/bench-all4-pg.yaml\`"
+			echo "$1: $plugins enforcing on Postgres $PG_VERSION (tenant store, call log) and Redis $REDIS_VERSION (limits, budget, cache entries), \`policies/bench-all4-pg.yaml\`$cache"
 		else
-			echo "$1: $plugins enforcing on the in-process stores, \`policies/bench-all4.yaml\`"
+			echo "$1: $plugins enforcing on the in-process stores, \`policies/bench-all4.yaml\`$cache"
 		fi
 		;;
 	esac
