@@ -575,7 +575,7 @@ func TestErrors(t *testing.T) {
 	if err := status(-9); err.Error() != "tollgate: host error -9" || !errors.Is(err, Error(-9)) {
 		t.Error(err)
 	}
-	if Verdict(9).String() != "verdict(9)" || Stop.String() != "stop" {
+	if Verdict(10).String() != "verdict(10)" || Stop.String() != "stop" || Respond.String() != "respond" {
 		t.Error("verdict names")
 	}
 }
