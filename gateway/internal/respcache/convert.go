@@ -292,8 +292,10 @@ func (a *assembly) whole(kind string) (wholeChoice, error) {
 	if kind == objText {
 		text := string(a.text)
 		c.Text = &text
-		if a.logprobs {
-			c.Logprobs, err = marshal(&a.textLP)
+		// Logprobs with no entry at all carry nothing: null, as a
+		// stream without them (a stream cannot carry an empty one).
+		if lp := &a.textLP; a.logprobs && len(lp.Tokens)+len(lp.TokenLogprobs)+len(lp.TopLogprobs)+len(lp.TextOffset) > 0 {
+			c.Logprobs, err = marshal(lp)
 		}
 		return c, err
 	}
@@ -320,7 +322,7 @@ func (a *assembly) whole(kind string) (wholeChoice, error) {
 		}
 	}
 	c.Message = m
-	if a.logprobs {
+	if a.logprobs && len(a.chatLP.Content)+len(a.chatLP.Refusal) > 0 {
 		c.Logprobs, err = marshal(&a.chatLP)
 	}
 	return c, err
