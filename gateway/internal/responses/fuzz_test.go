@@ -98,10 +98,12 @@ func FuzzAppendChatRequest(f *testing.F) {
 // FuzzTranslator: chat chunk data, one event per line of the input, are
 // translated without panicking into well-formed Responses events numbered
 // from 0, and View reads back exactly the text and tool-call arguments
-// the chunks carried (read by openai.ChunkParser, the oracle).
+// the chunks carried (read by openai.ChunkParser, the oracle), invalid
+// UTF-8 read back as U+FFFD.
 func FuzzTranslator(f *testing.F) {
 	f.Add(strings.ReplaceAll(strings.TrimSpace(strings.ReplaceAll(chatStream, "data: ", "")), "\n\n", "\n"))
 	f.Add("{\"choices\":[{\"delta\":{\"content\":\"a\"},\"finish_reason\":\"length\"}]}\n{\"error\":{\"message\":\"x\"}}\n[DONE]")
+	f.Add("{\"choices\":[{\"delta\":{\"content\":\"\xe2\x80\",\"tool_calls\":[{\"index\":0,\"id\":\"a\",\"function\":{\"name\":\"n\",\"arguments\":\"\x92\"}}]}}]}")
 	f.Add("{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":1,\"id\":\"a\",\"function\":{\"name\":\"n\",\"arguments\":\"{\"}},{\"index\":0,\"function\":{\"arguments\":\"x\"}}]}}]}\n[DONE]")
 	f.Fuzz(func(t *testing.T, in string) {
 		var tr Translator
@@ -150,6 +152,9 @@ func FuzzTranslator(f *testing.F) {
 				}
 			}
 		}
+		// The events are JSON whatever the upstream sent: each byte that is
+		// not UTF-8 is written as U+FFFD (as encoding/json does).
+		wantText, wantArgs = []byte(string([]rune(string(wantText)))), []byte(string([]rune(string(wantArgs))))
 		if !bytes.Equal(gotText, wantText) || !bytes.Equal(gotArgs, wantArgs) {
 			t.Fatalf("text %q args %q read back, the chunks carried %q %q", gotText, gotArgs, wantText, wantArgs)
 		}
