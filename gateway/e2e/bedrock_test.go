@@ -343,16 +343,10 @@ func TestBedrockBudgetLedger(t *testing.T) {
 	bedrockEnv(t)
 	w := newBudgetWorld(t, 1_000_000)
 	mockURL, _ := startBedrockMock(t, mockllm.Config{Text: "Twelve bytes of text, more or less.", ChunkSize: 5})
-	pol := bedrockPolicy(mockURL, fmt.Sprintf(`
-store:
-  kind: postgres
-  cache: {ttl: 30s}
-redis: {addrs: [%q], timeout: 500ms}
-call_log: {spool_dir: "${TG_TEST_SPOOL}", reconcile_interval: 0s}
-plugins:
+	pol := bedrockPolicy(mockURL, w.stores("")+`plugins:
   - {name: preflight, builtin: preflight}
   - {name: budget, builtin: budget}
-`, w.redis.Addr()))
+`)
 	_, gw := startGateway(t, pol, map[string]string{"TOLLGATE_DATABASE_URL": w.dsn, "TG_TEST_SPOOL": t.TempDir()})
 	ctx := context.Background()
 	params := openai.ChatCompletionNewParams{Model: "mock-1", MaxTokens: openai.Int(50), Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hello there, mock")}}

@@ -82,19 +82,26 @@ func newBudgetWorld(t *testing.T, budgetMicros int64) *budgetWorld {
 }
 
 func (w *budgetWorld) policy(t *testing.T, mockURL, budgetConfig, callLog string) string {
-	return policy(mockURL, "", "mock-1", "mock-*") + fmt.Sprintf(`
-store:
-  kind: postgres
-  cache: {ttl: 30s}
-redis: {addrs: [%q], timeout: 500ms}
-call_log: {spool_dir: "${TG_TEST_SPOOL}", reconcile_interval: 0s%s}
-plugins:
+	return policy(mockURL, "", "mock-1", "mock-*") + w.stores(callLog) + fmt.Sprintf(`plugins:
   - name: preflight
     path: %s
   - name: budget
     path: %s
     config: %s
-`, w.redis.Addr(), callLog, pluginPath(t, "preflight"), pluginPath(t, "budget"), budgetConfig)
+`, pluginPath(t, "preflight"), pluginPath(t, "budget"), budgetConfig)
+}
+
+// stores is the policy block putting tenants and the call log in w's
+// Postgres and counters in its Redis; callLog adds call_log settings
+// (", key: value" or "").
+func (w *budgetWorld) stores(callLog string) string {
+	return fmt.Sprintf(`
+store:
+  kind: postgres
+  cache: {ttl: 30s}
+redis: {addrs: [%q], timeout: 500ms}
+call_log: {spool_dir: "${TG_TEST_SPOOL}", reconcile_interval: 0s%s}
+`, w.redis.Addr(), callLog)
 }
 
 // gateway runs the policy in-process.

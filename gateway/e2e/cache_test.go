@@ -256,17 +256,11 @@ func TestCacheBudgetAndCallLog(t *testing.T) {
 	t.Parallel() // checks no time (see the package doc)
 	w := newBudgetWorld(t, 1_000_000_000)
 	mockURL, calls := countingMock(t)
-	pol := policy(mockURL, "", "mock-1", "mock-*") + fmt.Sprintf(`
-store:
-  kind: postgres
-  cache: {ttl: 30s}
-redis: {addrs: [%q], timeout: 500ms}
-call_log: {spool_dir: "${TG_TEST_SPOOL}", reconcile_interval: 0s}
-plugins:
+	pol := policy(mockURL, "", "mock-1", "mock-*") + w.stores("") + `plugins:
   - {name: preflight, builtin: preflight}
   - {name: budget, builtin: budget, config: {on_redis_error: fail_closed}}
   - {name: cache, builtin: cache}
-`, w.redis.Addr())
+`
 	_, gw := w.gateway(t, pol)
 	for i, want := range []string{"miss", "hit"} {
 		status, got, reply := ask(t, gw, w.key, cachedChat("ledger", i == 1, ""), mockllm.HeaderTokens, "5")

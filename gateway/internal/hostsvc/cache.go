@@ -177,7 +177,7 @@ func (c *Session) cacheLookup(ctx context.Context, r *wasmhost.Request, req []by
 	}
 	cs.key, cs.ttl, cs.hitPPM = key, time.Duration(ttlMS)*time.Millisecond, ppm
 	if !refresh {
-		if out, hit := c.serveStored(ctx, r); hit {
+		if out, hit := c.serveStored(ctx, store, r); hit {
 			return out, nil
 		}
 		if coalesce && wait {
@@ -185,7 +185,7 @@ func (c *Session) cacheLookup(ctx context.Context, r *wasmhost.Request, req []by
 			if !leader {
 				ca.counts.Coalesced.Add(1)
 				if fl.Wait(ctx) == nil {
-					if out, hit := c.serveStored(ctx, r); hit {
+					if out, hit := c.serveStored(ctx, store, r); hit {
 						return out, nil
 					}
 				}
@@ -204,10 +204,11 @@ func (c *Session) cacheLookup(ctx context.Context, r *wasmhost.Request, req []by
 	return []byte("miss"), nil
 }
 
-// serveStored looks the request's key up and, on a hit, sets its answer.
-func (c *Session) serveStored(ctx context.Context, r *wasmhost.Request) ([]byte, bool) {
+// serveStored looks the request's key up in store and, on a hit, sets its
+// answer.
+func (c *Session) serveStored(ctx context.Context, store *respcache.Store, r *wasmhost.Request) ([]byte, bool) {
 	ca, cs := c.set.cache, &c.cache
-	e, hit, err := ca.Store().Get(ctx, string(cs.key))
+	e, hit, err := store.Get(ctx, string(cs.key))
 	if err != nil {
 		ca.log.Warn("response cache: lookup failed; served from the upstream", "err", err)
 	}

@@ -58,11 +58,11 @@ func (x *exchange) answerExchange() (*upstream.Exchange, error) {
 		if err != nil {
 			return nil, fmt.Errorf("the answer of %q cannot be made one reply: %w", a.Source, err)
 		}
-		x.answer = append(x.answer[:0], body...)
-	default:
-		x.answer = append(x.answer[:0], a.Body...)
+		return upstream.NewAnswer(a.Source, a.Status, "application/json", body), nil
 	}
-	return upstream.NewAnswer(a.Source, a.Status, "application/json", x.answer), nil
+	// The plugins' request holds the body until the exchange ends, after
+	// the reply read from it.
+	return upstream.NewAnswer(a.Source, a.Status, "application/json", a.Body), nil
 }
 
 // invalidAnswer is the error a client gets for an answer the gateway

@@ -594,10 +594,10 @@ func (x *exchange) tokens(flags uint32) (prompt, completion int64, reported bool
 	if x.answeredBy != "" {
 		// An answer: what the cache says a hit costs (nothing unless
 		// hit_cost), a plugin's answer nothing.
-		p, c := x.svc.CacheHitTokens(x.usage.PromptTokens, x.usage.CompletionTokens)
 		if x.svc.CacheOutcome() != hostsvc.CacheHit {
-			p, c = 0, 0
+			return 0, 0, x.usage.Present
 		}
+		p, c := x.svc.CacheHitTokens(x.usage.PromptTokens, x.usage.CompletionTokens)
 		return p, c, x.usage.Present
 	}
 	if x.usage.Present {
