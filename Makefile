@@ -53,13 +53,16 @@ run: build
 # TestReplicasEviction's slowest eviction was over its 100 ms bar in 6 runs
 # of 7 (up to 744 ms); beside it under SCHED_IDLE, 11-37 ms in 5 runs of 5;
 # alone, 11-98 ms in 4 of 4 (on a shared machine at load average 5-9).
-# Each group's output is printed when it ends. Before them, test-deps
+# Each group's output is printed when it ends, with a line saying how long
+# each step took and when it ended (scripts/timed.sh): where the wall time
+# goes is read from the log of any run. Before them, test-deps
 # (apt, npm) and the Go module downloads of both modules wait on the
 # network together.
 LOW_PRIORITY ?= $(if $(shell command -v chrt),chrt --idle 0,nice -n 19)
 test:
+	@date -u +"-- make test: started %H:%M:%S UTC"
 	@$(MAKE) --no-print-directory -j2 --output-sync=target test-deps modules
-	@$(MAKE) --no-print-directory vet
+	@scripts/timed.sh vet $(MAKE) --no-print-directory vet
 	@$(MAKE) --no-print-directory -j3 --output-sync=target unit low-priority-checks
 
 # low-priority-checks: the console's dist against its sources,
@@ -68,10 +71,10 @@ test:
 # for its help (30-second timeouts): build-bound, with no time-sensitive
 # check, it took 60-80 s of the package tests' wall time beside them.
 low-priority-checks:
-	@$(LOW_PRIORITY) $(MAKE) --no-print-directory console-check
-	@$(LOW_PRIORITY) $(MAKE) --no-print-directory deploycheck
-	@$(LOW_PRIORITY) $(GO) test -race -count=1 -timeout 20m ./tools/doccheck
-	@$(LOW_PRIORITY) $(MAKE) --no-print-directory fuzz-short
+	@scripts/timed.sh console-check $(LOW_PRIORITY) $(MAKE) --no-print-directory console-check
+	@scripts/timed.sh deploycheck $(LOW_PRIORITY) $(MAKE) --no-print-directory deploycheck
+	@scripts/timed.sh doccheck $(LOW_PRIORITY) $(GO) test -race -count=1 -timeout 20m ./tools/doccheck
+	@scripts/timed.sh fuzz-short $(LOW_PRIORITY) $(MAKE) --no-print-directory fuzz-short
 
 # modules: the modules the gateway and tools/deploycheck need, into the
 # module cache (a no-op when they are there).
@@ -150,7 +153,7 @@ COMPILE_TESTS := ^(TestPluginCheck|TestPluginWarm)$$
 unit: e2e
 
 e2e: unit-race unit-compile
-	$(GO) test -race -count=1 -timeout 20m ./gateway/e2e/
+	@scripts/timed.sh e2e $(GO) test -race -count=1 -timeout 20m ./gateway/e2e/
 
 # SLOW_FIRST: the race group's longest packages (60-115 s, 25-50 s in
 # runs of make test), listed first so that go test starts them first: in
@@ -158,9 +161,10 @@ e2e: unit-race unit-compile
 # nothing else of the group.
 SLOW_FIRST := $(addprefix github.com/tollgate/tollgate/,sdk/wasmhost plugins/budget sdk/scaffold sdk/plugintest sdk/rust plugins/holdback gateway/internal/proxy)
 unit-race:
-	$(GO) test -race -count=1 -timeout 20m -skip '$(COMPILE_TESTS)' $$({ $(GO) list $(SLOW_FIRST); $(GO) list ./... github.com/tollgate/tollgate/sdk/...; } | awk '!seen[$$0]++' | grep -v -e /gateway/e2e -e /sdk/conformance -e /tools/doccheck)
+	@scripts/timed.sh unit-race $(GO) test -race -count=1 -timeout 20m -skip '$(COMPILE_TESTS)' $$({ $(GO) list $(SLOW_FIRST); $(GO) list ./... github.com/tollgate/tollgate/sdk/...; } | awk '!seen[$$0]++' | grep -v -e /gateway/e2e -e /sdk/conformance -e /tools/doccheck)
 
 unit-compile:
+	@date -u +"-- unit-compile: started %H:%M:%S UTC"
 	$(GO) run ./gateway/e2e/testdata/warmplugins
 	$(GO) test -count=1 -timeout 20m github.com/tollgate/tollgate/sdk/conformance
 	$(GO) test -count=1 -timeout 20m -run '$(COMPILE_TESTS)' ./gateway/cmd/tollgate
@@ -168,6 +172,7 @@ unit-compile:
 	$(GO) build -o /dev/null ./gateway/cmd/tollgate
 	$(GO) test -race -c -o /dev/null ./gateway/e2e
 	$(GO) test -count=1 -timeout 10m ./gateway/e2e/console
+	@date -u +"-- unit-compile: ended %H:%M:%S UTC"
 
 # deploycheck: the Helm chart rendered with Helm's engine and decoded strictly
 # into k8s.io/api types, the compose file loaded with compose-go, the
