@@ -382,6 +382,10 @@ func EventsFromWhole(body []byte) ([][]byte, error) {
 			err = one(chunkChoice{Text: &empty})
 			if err == nil && c.Text != nil && *c.Text != "" {
 				err = one(chunkChoice{Text: c.Text, Logprobs: c.Logprobs})
+			} else if err == nil && !isNull(c.Logprobs) {
+				// Logprobs without text (a choice that generated none
+				// but was scored): carried by an empty chunk of their own.
+				err = one(chunkChoice{Text: &empty, Logprobs: c.Logprobs})
 			}
 			if err == nil {
 				err = one(chunkChoice{Text: &empty, FinishReason: c.FinishReason})
