@@ -59,9 +59,6 @@ func (x *Exchange) ToolCall() (server, tool string, ok bool) {
 	return splitToolModel(x.Model())
 }
 
-// endpointMCP is the endpoint of an MCP JSON-RPC message.
-const endpointMCP = "mcp"
-
 // splitToolModel splits an MCP tool call's model, mcp:{server}/{tool}.
 func splitToolModel(model string) (server, tool string, ok bool) {
 	const prefix = "mcp:"

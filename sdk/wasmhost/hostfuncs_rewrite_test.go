@@ -188,7 +188,7 @@ func TestSetMessageTextMCP(t *testing.T) {
 	if got := r.conversation(); len(got) != 0 {
 		t.Fatalf("chat endpoint: %q", got)
 	}
-	r.Endpoint, r.messagesDone = []byte(EndpointMCP), false
+	r.Endpoint, r.messagesDone = []byte("mcp"), false
 	if got := setMessageText(t, r, PhaseRequest, 0, "{}"); got != codeInvalid {
 		t.Fatalf("the tool_call record (raw JSON): status %d", got)
 	}
