@@ -41,9 +41,41 @@ func (x *Exchange) field(what string, field int32) string {
 // Model is the model the client asked for ("" if none).
 func (x *Exchange) Model() string { return x.field("request_field(MODEL)", fieldModel) }
 
-// Endpoint is the API called: "chat/completions", "completions" or
-// "embeddings".
+// Endpoint is the API called: "chat/completions", "completions",
+// "embeddings", "messages", "responses", or "mcp" for an MCP JSON-RPC
+// message ([Exchange.ToolCall]).
 func (x *Exchange) Endpoint() string { return x.field("request_field(ENDPOINT)", fieldEndpoint) }
+
+// ToolCall is the MCP tool a request of the "mcp" endpoint calls: the
+// server and the tool its model names (mcp:{server}/{tool}, split at the
+// first "/"). ok is false for a request of another endpoint and for an
+// MCP message that is not a tools/call (its model is mcp:{server}). The
+// call's arguments are the request's messages ([Exchange.Messages]):
+// ABI.md, "MCP tool calls".
+func (x *Exchange) ToolCall() (server, tool string, ok bool) {
+	if x.Endpoint() != endpointMCP {
+		return "", "", false
+	}
+	return splitToolModel(x.Model())
+}
+
+// splitToolModel splits an MCP tool call's model, mcp:{server}/{tool}.
+func splitToolModel(model string) (server, tool string, ok bool) {
+	const prefix = "mcp:"
+	if len(model) <= len(prefix) || model[:len(prefix)] != prefix {
+		return "", "", false
+	}
+	rest := model[len(prefix):]
+	for i := 0; i < len(rest); i++ {
+		if rest[i] == '/' {
+			if i == 0 || i == len(rest)-1 {
+				return "", "", false
+			}
+			return rest[:i], rest[i+1:], true
+		}
+	}
+	return "", "", false
+}
 
 // RequestID is the request's id, the X-Request-Id the client gets.
 func (x *Exchange) RequestID() string { return x.field("request_field(REQUEST_ID)", fieldRequestID) }

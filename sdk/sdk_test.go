@@ -739,3 +739,33 @@ func TestRespond(t *testing.T) {
 		t.Fatal(v, h.events)
 	}
 }
+
+func TestToolCall(t *testing.T) {
+	tests := []struct {
+		endpoint, model string
+		server, tool    string
+		ok              bool
+	}{
+		{"mcp", "mcp:files/read_file", "files", "read_file", true},
+		{"mcp", "mcp:files/ns/tool", "files", "ns/tool", true},
+		{"mcp", "mcp:files", "", "", false}, // not a tools/call
+		{"mcp", "mcp:/tool", "", "", false},
+		{"mcp", "mcp:files/", "", "", false},
+		{"mcp", "gpt-4o", "", "", false},
+		{"chat/completions", "mcp:files/read_file", "", "", false},
+	}
+	for _, tt := range tests {
+		h := install(t)
+		h.fields[fieldEndpoint], h.fields[fieldModel] = tt.endpoint, tt.model
+		var server, tool string
+		var ok bool
+		OnRequest(func(r *Request) Verdict {
+			server, tool, ok = r.ToolCall()
+			return Continue
+		})
+		dispatchRequest(7)
+		if server != tt.server || tool != tt.tool || ok != tt.ok {
+			t.Errorf("%s %s: got %q %q %v, want %q %q %v", tt.endpoint, tt.model, server, tool, ok, tt.server, tt.tool, tt.ok)
+		}
+	}
+}

@@ -37,6 +37,31 @@ func TestPlugin(t *testing.T) {
 	}
 }
 
+// An MCP tool call whose arguments hold a denied word, at any depth, is
+// refused (the MCP gateway turns the rejection into a JSON-RPC error);
+// one without goes on.
+func TestPluginMCPToolCall(t *testing.T) {
+	p := plugintest.Load(t, plugintest.Build(t, "."), pluginConfig)
+	call := func(args string) plugintest.Request {
+		return plugintest.Request{Endpoint: "mcp", Model: "mcp:files/search",
+			Body: `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search","arguments":` + args + `}}`}
+	}
+	res := p.Request(call(`{"query":"quarterly report","filters":{"tags":["finance","public"]}}`))
+	if res.Err != nil || res.Rejected || res.ClientHeaders["X-Keyword-Guard"] != "checked" {
+		t.Fatalf("benign call: %+v\nlogs: %s", res, p.Logs())
+	}
+	res = p.Request(call(`{"query":"quarterly report","filters":{"tags":["finance","top secret"]}}`))
+	if !res.Rejected || res.Status != 422 || res.Code != "content_policy_violation" {
+		t.Fatalf("denied call: %+v", res)
+	}
+	// The tool's name and the keys are not texts.
+	res = p.Request(plugintest.Request{Endpoint: "mcp", Model: "mcp:vault/secret",
+		Body: `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"secret","arguments":{"secret":1}}}`})
+	if res.Rejected {
+		t.Fatalf("name and keys: %+v", res)
+	}
+}
+
 func TestPluginRefusesBadConfig(t *testing.T) {
 	_, err := plugintest.LoadErr(t, plugintest.Build(t, "."), `{"deny": ["fine", "(?i)bad("]}`)
 	if err == nil || !strings.Contains(err.Error(), `deny[1] "(?i)bad(" is not a valid regular expression`) {

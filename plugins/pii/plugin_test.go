@@ -93,6 +93,37 @@ func TestPluginAnthropic(t *testing.T) {
 	}
 }
 
+// An MCP tool call: the strings of its arguments are redacted in place,
+// each e-mail and key counted once, and the call goes on; a finding
+// outside any string (a card number written as a number) refuses it.
+func TestPluginMCPToolCall(t *testing.T) {
+	p := load(t, `{"mode":"redact"}`)
+	const key = "AKIAIOSFODNN7EXAMPLE"
+	call := func(args string) string {
+		return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"send","arguments":` + args + `}}`
+	}
+	body := call(`{"to":"` + email + `","cc":["` + email + `"],"opts":{"auth":"key ` + key + `","limit":5}}`)
+	res := p.Request(plugintest.Request{Endpoint: "mcp", Model: "mcp:mail/send", Body: body})
+	if res.Err != nil || res.Rejected || !res.Rewritten {
+		t.Fatalf("%+v\nlogs: %s", res, p.Logs())
+	}
+	if want := call(`{"to":"[EMAIL_1]","cc":["[EMAIL_1]"],"opts":{"auth":"key [SECRET_1]","limit":5}}`); res.Body != want {
+		t.Fatalf("body %s\nwant %s", res.Body, want)
+	}
+	if p.Metric("found_email") != 2 || p.Metric("found_secret") != 1 || p.Metric("redacted") != 1 {
+		t.Errorf("found_email %d, found_secret %d, redacted %d", p.Metric("found_email"), p.Metric("found_secret"), p.Metric("redacted"))
+	}
+	res = p.Request(plugintest.Request{Endpoint: "mcp", Model: "mcp:pay/charge", Body: call(`{"card":4111111111111111}`)})
+	if !res.Rejected || res.Code != "pii_detected" {
+		t.Fatalf("a card in a number: %+v", res)
+	}
+	// Other methods carry no arguments to scan.
+	list := `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"mailto:` + email + `"}}`
+	if res := p.Request(plugintest.Request{Endpoint: "mcp", Model: "mcp:mail", Body: list}); res.Rejected || res.Rewritten {
+		t.Fatalf("resources/read: %+v", res)
+	}
+}
+
 // session runs the request phase of a masked request and returns the
 // session for its reply.
 func session(t *testing.T, p *plugintest.Plugin, text string) *plugintest.Session {

@@ -7,10 +7,12 @@ import (
 	"github.com/tollgate/tollgate/sdk"
 )
 
-// textSetter rewrites a part of the request's conversation: what
-// masking needs of the request, so the logic is tested without a host.
+// textSetter rewrites a part of the request's conversation and reads the
+// conversation again: what masking needs of the request, so the logic is
+// tested without a host.
 type textSetter interface {
 	SetMessageText(record int, text string) error
+	Messages(dst []sdk.MessagePart) []sdk.MessagePart
 }
 
 var _ textSetter = (*sdk.Request)(nil)
@@ -28,10 +30,10 @@ type requestResult struct {
 	entries      []entry
 }
 
-// edit is a part's new text.
+// edit is a part's new text; part is its index in the parts scanned.
 type edit struct {
-	record int
-	text   []byte
+	record, part int
+	text         []byte
 }
 
 // scanRequest scans the parts of the roles the policy names and, unless it
@@ -53,7 +55,7 @@ func (p *policy) scanRequest(parts []sdk.MessagePart, w textSetter, m *mapping) 
 	}
 	var spans []detect.Span
 	var edits []edit
-	for _, part := range parts {
+	for i, part := range parts {
 		if !p.scansRole(part.Role) {
 			continue
 		}
@@ -74,20 +76,52 @@ func (p *policy) scanRequest(parts []sdk.MessagePart, w textSetter, m *mapping) 
 		} else {
 			text = m.redact(nil, p.placeholder, part.Text, spans)
 		}
-		edits = append(edits, edit{record: part.Record, text: text})
+		edits = append(edits, edit{record: part.Record, part: i, text: text})
 	}
 	res.entries = m.entries
+	var stuck []edit
 	for _, e := range edits {
 		if err := w.SetMessageText(e.record, string(e.text)); err != nil {
 			if errors.Is(err, sdk.ErrInvalid) {
-				res.unredactable = true
-				return res, nil
+				stuck = append(stuck, e)
+				continue
 			}
 			return res, err
 		}
 		res.rewritten++
 	}
+	if len(stuck) > 0 {
+		p.recheck(&res, parts, stuck, w.Messages(nil))
+	}
 	return res, nil
+}
+
+// recheck decides on the parts that could not be rewritten (their text is
+// not one JSON string in the body) by their text after the other parts'
+// rewrites: a text made of other parts' strings (an MCP tool call's
+// arguments, whose strings are parts of their own) may hold no finding
+// left, and its findings, counted with those parts', are not counted
+// twice. A finding left (an Anthropic tool_use input, a number in the
+// arguments) makes the request unredactable.
+func (p *policy) recheck(res *requestResult, parts []sdk.MessagePart, stuck []edit, after []sdk.MessagePart) {
+	var spans []detect.Span
+	for _, e := range stuck {
+		if e.record >= len(after) || len(p.scanner.Append(spans[:0], after[e.record].Text)) > 0 {
+			res.unredactable = true
+			return
+		}
+	}
+	for _, e := range stuck {
+		for _, sp := range p.scanner.Append(spans[:0], parts[e.part].Text) {
+			res.counts[sp.Kind]--
+		}
+	}
+	res.found = 0
+	for k, n := range res.counts {
+		if n > 0 {
+			res.found |= detect.SetOf(detect.Kind(k))
+		}
+	}
 }
 
 // needsReply reports whether the reply phase has work after a request

@@ -11,10 +11,16 @@ import (
 )
 
 // fakeRequest records the rewrites; records in refuse answer ErrInvalid
-// as the host does for a part that is not one JSON string.
+// as the host does for a part that is not one JSON string. Messages
+// returns after, as the host renders the rewritten body.
 type fakeRequest struct {
 	texts  map[int]string
 	refuse map[int]bool
+	after  []sdk.MessagePart
+}
+
+func (f *fakeRequest) Messages(dst []sdk.MessagePart) []sdk.MessagePart {
+	return append(dst, f.after...)
 }
 
 func (f *fakeRequest) SetMessageText(record int, text string) error {
@@ -135,9 +141,10 @@ func TestScanRequestThenRestore(t *testing.T) {
 
 func TestScanRequestUnredactable(t *testing.T) {
 	p := mustPolicy(t, `{"mode":"redact"}`)
-	f := fakeRequest{refuse: map[int]bool{1: true}}
+	parts := []sdk.MessagePart{part(0, "user", "a@example.com"), part(1, "tool", "b@example.com")}
+	f := fakeRequest{refuse: map[int]bool{1: true}, after: []sdk.MessagePart{part(0, "user", "[EMAIL_1]"), parts[1]}}
 	var m mapping
-	res, err := p.scanRequest([]sdk.MessagePart{part(0, "user", "a@example.com"), part(1, "tool", "b@example.com")}, &f, &m)
+	res, err := p.scanRequest(parts, &f, &m)
 	if err != nil || !res.unredactable {
 		t.Fatalf("err %v, unredactable %v", err, res.unredactable)
 	}
@@ -150,6 +157,39 @@ func TestScanRequestUnredactable(t *testing.T) {
 type errSetter struct{ err error }
 
 func (e errSetter) SetMessageText(int, string) error { return e.err }
+
+func (e errSetter) Messages(dst []sdk.MessagePart) []sdk.MessagePart { return dst }
+
+// TestScanRequestMadeOfParts: a part that cannot be rewritten but whose
+// text the other rewrites cleaned (an MCP tool call's arguments, whose
+// strings are parts of their own) neither refuses the request nor counts
+// its findings twice; one with a finding left refuses it.
+func TestScanRequestMadeOfParts(t *testing.T) {
+	p := mustPolicy(t, `{"mode":"redact"}`)
+	call := func(args string) sdk.MessagePart {
+		return sdk.MessagePart{Record: 0, Kind: sdk.PartToolCall, Role: []byte("assistant"), Name: []byte("mail"), Text: []byte(args)}
+	}
+	to := func(text string) sdk.MessagePart {
+		return sdk.MessagePart{Record: 1, Kind: sdk.PartText, Role: []byte("assistant"), Name: []byte("/to"), Text: []byte(text)}
+	}
+	parts := []sdk.MessagePart{call(`{"to":"a@example.com"}`), to("a@example.com")}
+	f := fakeRequest{refuse: map[int]bool{0: true}, after: []sdk.MessagePart{call(`{"to":"[EMAIL_1]"}`), to("[EMAIL_1]")}}
+	var m mapping
+	res, err := p.scanRequest(parts, &f, &m)
+	if err != nil || res.unredactable || res.rewritten != 1 || f.texts[1] != "[EMAIL_1]" {
+		t.Fatalf("err %v, %+v, texts %v", err, res, f.texts)
+	}
+	if res.counts[detect.Email] != 1 || res.found != detect.SetOf(detect.Email) {
+		t.Fatalf("counted %d e-mails, found %v", res.counts[detect.Email], res.found.Kinds())
+	}
+	// A card written as a number is in no string: it stays in the call.
+	parts[0] = call(`{"to":"a@example.com","card":4111111111111111}`)
+	f = fakeRequest{refuse: map[int]bool{0: true}, after: []sdk.MessagePart{call(`{"to":"[EMAIL_1]","card":4111111111111111}`), to("[EMAIL_1]")}}
+	m = mapping{}
+	if res, err := p.scanRequest(parts, &f, &m); err != nil || !res.unredactable {
+		t.Fatalf("err %v, unredactable %v", err, res.unredactable)
+	}
+}
 
 // TestNeedsReply: the reply phase is skipped unless there is something to
 // restore or the reply is scanned.

@@ -222,3 +222,9 @@ const (
 	MaxAnswerEvent = 1 << 20  // bytes of one respond_event
 	MaxHeaderSize  = 8 << 10  // bytes of a header name plus value
 )
+
+// EndpointMCP is request_field(ENDPOINT) for a request that carries one
+// MCP JSON-RPC message: its request_messages are the tool call it makes
+// (ABI.md, "MCP tool calls"), and its MODEL is mcp:{server}/{tool} for a
+// tools/call, mcp:{server} otherwise.
+const EndpointMCP = "mcp"

@@ -30,6 +30,9 @@ func TestRequestFacts(t *testing.T) {
 			"model=e endpoint=embeddings stream=false max_tokens=-1 messages=2 prompt_chars=6 prompt_tokens=1 body_bytes=35"},
 		{"messages API", plugintest.Request{Endpoint: "messages", Body: `{"model":"claude","max_tokens":9,"system":"sys","messages":[{"role":"user","content":"hi"}]}`},
 			"model=claude endpoint=messages stream=false max_tokens=9 messages=1 prompt_chars=5 prompt_tokens=5 body_bytes=92"},
+		{"MCP tool call", plugintest.Request{Endpoint: "mcp", Model: "mcp:files/read_file",
+			Body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"a"}}}`},
+			"model=mcp:files/read_file endpoint=mcp stream=false max_tokens=-1 messages=0 prompt_chars=0 prompt_tokens=1 body_bytes=101 tool=files/read_file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -140,8 +140,8 @@ func (p *Plugin) Metric(name string) int64 {
 // from the new body: the overrides of PromptChars, PromptTokens and Bound
 // no longer apply.
 type Request struct {
-	Model    string            // the body's "model" when "", or "test-model" if it has none
-	Endpoint string            // default "chat/completions"; also "completions", "embeddings", "messages", "responses"
+	Model    string            // the body's "model" when "", or "test-model" if it has none; for "mcp", "mcp:{server}/{tool}" (a tools/call) or "mcp:{server}"
+	Endpoint string            // default "chat/completions"; also "completions", "embeddings", "messages", "responses", and "mcp" (Body one JSON-RPC message)
 	Body     string            // the raw request JSON
 	Headers  map[string]string // client headers; CR and LF in a value become spaces, as the gateway's server hands them over
 	Stream   bool

@@ -23,6 +23,11 @@ func TestRequestRewrite(t *testing.T) {
 			`{"model":"m","messages":[{"role":"user","content":"card <CARD> ok"}]}`, "ok"},
 		{"responses", "responses", `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"4111 1111 1111 1111"}]}]}`,
 			`{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"<CARD>"}]}]}`, "ok"},
+		// An MCP tool call: the arguments' raw JSON (the tool_call record)
+		// cannot be rewritten, the string inside it can.
+		{"mcp", "mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay","arguments":{"card":"4111 1111 1111 1111","n":[1]}}}`,
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay","arguments":{"card":"<CARD>","n":[1]}}}`, "invalid,ok"},
+		{"mcp_as_chat", "chat/completions", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay","arguments":{"card":"4111 1111 1111 1111"}}}`, "", ""},
 		{"untouched", "chat/completions", `{"model":"m","messages":[{"role":"user","content":"nothing here"}]}`, "", ""},
 	}
 	for _, tc := range tests {

@@ -87,6 +87,8 @@ const (
 	fieldBody      = abi.FieldBody
 	fieldUpstream  = abi.FieldUpstream
 
+	endpointMCP = abi.EndpointMCP
+
 	intStream       = abi.IntStream
 	intMaxTokens    = abi.IntMaxTokens
 	intMessages     = abi.IntMessages

@@ -176,3 +176,31 @@ func TestSetMessageTextRefactsRefuses(t *testing.T) {
 		t.Fatalf("conversation %q", r.conversation())
 	}
 }
+
+// TestSetMessageTextMCP: on the MCP endpoint the conversation is a tool
+// call's arguments, each string rewritable; the same body on a chat
+// endpoint has no records.
+func TestSetMessageTextMCP(t *testing.T) {
+	const body = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search","arguments":{"query":"alice@example.com","filters":{"tags":["a"]}}}}`
+	r := AcquireRequest()
+	defer ReleaseRequest(r)
+	r.Endpoint, r.Body = []byte("chat/completions"), []byte(body)
+	if got := r.conversation(); len(got) != 0 {
+		t.Fatalf("chat endpoint: %q", got)
+	}
+	r.Endpoint, r.messagesDone = []byte("mcp"), false
+	if got := setMessageText(t, r, PhaseRequest, 0, "{}"); got != codeInvalid {
+		t.Fatalf("the tool_call record (raw JSON): status %d", got)
+	}
+	if got := setMessageText(t, r, PhaseRequest, 1, "[EMAIL_1]"); got != 0 {
+		t.Fatalf("status %d", got)
+	}
+	if want := strings.Replace(body, "alice@example.com", "[EMAIL_1]", 1); string(r.Body) != want {
+		t.Fatalf("body %s\nwant %s", r.Body, want)
+	}
+	want := "0 tool_call 9 6 46\nassistantsearch{\"query\":\"[EMAIL_1]\",\"filters\":{\"tags\":[\"a\"]}}\n" +
+		"0 text 9 6 9\nassistant/query[EMAIL_1]\n0 text 9 15 1\nassistant/filters/tags/0a\n"
+	if got := string(r.conversation()); got != want {
+		t.Fatalf("conversation %q\nwant %q", got, want)
+	}
+}

@@ -363,10 +363,15 @@ func (h Headers) PeekBytes(name []byte) []byte {
 
 // conversation returns the request's messages as request_messages hands
 // them out (sdk/ABI.md, "Request messages"), encoding Body on the first
-// call of the request.
+// call of the request. The endpoint, not the body's shape, says how the
+// body is read: a chat body may carry any keys a JSON-RPC message has.
 func (r *Request) conversation() []byte {
 	if !r.messagesDone {
-		r.messages, r.rewrite.spans = convo.AppendSpans(r.messages[:0], r.Body, r.rewrite.spans[:0])
+		if string(r.Endpoint) == endpointMCP {
+			r.messages, r.rewrite.spans = convo.AppendMCPSpans(r.messages[:0], r.Body, r.rewrite.spans[:0])
+		} else {
+			r.messages, r.rewrite.spans = convo.AppendSpans(r.messages[:0], r.Body, r.rewrite.spans[:0])
+		}
 		r.messagesDone = true
 	}
 	return r.messages

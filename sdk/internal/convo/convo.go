@@ -32,6 +32,9 @@
 // gives no records; a malformed one gives the records read before the
 // error. Append never panics.
 //
+// AppendMCP reads a body of the MCP endpoint instead: a tools/call's
+// arguments (mcp.go).
+//
 // AppendSpans also tells, for each record, where its TEXT lies in the
 // body when it is one JSON string literal, and Splice replaces that
 // literal with a new text: how a plugin's set_message_text rewrites a
@@ -135,6 +138,10 @@ type encoder struct {
 	spans    []TextSpan
 	textSpan TextSpan
 	lits     int
+
+	// ptr is the JSON Pointer of the value being read in an MCP tool
+	// call's arguments (mcp.go).
+	ptr []byte
 }
 
 // A span is where a string value starts in the body (its opening quote);

@@ -20,6 +20,18 @@ pub struct Exchange {
     pub(crate) ctx: u32,
 }
 
+/// The endpoint of an MCP JSON-RPC message.
+const ENDPOINT_MCP: &str = "mcp";
+
+/// Splits an MCP tool call's model, `mcp:{server}/{tool}`.
+fn split_tool_model(model: &str) -> Option<(String, String)> {
+    let (server, tool) = model.strip_prefix("mcp:")?.split_once('/')?;
+    if server.is_empty() || tool.is_empty() {
+        return None;
+    }
+    Some((server.to_string(), tool.to_string()))
+}
+
 fn field(f: i32) -> Result<String, Error> {
     buffer::read_string(|b, c| unsafe { sys::request_field(f, b, c) })
 }
@@ -36,9 +48,24 @@ impl Exchange {
         field(FIELD_MODEL)
     }
 
-    /// The API called: "chat/completions", "completions" or "embeddings".
+    /// The API called: "chat/completions", "completions", "embeddings",
+    /// "messages", "responses", or "mcp" for an MCP JSON-RPC message
+    /// ([`Exchange::tool_call`]).
     pub fn endpoint(&self) -> Result<String, Error> {
         field(FIELD_ENDPOINT)
+    }
+
+    /// The MCP tool a request of the "mcp" endpoint calls: the server and
+    /// the tool its model names (`mcp:{server}/{tool}`, split at the first
+    /// `/`). `None` for a request of another endpoint and for an MCP
+    /// message that is not a `tools/call` (its model is `mcp:{server}`).
+    /// The call's arguments are the request's [`Exchange::messages`]
+    /// (ABI.md, "MCP tool calls").
+    pub fn tool_call(&self) -> Result<Option<(String, String)>, Error> {
+        if self.endpoint()? != ENDPOINT_MCP {
+            return Ok(None);
+        }
+        Ok(split_tool_model(&self.model()?))
     }
 
     /// The request's id, the X-Request-Id the client gets.
@@ -287,5 +314,20 @@ impl Messages {
     /// The raw value (ABI.md, request_messages).
     pub fn as_bytes(&self) -> &[u8] {
         &self.value
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_models() {
+        let some = |s: &str, t: &str| Some((s.to_string(), t.to_string()));
+        assert_eq!(split_tool_model("mcp:files/read_file"), some("files", "read_file"));
+        assert_eq!(split_tool_model("mcp:files/ns/tool"), some("files", "ns/tool"));
+        for m in ["mcp:files", "mcp:/tool", "mcp:files/", "gpt-4o", "files/read"] {
+            assert_eq!(split_tool_model(m), None, "{m}");
+        }
     }
 }

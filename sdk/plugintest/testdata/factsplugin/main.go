@@ -19,6 +19,9 @@ func init() {
 		}
 		facts := fmt.Sprintf("model=%s endpoint=%s stream=%v max_tokens=%d messages=%d prompt_chars=%d prompt_tokens=%d body_bytes=%d",
 			r.Model(), r.Endpoint(), r.Stream(), mt, r.MessageCount(), r.PromptChars(), r.PromptTokensEstimate(), r.BodyBytes())
+		if server, tool, ok := r.ToolCall(); ok {
+			facts += " tool=" + server + "/" + tool
+		}
 		if err := r.SetResponseHeader("X-Facts", facts); err != nil {
 			panic(err)
 		}
