@@ -115,7 +115,17 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request, body []byte, p
 	}
 	var msg mcpMessage
 	if err := json.Unmarshal(body, &msg); err != nil {
-		s.writeRPCError(w, http.StatusBadRequest, nil, rpcParseError, "Parse error: the body is not one JSON-RPC message")
+		if !json.Valid(body) {
+			s.writeRPCError(w, http.StatusBadRequest, nil, rpcParseError, "Parse error: the body is not JSON")
+			return
+		}
+		// JSON, but not a message (a batch, a method that is no
+		// string...): the id is answered if it can be read.
+		var idOnly struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.Unmarshal(body, &idOnly)
+		s.writeRPCError(w, http.StatusBadRequest, idOnly.ID, rpcInvalidRequest, "Invalid Request: the body is not one JSON-RPC message")
 		return
 	}
 	if msg.JSONRPC != "2.0" || msg.Method == "" && (len(msg.ID) == 0 || msg.Result == nil && msg.Error == nil) {
