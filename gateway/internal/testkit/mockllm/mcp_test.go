@@ -14,7 +14,9 @@ import (
 )
 
 // connectSDK connects the official MCP Go SDK's client to the mock's MCP
-// endpoint.
+// endpoint. The SDK is the reference for what a correct server answers
+// (version negotiation, sessions, SSE framing); it is imported by tests
+// only, so no binary carries it.
 func connectSDK(t *testing.T, url string, opts *mcp.ClientOptions, version string) *mcp.ClientSession {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
