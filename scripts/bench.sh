@@ -56,7 +56,16 @@
 #                             tollgate-cachehit / tollgate-cachemiss (preflight
 #                             and the response cache, every request cacheable:
 #                             one body repeated, all hits; a new body per
-#                             request, all misses), -pg: entries in Redis
+#                             request, all misses), -pg: entries in Redis;
+#                             direct-mcp (loadgen -mcp → the mock's MCP
+#                             endpoint /mcp: tools/call of echo, a session
+#                             per worker) and tollgate-mcp (loadgen -mcp →
+#                             gateway /mcp/mock → the mock's /mcp, preflight
+#                             on: policies/mcp/bench-mcp.yaml, which needs
+#                             the gateway's mcp: policy section), its added
+#                             latency over direct-mcp's; in the streaming
+#                             modes the mock answers tools/call as SSE with
+#                             20 progress notifications (X-Mock-MCP-*)
 #   POLICY=policies/passthrough.yaml      policy of the tollgate target
 #   EXTRA="name=policy.yaml[@binary] ..."
 #                             more gateway targets (tollgate-NAME), each with
@@ -182,6 +191,8 @@ ORDER=(direct) # always measured: the others are compared with it
 for t in $TARGETS; do
 	has_target "$t" || ORDER+=("$t")
 done
+# tollgate-mcp is compared with direct-mcp: measured whenever it is.
+has_target tollgate-mcp && ! has_target direct-mcp && ORDER+=(direct-mcp)
 for extra in $EXTRA; do
 	[[ $extra == *=* ]] || die "EXTRA entries are NAME=POLICY[@BINARY], got '$extra'"
 	[[ $extra != *@* || -x ${extra#*@} ]] || die "EXTRA: ${extra#*@} is not an executable"
@@ -189,7 +200,7 @@ for extra in $EXTRA; do
 done
 for t in "${ORDER[@]}"; do
 	case $t in
-	direct | fasthttp | nginx | tollgate | tollgate-noop4 | tollgate-noop4t) ;;
+	direct | direct-mcp | fasthttp | nginx | tollgate | tollgate-noop4 | tollgate-noop4t) ;;
 	tollgate-*) [[ -n $(variant_of "$t") || " $EXTRA " == *" ${t#tollgate-}="* ]] || die "unknown target '$t'" ;;
 	*) die "unknown target '$t'" ;;
 	esac

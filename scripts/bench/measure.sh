@@ -58,14 +58,31 @@ loadgen() {
 	GOMAXPROCS=$LOADGEN_GOMAXPROCS ${PIN_PREFIX[@]+"${PIN_PREFIX[@]}"} "$BIN/loadgen" -model "$BENCH_MODEL" -H "$BENCH_HEADER" "$@"
 }
 
+# target_args TARGET MODE sets TARGET_ARGS, the load generator's flags for
+# TARGET in MODE beyond the URL and the run's length: -stream in the
+# streaming modes; -mcp for the MCP targets, whose streams are the mock's
+# SSE answers to tools/call with 20 progress notifications before the
+# result (as a chat stream has 20 tokens: the first after the mock's TTFT,
+# the rest its inter-token delay apart); -unique for the cache misses.
+target_args() {
+	TARGET_ARGS=()
+	[[ $2 != latency ]] && TARGET_ARGS+=(-stream)
+	if [[ $1 == *-mcp ]]; then
+		TARGET_ARGS+=(-mcp)
+		[[ $2 != latency ]] && TARGET_ARGS+=(-H "X-Mock-MCP-Stream: true" -H "X-Mock-MCP-Progress: 20")
+	fi
+	[[ $1 == tollgate-cachemiss* ]] && TARGET_ARGS+=(-unique)
+	return 0
+}
+
 # smoke_test: every target answers every mode, before any time is spent
 # measuring.
 smoke_test() {
 	local t m out args
 	for t in "${ORDER[@]}"; do
 		for m in "${ACTIVE_MODES[@]}"; do
-			args=(-url "${URL[$t:${M_MOCK[$m]}]}" -n 3 -warmup 0 -json)
-			[[ $m != latency ]] && args+=(-stream)
+			target_args "$t" "$m"
+			args=(-url "${URL[$t:${M_MOCK[$m]}]}" -n 3 -warmup 0 -json "${TARGET_ARGS[@]}")
 			out=$(loadgen "${args[@]}") || die "loadgen failed against $t ($m)"
 			[[ $(json_num "$out" '"failures":') == 0 ]] ||
 				die "smoke test ($m) against $t failed: $out"
@@ -143,10 +160,9 @@ section_key() { echo "$1${2:++$2}"; }
 run_one() {
 	local mode=$1 level=$2 round=$3 target=$4 pin=${5:-} out args key
 	key=$(section_key "$mode" "$pin")
+	target_args "$target" "$mode"
 	args=(-url "${URL[$target:${M_MOCK[$mode]}]}" -c "$level" -d "${M_DURATION[$mode]}"
-		-warmup "${M_WARMUP[$mode]}" -label "$key/$target/c$level/r$round" -json)
-	[[ $mode != latency ]] && args+=(-stream)
-	[[ $target == tollgate-cachemiss* ]] && args+=(-unique)
+		-warmup "${M_WARMUP[$mode]}" -label "$key/$target/c$level/r$round" -json "${TARGET_ARGS[@]}")
 	out=$(loadgen "${args[@]}") || die "loadgen failed ($key $target c=$level)"
 	printf '{"mode":"%s","target":"%s","level":%d,"round":%d,%s\n' "$key" "$target" "$level" "$round" "${out#\{}" >>"$RESULTS"
 
@@ -215,6 +231,8 @@ describe() {
 			echo "tollgate: \`tollgate serve\` on \`$POLICY\`"
 		fi
 		;;
+	direct-mcp) echo "direct-mcp: the load generator calling the mock's MCP tool \`echo\` (\`loadgen -mcp\`: a session per worker, opened untimed, then \`tools/call\` with a new id each); in the streaming modes the mock answers as SSE, 20 progress notifications before the result, and TTFT is the first of them" ;;
+	tollgate-mcp) echo "tollgate-mcp: the same tool calls through \`tollgate serve\` on \`policies/mcp/bench-mcp.yaml\` (\`POST /mcp/mock\`, preflight checking the bench key), compared with direct-mcp" ;;
 	tollgate-noop4) echo "$1: \`policies/passthrough.yaml\` plus four no-op plugins, one per phase" ;;
 	tollgate-noop4t) echo "$1: \`policies/passthrough.yaml\` plus four no-op plugins, one per phase, \`interruptible: false\`" ;;
 	*)
@@ -257,7 +275,7 @@ write_report() {
 	args+=(-header "Software: $software")
 	args+=(-header "Command: \`$INVOKED\`, that is \`$KNOBS\`")
 	args+=(-header "Wall time $(fmt_secs $((T_END - T_START))): builds and startup $(fmt_secs $((T_MEASURE - T_START))), measuring $(fmt_secs $((T_END - T_MEASURE)))")
-	args+=(-header "Load: \`gateway/cmd/loadgen\`, closed loop (each worker keeps one keep-alive connection and sends back to back), GOMAXPROCS=$LOADGEN_GOMAXPROCS; every request is a chat completion for \`$BENCH_MODEL\` with \`max_tokens\` 64 and the bench key. Per level, every round runs each target once, the order rotating; ${PAUSE}s pause and every gateway idle (in-flight 0) between levels. Figures are medians over rounds; *added* is the median over rounds of (target − direct) in the same round")
+	args+=(-header "Load: \`gateway/cmd/loadgen\`, closed loop (each worker keeps one keep-alive connection and sends back to back), GOMAXPROCS=$LOADGEN_GOMAXPROCS; every request is a chat completion for \`$BENCH_MODEL\` with \`max_tokens\` 64 and the bench key$(has_target direct-mcp && echo ' (the MCP targets: a tool call, below)' || true). Per level, every round runs each target once, the order rotating; ${PAUSE}s pause and every gateway idle (in-flight 0) between levels. Figures are medians over rounds; *added* is the median over rounds of (target − direct) in the same round")
 	for t in "${ORDER[@]}"; do
 		args+=(-header "$(describe "$t")")
 	done
@@ -279,6 +297,8 @@ write_report() {
 	done
 	has_target fasthttp && args+=(-floor fasthttp)
 	has_target nginx && args+=(-yardstick nginx)
+	# direct-mcp is the MCP targets' baseline, compared with nothing.
+	has_target direct-mcp && args+=(-compare tollgate-mcp=direct-mcp)
 	has_target tollgate-all4 && args+=(-summary "tollgate-all4=all four plugins on, memory stores")
 	has_target tollgate-all4-pg && args+=(-summary "tollgate-all4-pg=all four plugins on, Postgres + Redis")
 	[[ -n ${BENCH_OUT:-} ]] && args+=(-out "$BENCH_OUT")

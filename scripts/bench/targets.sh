@@ -31,6 +31,9 @@ variant_of() {
 	# sends one body over and over (all hits after the first), cachemiss a
 	# new body each time (loadgen -unique: every request a miss, stored).
 	cachehit | cachemiss) echo "$store:preflight cache" ;;
+	# MCP tool calls through the gateway (policies/mcp/bench-mcp.yaml),
+	# the key checked by preflight; memory stores only.
+	mcp) [[ $store == memory ]] && echo "$store:preflight" ;;
 	esac
 }
 
@@ -107,6 +110,13 @@ policy_for() {
 		echo "$out"
 		return
 	fi
+	if [[ $t == tollgate-mcp ]]; then
+		# Its plugin paths are relative to policies/mcp/; the copy's to
+		# $WORK/policies/.
+		sed 's|\.\./\.\./bin/plugins/|../bin/plugins/|' policies/mcp/bench-mcp.yaml >"$out"
+		echo "$out"
+		return
+	fi
 	v=$(variant_of "$t")
 	local src=policies/bench-all4.yaml
 	[[ ${v%%:*} == pg ]] && src=policies/bench-all4-pg.yaml
@@ -139,6 +149,19 @@ start_mocks() {
 	fi
 	URL[direct:fast]=http://127.0.0.1:$MOCK_PORT/v1/chat/completions
 	URL[direct:slow]=http://127.0.0.1:$SMOCK_PORT/v1/chat/completions
+	URL[direct-mcp:fast]=http://127.0.0.1:$MOCK_PORT$(target_path direct-mcp)
+	URL[direct-mcp:slow]=http://127.0.0.1:$SMOCK_PORT$(target_path direct-mcp)
+}
+
+# target_path TARGET prints the path TARGET is measured at: the mock's MCP
+# endpoint, the gateway's route to the MCP server "mock" of
+# policies/mcp/bench-mcp.yaml, or chat completions.
+target_path() {
+	case $1 in
+	direct-mcp) echo /mcp ;;
+	*-mcp) echo /mcp/mock ;;
+	*) echo /v1/chat/completions ;;
+	esac
 }
 
 # for_kinds FUNC calls FUNC fast MOCKPORT and/or FUNC slow MOCKPORT for
@@ -245,7 +268,7 @@ start_gateway() {
 		"$(binary_for "$1")" serve -policy "$4" -listen "127.0.0.1:$port" -watch 0 ${flags[@]+"${flags[@]}"}
 	GW_PIDS[$1:$2]=$STARTED
 	wait_ready "$port" /readyz "$STARTED" || die "$1 ($2 mock) did not become ready (GET /readyz); see $WORK/$1-$2.log"
-	URL[$1:$2]=http://127.0.0.1:$port/v1/chat/completions
+	URL[$1:$2]=http://127.0.0.1:$port$(target_path "$1")
 	# Policies without the admin listener (EXTRA, POLICY) get no in-flight
 	# wait. A busy machine may be slow to answer: a few tries.
 	local i

@@ -6,6 +6,7 @@
 //
 //	loadgen -url http://127.0.0.1:8080/v1/chat/completions -c 8 -d 10s
 //	loadgen -url http://127.0.0.1:8080/v1/chat/completions -c 8 -n 5000 -stream -json
+//	loadgen -url http://127.0.0.1:8080/mcp/docs -mcp -c 8 -d 10s   # MCP tools/call of "echo"
 //	loadgen -free-port    # print a free loopback TCP port and exit
 //	loadgen report -section latency:non-streaming results.jsonl   # markdown report of a benchmark run
 //	go tool pprof -traces cpu.pb.gz | loadgen cpubuckets           # a CPU profile's share per bucket (scripts/cpubreak.sh)
@@ -85,6 +86,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Model, "model", loadgen.DefaultModel, "model name in the generated body")
 	fs.IntVar(&cfg.MaxTokens, "max-tokens", 64, "max_tokens in the generated body (0 omits it)")
 	fs.StringVar(&bodyFile, "body", "", "file whose raw content is sent as the body (overrides -model, -max-tokens and the stream field)")
+	fs.BoolVar(&cfg.MCP, "mcp", false, `the URL is an MCP Streamable HTTP endpoint: each worker opens a session (untimed), then calls the tool "echo" (tools/call); with -stream the answer must be SSE, and ttft is its first event, total its result; a -body has each "`+loadgen.MCPIDMark+`" replaced by the request's id`)
 	fs.BoolVar(&cfg.Unique, "unique", false, `make every request's body unique (each "`+loadgen.UniqueMark+`" in it replaced by a fresh number; the generated body has one): a response cache never hits`)
 	fs.Var(&headers, "H", `extra request header "Name: value" (repeatable)`)
 	fs.DurationVar(&cfg.Timeout, "timeout", loadgen.DefaultTimeout, "per-request timeout, including a whole stream")
@@ -165,8 +167,12 @@ func printHuman(w io.Writer, r loadgen.Result) {
 	if r.Label != "" {
 		fmt.Fprintf(w, "label:      %s\n", r.Label)
 	}
-	fmt.Fprintf(w, "url:        %s (c=%d, stream=%v, warmup=%d/worker, GOMAXPROCS=%d)\n",
-		r.URL, r.Concurrency, r.Stream, r.Warmup, r.GOMAXPROCS)
+	mcp := ""
+	if r.MCP {
+		mcp = ", MCP tools/call"
+	}
+	fmt.Fprintf(w, "url:        %s (c=%d, stream=%v%s, warmup=%d/worker, GOMAXPROCS=%d)\n",
+		r.URL, r.Concurrency, r.Stream, mcp, r.Warmup, r.GOMAXPROCS)
 	fmt.Fprintf(w, "requests:   %d in %.2fs, %d failed → %.1f req/s (%.1f ok/s)\n",
 		r.Count, r.ElapsedSeconds, r.Failures, r.RequestsPerSec, r.SuccessesPerSec)
 	row := func(name string, p loadgen.Percentiles) {

@@ -46,7 +46,7 @@ func report(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var (
 		cfg               loadgen.ReportConfig
 		header, sections  stringList
-		summary           stringList
+		summary, compare  stringList
 		targets, levels   string
 		outFile, intoFile string
 	)
@@ -55,6 +55,7 @@ func report(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(&sections, "section", `a table: "MODE:NAME:SETUP", e.g. "latency:non-streaming:mock with no delays" (repeatable, in order)`)
 	fs.StringVar(&targets, "targets", "", "row order of the targets, space-separated; others follow by name")
 	fs.StringVar(&cfg.Baseline, "baseline", "direct", "the target others are compared with in the same round")
+	fs.Var(&compare, "compare", `"TARGET=BASELINE": compare TARGET with BASELINE instead of -baseline, e.g. tollgate-mcp=direct-mcp (repeatable)`)
 	fs.StringVar(&cfg.Floor, "floor", "", "the target whose added latency the ratio column divides by (none: no column)")
 	fs.StringVar(&cfg.Yardstick, "yardstick", "", "a target (nginx) the others' throughput is shown as a share of, per mode and level (none: no such table)")
 	fs.Var(&summary, "summary", `"TARGET=DESCRIPTION": a target the summary reports (repeatable)`)
@@ -92,6 +93,17 @@ func report(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 2
 		}
 		cfg.Summary = append(cfg.Summary, loadgen.SummaryTarget{Target: t, Description: d})
+	}
+	for _, s := range compare {
+		t, base, _ := strings.Cut(s, "=")
+		if t == "" || base == "" {
+			fmt.Fprintf(stderr, "loadgen report: -compare %q is not TARGET=BASELINE\n", s)
+			return 2
+		}
+		if cfg.Baselines == nil {
+			cfg.Baselines = map[string]string{}
+		}
+		cfg.Baselines[t] = base
 	}
 	for _, f := range strings.Split(levels, ",") {
 		if f = strings.TrimSpace(f); f == "" {

@@ -82,6 +82,7 @@ func TestReportCommandRejectsBadInput(t *testing.T) {
 		{"bad section", []string{"report", "-section", "nocolon", bad}, 2},
 		{"bad level", []string{"report", "-summary-levels", "1,x", bad}, 2},
 		{"two files", []string{"report", bad, bad}, 2},
+		{"bad comparison", []string{"report", "-compare", "tollgate-mcp", bad}, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

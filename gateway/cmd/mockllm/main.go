@@ -1,6 +1,7 @@
 // Command mockllm runs the OpenAI-compatible mock model server used by the
 // gateway's end-to-end tests, `make run` and benchmarks. It also serves
-// Anthropic's Messages API on POST /v1/messages.
+// Anthropic's Messages API on POST /v1/messages, and a Model Context
+// Protocol server (Streamable HTTP, tools echo, sleep and fail) on /mcp.
 //
 // Every flag sets the matching mockllm.Config field; requests can still
 // override most of them with X-Mock-* headers.
@@ -82,6 +83,9 @@ func run(args []string, logger *slog.Logger) error {
 	fs.IntVar(&cfg.EmbeddingDims, "embedding-dims", mockllm.DefaultEmbeddingDims, "embedding vector length")
 	kinds := fs.String("usage-kinds", "", "tokens of priced kinds every reply's usage adds, e.g. cached=100,reasoning=50 (names: cached, cache_write, audio_in, image_in, reasoning, audio_out, image_out)")
 	awsKeys := fs.String("aws-keys", "", "comma-separated ACCESS_KEY_ID=SECRET_ACCESS_KEY pairs: if set, the Bedrock routes verify SigV4 signatures with these credentials")
+	fs.DurationVar(&cfg.MCPSleep, "mcp-sleep", 0, "how long the MCP tool sleep sleeps when its call names no ms")
+	fs.BoolVar(&cfg.MCPStream, "mcp-stream", false, "answer MCP tools/call as text/event-stream (-mcp-progress notifications, then the result; first after -ttft, the rest -inter-token apart) instead of JSON")
+	fs.IntVar(&cfg.MCPProgress, "mcp-progress", 0, "progress notifications before an MCP tools/call result streamed with -mcp-stream")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -104,7 +108,9 @@ func run(args []string, logger *slog.Logger) error {
 		return errors.New("-garbage-after must be >= 0")
 	case cfg.EmbeddingDims < 1:
 		return errors.New("-embedding-dims must be >= 1")
-	case cfg.TTFT < 0 || cfg.InterToken < 0 || cfg.FailDelay < 0:
+	case cfg.MCPProgress < 0:
+		return errors.New("-mcp-progress must be >= 0")
+	case cfg.TTFT < 0 || cfg.InterToken < 0 || cfg.FailDelay < 0 || cfg.MCPSleep < 0:
 		return errors.New("durations must be >= 0")
 	}
 	for _, m := range strings.Split(*models, ",") {
@@ -156,6 +162,9 @@ func run(args []string, logger *slog.Logger) error {
 		"models", cfg.Models,
 		"embedding_dims", cfg.EmbeddingDims,
 		"aws_keys", len(cfg.AWSSecretKeys),
+		"mcp_sleep", cfg.MCPSleep.String(),
+		"mcp_stream", cfg.MCPStream,
+		"mcp_progress", cfg.MCPProgress,
 	)
 	select {
 	case err := <-errc:

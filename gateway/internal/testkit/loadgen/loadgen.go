@@ -13,6 +13,10 @@
 // until the whole response has been read. Streaming requests additionally
 // record the time to first token (the first SSE data event carrying a
 // non-empty "content" or "text" string) and the time to "data: [DONE]".
+//
+// With Config.MCP the endpoint is a Model Context Protocol server's
+// Streamable HTTP endpoint instead, and the requests are tool calls
+// (mcp.go).
 package loadgen
 
 import (
@@ -103,6 +107,13 @@ type Config struct {
 	// sends, in this run or another (the generated body's prompt ends with the mark). A
 	// response cache then never finds a request it has seen.
 	Unique bool
+	// MCP makes URL an MCP Streamable HTTP endpoint: each worker opens a
+	// session (initialize and notifications/initialized, untimed, again
+	// whenever the server forgets it), then sends tools/call of the tool
+	// "echo" with a short "text" (mcp.go). Stream then asks for, and
+	// requires, the answer as an SSE stream. A Body is sent with each
+	// MCPIDMark in it replaced by the request's JSON-RPC id.
+	MCP bool
 	// Headers are extra request headers (e.g. Authorization).
 	Headers []Header
 	// Timeout bounds each request, including a whole stream. Default
@@ -128,6 +139,8 @@ type Result struct {
 	URL string `json:"url"`
 	// Stream reports whether streaming was measured.
 	Stream bool `json:"stream"`
+	// MCP reports whether the requests were MCP tool calls.
+	MCP bool `json:"mcp,omitempty"`
 	// Concurrency is the number of workers and connections.
 	Concurrency int `json:"concurrency"`
 	// Warmup is the number of unrecorded requests per worker.
@@ -158,10 +171,11 @@ type Result struct {
 	// is written to the end of the response body.
 	Latency Percentiles `json:"latency_us"`
 	// TTFT summarises the time to the first non-empty content delta of
-	// successful streams. Nil unless Stream.
+	// successful streams (MCP: to the stream's first event). Nil unless
+	// Stream.
 	TTFT *Percentiles `json:"ttft_us,omitempty"`
 	// StreamTotal summarises the time to "data: [DONE]" of successful
-	// streams. Nil unless Stream.
+	// streams (MCP: to the tool call's result). Nil unless Stream.
 	StreamTotal *Percentiles `json:"total_us,omitempty"`
 }
 
@@ -252,6 +266,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		Label:          cfg.Label,
 		URL:            cfg.URL,
 		Stream:         cfg.Stream,
+		MCP:            cfg.MCP,
 		Concurrency:    cfg.Concurrency,
 		Warmup:         cfg.Warmup,
 		WarmupFailures: int(warmupFailures.Load()),
@@ -432,6 +447,9 @@ func newClient(cfg Config) (*fasthttp.HostClient, error) {
 // legacy completion request when the URL path ends in /completions without
 // /chat/.
 func defaultBody(cfg Config) ([]byte, error) {
+	if cfg.MCP {
+		return mcpBody(cfg), nil
+	}
 	type message struct {
 		Role    string `json:"role"`
 		Content string `json:"content"`
@@ -478,23 +496,76 @@ type worker struct {
 	req    *fasthttp.Request
 	resp   *fasthttp.Response
 	lines  *bufio.Reader
-	// With Config.Unique: the body's parts around each mark, and the body
+	// With Config.Unique or MCP: the body cut at its marks, and the body
 	// rebuilt per request.
-	parts [][]byte
-	buf   []byte
+	tmpl []segment
+	buf  []byte
+	// mcp is the worker's MCP session (Config.MCP), nil otherwise.
+	mcp *mcpSession
 }
 
-// renumber gives the next request a body no other request sent.
+// segment is a piece of a body template: text, then the value of mark
+// (markNone after the last piece).
+type segment struct {
+	text []byte
+	mark byte
+}
+
+// Marks a body template fills in per request.
+const (
+	markNone   byte = iota
+	markUnique      // UniqueMark: a number no other request sends
+	markID          // MCPIDMark: the worker's next JSON-RPC id
+)
+
+// template cuts body at each UniqueMark (if unique) and MCPIDMark (if
+// mcp); nil if it has no mark to fill.
+func template(body []byte, unique, mcp bool) []segment {
+	var t []segment
+	for {
+		i, mark, n := -1, markNone, 0
+		if unique {
+			i, mark, n = bytes.Index(body, []byte(UniqueMark)), markUnique, len(UniqueMark)
+		}
+		if mcp {
+			if j := bytes.Index(body, []byte(MCPIDMark)); j >= 0 && (i < 0 || j < i) {
+				i, mark, n = j, markID, len(MCPIDMark)
+			}
+		}
+		if i < 0 {
+			if t == nil {
+				return nil
+			}
+			return append(t, segment{text: body})
+		}
+		t = append(t, segment{text: body[:i], mark: mark})
+		body = body[i+n:]
+	}
+}
+
+// renumber fills in the body's marks for the next request: a body no
+// other request sent (Config.Unique), the next JSON-RPC id (Config.MCP).
 func (w *worker) renumber() {
-	if w.parts == nil {
+	if w.tmpl == nil {
 		return
 	}
-	n := uniqueSeq.Add(1)
-	w.buf = append(w.buf[:0], w.parts[0]...)
-	for _, p := range w.parts[1:] {
-		w.buf = append(append(w.buf, uniqueRun...), '-')
-		w.buf = strconv.AppendInt(w.buf, n, 10)
-		w.buf = append(w.buf, p...)
+	var n int64
+	w.buf = w.buf[:0]
+	for _, sg := range w.tmpl {
+		w.buf = append(w.buf, sg.text...)
+		switch sg.mark {
+		case markUnique:
+			if n == 0 {
+				n = uniqueSeq.Add(1)
+			}
+			w.buf = append(append(w.buf, uniqueRun...), '-')
+			w.buf = strconv.AppendInt(w.buf, n, 10)
+		case markID:
+			w.buf = strconv.AppendInt(w.buf, w.mcp.nextID, 10)
+		}
+	}
+	if w.mcp != nil {
+		w.mcp.nextID++
 	}
 	w.req.SetBodyRaw(w.buf)
 }
@@ -504,7 +575,11 @@ func newWorker(cfg Config, client *fasthttp.HostClient, body []byte) *worker {
 	req.SetRequestURI(cfg.URL)
 	req.Header.SetMethod(fasthttp.MethodPost)
 	req.Header.SetContentType("application/json")
-	if cfg.Stream {
+	switch {
+	case cfg.MCP:
+		// The transport requires both, whichever the server answers.
+		req.Header.Set(fasthttp.HeaderAccept, mcpAccept)
+	case cfg.Stream:
 		req.Header.Set(fasthttp.HeaderAccept, "text/event-stream")
 	}
 	for _, h := range cfg.Headers {
@@ -512,9 +587,10 @@ func newWorker(cfg Config, client *fasthttp.HostClient, body []byte) *worker {
 	}
 	req.SetBody(body)
 	w := &worker{client: client, stream: cfg.Stream, req: req, resp: fasthttp.AcquireResponse()}
-	if cfg.Unique {
-		w.parts = bytes.Split(body, []byte(UniqueMark))
+	if cfg.MCP {
+		w.mcp = newMCPSession(cfg)
 	}
+	w.tmpl = template(body, cfg.Unique, cfg.MCP)
 	if cfg.Stream {
 		w.lines = bufio.NewReaderSize(nil, 64<<10)
 	}
@@ -523,6 +599,9 @@ func newWorker(cfg Config, client *fasthttp.HostClient, body []byte) *worker {
 
 func (w *worker) release() {
 	_ = w.resp.CloseBodyStream()
+	if w.mcp != nil {
+		w.mcp.release()
+	}
 	fasthttp.ReleaseRequest(w.req)
 	fasthttp.ReleaseResponse(w.resp)
 }
@@ -543,7 +622,8 @@ func (w *worker) measure(ctx context.Context, log *errorLog) sample {
 // status or a malformed stream, which are fast, legitimate answers).
 func (w *worker) backoff(ctx context.Context, err error) {
 	var se *statusError
-	if errors.As(err, &se) || errors.Is(err, errNoDone) || errors.Is(err, errNoToken) {
+	var me *mcpError
+	if errors.As(err, &se) || errors.As(err, &me) || errors.Is(err, errNoDone) || errors.Is(err, errNoToken) {
 		return
 	}
 	t := time.NewTimer(transportBackoff)
@@ -556,6 +636,9 @@ func (w *worker) backoff(ctx context.Context, err error) {
 
 // once sends one request and times it.
 func (w *worker) once() (sample, error) {
+	if w.mcp != nil {
+		return w.onceMCP()
+	}
 	w.renumber()
 	if w.stream {
 		return w.onceStream()

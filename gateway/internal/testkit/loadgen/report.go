@@ -74,6 +74,13 @@ type ReportConfig struct {
 	// Baseline is the target every other is compared with in the same
 	// round ("direct": the load generator talking to the mock itself).
 	Baseline string
+	// Baselines names, for some targets, the target compared with
+	// instead of Baseline: an MCP tool call through the gateway beside
+	// one sent to the mock directly, not beside a chat completion. A
+	// target named here as a baseline is compared with nothing, and a
+	// target with its own baseline gets no ratio to the Floor (a proxy of
+	// other requests).
+	Baselines map[string]string
 	// Floor is the proxy whose added latency the ratio column divides by
 	// (the plain fasthttp proxy). Empty leaves the column out.
 	Floor string
@@ -120,6 +127,23 @@ type cell struct {
 	added50, added95              float64
 	failures, count, warmupFailed int
 	errors                        []string
+}
+
+// baselineOf returns the target t is compared with, and false if t is a
+// baseline itself.
+func (cfg *ReportConfig) baselineOf(t string) (string, bool) {
+	if t == cfg.Baseline {
+		return "", false
+	}
+	for _, b := range cfg.Baselines {
+		if t == b {
+			return "", false
+		}
+	}
+	if b, ok := cfg.Baselines[t]; ok {
+		return b, true
+	}
+	return cfg.Baseline, true
 }
 
 // key returns the figure a mode is judged by: the whole request's latency,
@@ -186,10 +210,11 @@ func cells(runs []Record, mode string, cfg *ReportConfig) []cell {
 			if r.StreamTotal != nil {
 				tot = append(tot, r.StreamTotal.P50)
 			}
-			if k.target == cfg.Baseline {
+			base, compared := cfg.baselineOf(k.target)
+			if !compared {
 				continue
 			}
-			if b := byRound[rk{r.Level, r.Round, cfg.Baseline}]; b != nil && key(b).Samples > 0 {
+			if b := byRound[rk{r.Level, r.Round, base}]; b != nil && key(b).Samples > 0 {
 				a50 = append(a50, p.P50-key(b).P50)
 				a95 = append(a95, p.P95-key(b).P95)
 			}
@@ -372,7 +397,8 @@ func writeSection(b *strings.Builder, cfg ReportConfig, s Section, cs []cell) {
 		fmt.Fprintf(b, " %s | %s |", signed(c.added50), signed(c.added95))
 		if cfg.Floor != "" {
 			r := "–"
-			if f := find(cs, cfg.Floor, c.level); f != nil && c.target != cfg.Floor && c.target != cfg.Baseline {
+			base, compared := cfg.baselineOf(c.target)
+			if f := find(cs, cfg.Floor, c.level); f != nil && c.target != cfg.Floor && compared && base == cfg.Baseline {
 				r = ratio(c.added50, f.added50)
 			}
 			fmt.Fprintf(b, " %s |", r)

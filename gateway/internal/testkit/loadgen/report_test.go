@@ -233,3 +233,41 @@ func TestSpliceReport(t *testing.T) {
 		})
 	}
 }
+
+// TestReportOwnBaseline: a target given its own baseline is compared
+// with that one, which is compared with nothing, and neither gets a ratio
+// to the floor.
+func TestReportOwnBaseline(t *testing.T) {
+	cfg := reportConfig()
+	cfg.Baselines = map[string]string{"tollgate-mcp": "direct-mcp"}
+	runs := matrix("")
+	for round := 1; round <= 2; round++ {
+		// direct-mcp is 300 µs above direct; tollgate-mcp adds 120 µs +
+		// 10 µs × the round to direct-mcp.
+		p50 := 100 + float64(40*(round-1)) + 300
+		runs = append(runs, rec("latency", "direct-mcp", 1, round, p50, 0),
+			rec("latency", "tollgate-mcp", 1, round, p50+120+float64(10*round), 0))
+	}
+	cs := cells(runs, "latency", &cfg)
+	if c := find(cs, "tollgate-mcp", 1); c == nil || c.added50 != 135 {
+		t.Fatalf("tollgate-mcp: %+v, want added p50 135", c)
+	}
+	if c := find(cs, "direct-mcp", 1); c == nil || !math.IsNaN(c.added50) {
+		t.Fatalf("direct-mcp: %+v, want no added figure", c)
+	}
+	if c := find(cs, "tollgate", 1); c == nil || c.added50 != 115 {
+		t.Fatalf("tollgate: %+v, still compared with direct", c)
+	}
+	var b strings.Builder
+	writeSection(&b, cfg, cfg.Sections[0], cs)
+	for _, line := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(line, "| 1 | tollgate-mcp |") || strings.HasPrefix(line, "| 1 | direct-mcp |") {
+			if !strings.HasSuffix(line, "| – |") {
+				t.Errorf("a ratio to the floor for another kind of request: %s", line)
+			}
+		}
+		if strings.HasPrefix(line, "| 1 | tollgate |") && strings.HasSuffix(line, "| – |") {
+			t.Errorf("tollgate lost its ratio to the floor: %s", line)
+		}
+	}
+}

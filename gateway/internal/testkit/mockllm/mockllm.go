@@ -9,7 +9,8 @@
 // Google's generateContent and streamGenerateContent in both the Gemini
 // API's and Vertex AI's paths (gemini.go), OpenAI's Responses API
 // (responses.go), and OpenAI's images, audio, moderations, files and
-// batches (passthru.go). Replies are
+// batches (passthru.go), and a Model Context Protocol server's Streamable
+// HTTP endpoint at /mcp (mcp.go). Replies are
 // deterministic: generated content is the words "tok0 ", "tok1 ", ... (or the
 // configured Text cut into ChunkSize-byte pieces or at Split offsets), so a test can predict the
 // exact bytes the gateway should relay. Behaviour is set by Config and can be
@@ -49,8 +50,8 @@ const MaxBodyBytes = 32 << 20
 const modelsCreated = 1700000000
 
 // Config sets the default behaviour of a Server. Every field except APIKey,
-// Models and EmbeddingDims can be overridden per request by an X-Mock-*
-// header (see the package constants Header*).
+// Models, EmbeddingDims and MCPSleep can be overridden per request by an
+// X-Mock-* header (see the package constants Header*).
 type Config struct {
 	// TTFT is the delay before the first data event of a stream (the
 	// response headers are sent before it), or before the reply of a
@@ -132,6 +133,16 @@ type Config struct {
 	// → secret access key) the Bedrock routes accept: their SigV4
 	// signatures are verified (see bedrock.go).
 	AWSSecretKeys map[string]string
+	// MCPSleep is how long the MCP tool "sleep" sleeps when its call
+	// names no "ms" (see mcp.go).
+	MCPSleep time.Duration
+	// MCPStream makes POST /mcp answer tools/call as an SSE stream (the
+	// progress notifications, then the result) instead of JSON.
+	MCPStream bool
+	// MCPProgress is the number of notifications/progress events an SSE
+	// tools/call answer sends before its result: the first after TTFT,
+	// the others InterToken apart.
+	MCPProgress int
 }
 
 // Stats is a snapshot of a Server's counters.
@@ -165,6 +176,8 @@ type Server struct {
 	storedOrder []string
 	// Files and batches (passthru.go).
 	store passStore
+	// MCP sessions by Mcp-Session-Id (mcp.go).
+	mcpSessions sync.Map // session id → the negotiated protocol version
 
 	onClose   atomic.Pointer[func(requestID string, at time.Time)]
 	onRequest atomic.Pointer[func(h http.Header, body []byte)]
@@ -189,6 +202,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.GarbageAfter < 0 {
 		cfg.GarbageAfter = 0
+	}
+	if cfg.MCPProgress < 0 {
+		cfg.MCPProgress = 0
 	}
 	if cfg.ToolCallAt < 0 {
 		cfg.ToolCallAt = 0
@@ -282,6 +298,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(p, "/openai/") || strings.HasPrefix(p, "/v1/openai/"):
 		s.serveAzure(w, r, body) // Azure OpenAI's paths, api-version and api-key
 		return
+	case p == MCPPath:
+		handle = (*Server).serveMCP // the MCP Streamable HTTP endpoint, JSON-RPC errors (mcp.go)
 	case r.Method == http.MethodGet && p == "/v1/models":
 		handle = (*Server).serveModels
 	case r.Method == http.MethodGet && strings.HasPrefix(p, "/v1/models/") && len(p) > len("/v1/models/"):

@@ -33,6 +33,10 @@ const (
 	// url.QueryUnescape-encoded (a comma inside one is %2C), see
 	// Config.ToolCallArgs.
 	HeaderToolCallArgs = "X-Mock-Tool-Call-Args"
+	// HeaderMCPStream is strconv.ParseBool syntax, see Config.MCPStream.
+	HeaderMCPStream = "X-Mock-MCP-Stream"
+	// HeaderMCPProgress is an integer >= 0, see Config.MCPProgress.
+	HeaderMCPProgress = "X-Mock-MCP-Progress"
 )
 
 // canonical returns the canonical form of a header name, as net/http stores
@@ -56,6 +60,8 @@ var (
 
 	keyToolCallArgs  = canonical(HeaderToolCallArgs)
 	keyTokensPerByte = canonical(HeaderTokensPerByte)
+	keyMCPStream     = canonical(HeaderMCPStream)
+	keyMCPProgress   = canonical(HeaderMCPProgress)
 )
 
 // params is the effective behaviour of one request.
@@ -80,6 +86,9 @@ type params struct {
 
 	// toolCallArgs are the fragments of the tool call's arguments.
 	toolCallArgs []string
+
+	mcpStream   bool // tools/call answered as SSE (Config.MCPStream)
+	mcpProgress int  // progress notifications before its result
 }
 
 // params merges the server Config with the request's override headers.
@@ -103,6 +112,8 @@ func (s *Server) params(h http.Header) (*params, error) {
 		garbage:       c.GarbageAfter,
 
 		toolCallArgs: c.ToolCallArgs,
+		mcpStream:    c.MCPStream,
+		mcpProgress:  c.MCPProgress,
 	}
 	if len(h) == 0 {
 		return p, p.checkText("Config.Split", "Config.ToolCallAt")
@@ -141,6 +152,16 @@ func (s *Server) params(h http.Header) (*params, error) {
 			return nil, headerError(HeaderTokensPerByte, "must be true or false")
 		}
 		p.tokensPerByte = b
+	}
+	if v, ok := h[keyMCPStream]; ok && len(v) > 0 {
+		b, perr := strconv.ParseBool(v[0])
+		if perr != nil {
+			return nil, headerError(HeaderMCPStream, "must be true or false")
+		}
+		p.mcpStream = b
+	}
+	if p.mcpProgress, err = intHeader(h, keyMCPProgress, HeaderMCPProgress, p.mcpProgress, 0, 1<<20); err != nil {
+		return nil, err
 	}
 	if v, ok := h[keyUsage]; ok && len(v) > 0 {
 		b, perr := strconv.ParseBool(v[0])

@@ -16,7 +16,7 @@ import (
 var fuzzHeaders = map[byte]string{
 	'a': HeaderTTFT, 'b': HeaderTokens, 'c': HeaderInterToken, 'd': HeaderText, 'e': HeaderChunkSize,
 	'f': HeaderFailStatus, 'g': HeaderFailDelay, 'h': HeaderCutAfter, 'i': HeaderUsage, 'j': HeaderSplit,
-	'k': HeaderToolCallAt, 'l': HeaderToolCallArgs,
+	'k': HeaderToolCallAt, 'l': HeaderToolCallArgs, 'm': HeaderMCPStream, 'n': HeaderMCPProgress,
 }
 
 // FuzzParams parses the mock's per-request override headers. Each input
@@ -35,6 +35,8 @@ func FuzzParams(f *testing.F) {
 	f.Add([]byte("h2\nb10"), true)
 	f.Add([]byte("dabc\nj2,1"), false)
 	f.Add([]byte("d%zz"), true)
+	f.Add([]byte("mtrue\nn3"), false)
+	f.Add([]byte("mmaybe\nn-2"), false)
 	s := New(Config{})
 	f.Fuzz(func(t *testing.T, in []byte, stream bool) {
 		h := http.Header{}
@@ -54,7 +56,7 @@ func FuzzParams(f *testing.F) {
 			return
 		}
 		if p.tokens < 0 || p.chunkSize < 1 || p.cutAfter < 0 || p.ttft < 0 || p.interToken < 0 || p.failDelay < 0 ||
-			(p.failStatus != 0 && (p.failStatus < 200 || p.failStatus > 599)) || p.toolCallAt < 0 || p.toolCallAt > len(p.text) {
+			(p.failStatus != 0 && (p.failStatus < 200 || p.failStatus > 599)) || p.toolCallAt < 0 || p.toolCallAt > len(p.text) || p.mcpProgress < 0 {
 			t.Fatalf("accepted out-of-range params %+v", p)
 		}
 		for i, n := range p.split {
