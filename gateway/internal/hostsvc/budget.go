@@ -207,6 +207,13 @@ func (b *Budget) prepareReserve(c *Session, r *wasmhost.Request, req []byte) (h 
 	if r.Tenant == nil {
 		return h, 0, []byte("notenant"), nil
 	}
+	if string(r.Endpoint) == "mcp" {
+		// An MCP message (a tool call) has no price and reports no
+		// usage: it costs nothing unless a plugin charges it, and is
+		// never refused for want of a price (docs/POLICY.md, "MCP
+		// servers").
+		return h, 0, []byte("noprice"), nil
+	}
 	if b.refuseUnpriced && len(r.Model) > 0 {
 		if _, ok := b.price(r); !ok {
 			return h, 0, []byte("noprice refuse"), nil

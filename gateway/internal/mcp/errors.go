@@ -53,12 +53,11 @@ func AppendError(dst, id []byte, code int, message string, data *Refusal) []byte
 }
 
 // RefusalCode is the JSON-RPC error code of a refusal with HTTP status:
-// CodeUnavailable for the gateway's and the server's failures (502, 503,
-// 504, and 499 for a cancelled call), CodeRefused for every other
-// refusal (a plan, a limit, a budget, a guard).
+// CodeUnavailable for the gateway's and the server's failures (5xx),
+// CodeRefused for every other refusal (a plan, a limit, a budget, a
+// guard, a cancel).
 func RefusalCode(status int) int {
-	switch status {
-	case 499, 502, 503, 504:
+	if status >= 500 {
 		return CodeUnavailable
 	}
 	return CodeRefused

@@ -42,7 +42,7 @@ const (
 	// type and code the refusal has elsewhere in the gateway.
 	CodeRefused = -32000
 	// CodeUnavailable: the MCP server could not be reached, failed or
-	// timed out, or the request was cancelled.
+	// timed out, or the gateway is shutting down (a 5xx elsewhere).
 	CodeUnavailable = -32001
 )
 

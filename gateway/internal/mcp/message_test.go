@@ -68,7 +68,8 @@ func TestAppendError(t *testing.T) {
 			Message string `json:"message"`
 			Data    struct {
 				Status     int    `json:"status"`
-				Type, Code string `json:"type"`
+				Type       string `json:"type"`
+				Code       string `json:"code"`
 				RetryAfter int    `json:"retry_after"`
 			} `json:"data"`
 		} `json:"error"`
@@ -77,7 +78,7 @@ func TestAppendError(t *testing.T) {
 		t.Fatalf("%s: %v", b, err)
 	}
 	if got.JSONRPC != "2.0" || string(got.ID) != `"x"` || got.Error.Code != -32000 || got.Error.Message != `no "way"` ||
-		got.Error.Data.Status != 429 || got.Error.Data.RetryAfter != 3 {
+		got.Error.Data.Status != 429 || got.Error.Data.Type != "rate_limit_error" || got.Error.Data.Code != "rate_limit_exceeded" || got.Error.Data.RetryAfter != 3 {
 		t.Errorf("%s", b)
 	}
 	if b := AppendError(nil, nil, CodeParseError, "bad", nil); string(b) != `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad"}}` {
@@ -86,7 +87,7 @@ func TestAppendError(t *testing.T) {
 }
 
 func TestRefusalCode(t *testing.T) {
-	for status, want := range map[int]int{401: CodeRefused, 403: CodeRefused, 429: CodeRefused, 400: CodeRefused, 499: CodeUnavailable, 502: CodeUnavailable, 503: CodeUnavailable, 504: CodeUnavailable} {
+	for status, want := range map[int]int{401: CodeRefused, 403: CodeRefused, 409: CodeRefused, 429: CodeRefused, 400: CodeRefused, 500: CodeUnavailable, 502: CodeUnavailable, 503: CodeUnavailable, 504: CodeUnavailable} {
 		if got := RefusalCode(status); got != want {
 			t.Errorf("%d: %d, want %d", status, got, want)
 		}
