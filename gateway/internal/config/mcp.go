@@ -43,16 +43,6 @@ const DefaultMCPTimeout = 60 * time.Second
 
 var mcpServerName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 
-// MCPServerNamed is the server called name; nil for none.
-func (m *MCP) MCPServerNamed(name string) *MCPServer {
-	for i := range m.Servers {
-		if m.Servers[i].Name == name {
-			return &m.Servers[i]
-		}
-	}
-	return nil
-}
-
 func (p *Policy) applyMCPDefaults() {
 	for i := range p.MCP.Servers {
 		setDefault(&p.MCP.Servers[i].Timeout, DefaultMCPTimeout)
