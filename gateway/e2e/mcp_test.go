@@ -41,7 +41,10 @@ type docsServer struct {
 
 const docsToken = "docs-secret"
 
-func startDocsServer(t *testing.T) *docsServer {
+func startDocsServer(t *testing.T) *docsServer { return startDocsServerOpts(t, nil) }
+
+// startDocsServerOpts is startDocsServer with the SDK handler's options.
+func startDocsServerOpts(t *testing.T, opts *mcp.StreamableHTTPOptions) *docsServer {
 	t.Helper()
 	d := &docsServer{gotProgress: make(chan struct{}), slowStarted: make(chan struct{}, 1), slowEnded: make(chan error, 1)}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "docs", Version: "1"}, nil)
@@ -82,7 +85,7 @@ func startDocsServer(t *testing.T) *docsServer {
 			return text("slow: done"), nil, nil
 		}
 	})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, opts)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("X-Docs-Token") != docsToken || r.Header.Get("Authorization") != "" || r.Header.Get("X-Api-Key") != "" {
 			d.badCreds.Add(1)
@@ -444,6 +447,29 @@ func TestMCPRefusals(t *testing.T) {
 	}
 	if docs.badCreds.Load() != 0 {
 		t.Errorf("%d requests reached the server without its credentials", docs.badCreds.Load())
+	}
+}
+
+// TestMCPJSONReplies: a server that answers with application/json rather
+// than event streams gets the same treatment: its tools/list reply is
+// filtered by plan, its results reach the client.
+func TestMCPJSONReplies(t *testing.T) {
+	docs := startDocsServerOpts(t, &mcp.StreamableHTTPOptions{JSONResponse: true})
+	_, mockURL := startMock(t, mockllm.Config{})
+	_, gw := startGateway(t, mcpPolicy(mockURL, docs.url), mcpVars)
+	tr := &keyTransport{key: "tg_mcp_globex", name: "json"}
+	cs, err := connectMCP(t, gw+"/mcp/docs", tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := toolNamesOf(t, cs); !slices.Equal(got, []string{"limited", "progress", "search", "slow"}) {
+		t.Errorf("globex lists %v", got)
+	}
+	if got, err := callText(t, cs, context.Background(), &mcp.CallToolParams{Name: "search", Arguments: map[string]any{"q": "json"}}); err != nil || got != "search: json" {
+		t.Errorf("search: %q, %v", got, err)
+	}
+	if _, err := callText(t, cs, context.Background(), &mcp.CallToolParams{Name: "delete"}); err == nil {
+		t.Error("globex called delete")
 	}
 }
 
