@@ -64,8 +64,12 @@ func newMCPServers(p *config.Policy) map[string]*mcpServer {
 	out := make(map[string]*mcpServer, len(p.MCP.Servers))
 	for i := range p.MCP.Servers {
 		ms := &p.MCP.Servers[i]
+		addr := *ms.Parsed
+		if addr.Path == "" {
+			addr.Path = "/" // http://host:port is the request line's "/"
+		}
 		u := &config.Upstream{
-			Name: ms.Name, Provider: "mcp", URL: ms.Parsed, Headers: ms.Headers,
+			Name: ms.Name, Provider: "mcp", URL: &addr, Headers: ms.Headers,
 			// No idle or total bound: a tool's progress stream and a
 			// GET's server stream last as long as both ends keep them.
 			Timeouts:       config.Timeouts{Connect: config.DefaultConnectTimeout, FirstByte: ms.Timeout},

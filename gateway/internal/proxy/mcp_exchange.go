@@ -213,11 +213,7 @@ func (x *exchange) mcpRefused(ctx *fasthttp.RequestCtx, e *openai.Error, flags u
 		ctx.Response.Header.Set("WWW-Authenticate", "Bearer")
 	}
 	if !m.isRequest() || e.Status == fasthttp.StatusUnauthorized {
-		ra := ctx.Response.Header.Peek("Retry-After")
-		writeError(ctx, e)
-		if len(ra) > 0 && len(ctx.Response.Header.Peek("Retry-After")) == 0 {
-			ctx.Response.Header.SetBytesV("Retry-After", ra)
-		}
+		writeError(ctx, e) // the headers set above (Retry-After) stay
 		x.end(flags, e.Status)
 		return
 	}
