@@ -96,9 +96,10 @@ func (p *Policy) validateMCP(ps *Problems) {
 // mcpReservedHeader reports the headers the gateway writes itself on a
 // request to an MCP server: configured ones would be sent twice.
 func mcpReservedHeader(k string) bool {
-	switch strings.ToLower(k) {
-	case "host", "content-length", "content-type", "accept", "mcp-session-id", "mcp-protocol-version", "last-event-id", "x-request-id", "transfer-encoding", "connection":
+	switch k = strings.ToLower(k); k {
+	case "host", "content-length", "content-type", "accept", "mcp-session-id", "mcp-protocol-version", "last-event-id",
+		"mcp-method", "mcp-name", "x-request-id", "transfer-encoding", "connection":
 		return true
 	}
-	return false
+	return strings.HasPrefix(k, "mcp-param-")
 }

@@ -32,6 +32,7 @@ routes: [{models: [m], upstream: a}]
 		{"user info", base + "mcp: {servers: [{name: d, url: 'http://u:p@h/mcp'}]}\n", "mcp.servers[0].url: must not carry a fragment or user info"},
 		{"negative timeout", base + "mcp: {servers: [{name: d, url: 'http://h/mcp', timeout: -1s}]}\n", "mcp.servers[0].timeout: must not be negative"},
 		{"gateway's header", base + "mcp: {servers: [{name: d, url: 'http://h/mcp', headers: {Mcp-Session-Id: x}}]}\n", "mcp.servers[0].headers.Mcp-Session-Id: is set by the gateway"},
+		{"a message's header", base + "mcp: {servers: [{name: d, url: 'http://h/mcp', headers: {Mcp-Param-Q: x}}]}\n", "mcp.servers[0].headers.Mcp-Param-Q: is set by the gateway"},
 		{"bad header name", base + "mcp: {servers: [{name: d, url: 'http://h/mcp', headers: {'a b': x}}]}\n", `mcp.servers[0].headers: invalid header name "a b"`},
 		{"unknown field", base + "mcp: {servers: [{name: d, url: 'http://h/mcp', tools: [x]}]}\n", "mcp.servers[0].tools"},
 	}

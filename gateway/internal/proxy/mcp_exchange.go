@@ -97,7 +97,8 @@ func (s *Server) mcpServe(ctx *fasthttp.RequestCtx, name []byte) {
 	x.req = openai.Request{Model: m.model}
 	x.route, x.modelLabel = m.srv.route, string(m.srv.model)
 	x.client = x.route.targets[0].client
-	if x.refuseUnrecordable(ctx) {
+	if err := x.st.acct.Ready(); err != nil {
+		x.writeMCPError(ctx, callLogUnavailable()) // no row can be written: nothing is served
 		return
 	}
 	x.startTrace(ctx)
@@ -201,20 +202,25 @@ func (x *exchange) startMCPPlugins(ctx *fasthttp.RequestCtx, body []byte) {
 func (m *mcpState) isRequest() bool { return m.kind == mcp.Request }
 
 // mcpRefused answers a refused or failed MCP request and ends the
-// exchange. A JSON-RPC request gets a JSON-RPC error with its id (HTTP
-// 200), the refusal's status, type and code in its data; a 401 stays an
-// HTTP 401 (MCP clients act on it: authorization), and so does every
-// refusal of a notification, a response, a GET or a DELETE. The call log
-// records the refusal's status.
+// exchange; the call log records the refusal's status.
 func (x *exchange) mcpRefused(ctx *fasthttp.RequestCtx, e *openai.Error, flags uint32) {
-	m := &x.mcp
 	x.applyClientHeaders(ctx)
+	x.writeMCPError(ctx, e)
+	x.end(flags, e.Status)
+}
+
+// writeMCPError answers with e. A JSON-RPC request gets a JSON-RPC error
+// with its id (HTTP 200), the refusal's status, type and code in its
+// data; a 401 stays an HTTP 401 with WWW-Authenticate (MCP clients act on
+// it: authorization), and so does every refusal of a notification, a
+// response, a GET or a DELETE. Headers set before (Retry-After) stay.
+func (x *exchange) writeMCPError(ctx *fasthttp.RequestCtx, e *openai.Error) {
+	m := &x.mcp
 	if e.Status == fasthttp.StatusUnauthorized {
 		ctx.Response.Header.Set("WWW-Authenticate", "Bearer")
 	}
 	if !m.isRequest() || e.Status == fasthttp.StatusUnauthorized {
-		writeError(ctx, e) // the headers set above (Retry-After) stay
-		x.end(flags, e.Status)
+		writeError(ctx, e)
 		return
 	}
 	ra, _ := strconv.ParseInt(string(ctx.Response.Header.Peek("Retry-After")), 10, 64)
@@ -223,7 +229,6 @@ func (x *exchange) mcpRefused(ctx *fasthttp.RequestCtx, e *openai.Error, flags u
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(m.out)
-	x.end(flags, e.Status)
 }
 
 // sendMCP makes the request's one attempt and returns the server's reply,
