@@ -436,6 +436,37 @@ func TestMCPRefusals(t *testing.T) {
 			t.Errorf("%s: %d %s", tc.name, status, body)
 		}
 	}
+	// The server's own statuses come back as it sent them: a GET or a
+	// DELETE without a session, a request in a session it does not know
+	// (expired: 404, the client's cue to initialize again).
+	for _, tc := range []struct {
+		name, method, body string
+		hdr                []string
+	}{
+		{"GET without a session", "GET", "", []string{"Accept", "text/event-stream"}},
+		{"DELETE of an unknown session", "DELETE", "", []string{"Mcp-Session-Id", "nope"}},
+		{"a request in an unknown session", "POST", `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+			[]string{"Mcp-Session-Id", "nope", "Mcp-Protocol-Version", "2025-06-18", "Accept", "application/json, text/event-stream", "Content-Type", "application/json"}},
+	} {
+		do := func(url string, hdr ...string) (int, string) {
+			req, _ := http.NewRequest(tc.method, url, strings.NewReader(tc.body))
+			for i := 0; i+1 < len(hdr); i += 2 {
+				req.Header.Set(hdr[i], hdr[i+1])
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			return resp.StatusCode, resp.Header.Get("Allow")
+		}
+		direct, allowDirect := do(docs.url, append(tc.hdr, "X-Docs-Token", docsToken)...)
+		via, allowVia := do(endpoint, append(tc.hdr, "Authorization", "Bearer tg_mcp_acme")...)
+		t.Logf("%s: %d", tc.name, via)
+		if direct < 400 || via != direct || allowVia != allowDirect {
+			t.Errorf("%s: %d (Allow %q) through the gateway, %d (Allow %q) from the server", tc.name, via, allowVia, direct, allowDirect)
+		}
+	}
 	req, _ := http.NewRequest("PUT", endpoint, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
