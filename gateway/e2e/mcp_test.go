@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -20,6 +22,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tollgate/tollgate/gateway/internal/config"
+	"github.com/tollgate/tollgate/gateway/internal/proxy"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
 )
 
@@ -569,5 +573,46 @@ func TestMCPCancelSlowCall(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Error("the server's handler was not stopped")
+	}
+}
+
+// TestMCPStreamEndsOnShutdown: a client's GET stream, open for as long as
+// both ends keep it, does not hold a shutdown past its drain time.
+func TestMCPStreamEndsOnShutdown(t *testing.T) {
+	docs := startDocsServer(t)
+	_, mockURL := startMock(t, mockllm.Config{})
+	p, err := config.Parse([]byte(mcpPolicy(mockURL, docs.url)), func(k string) (string, bool) { v, ok := mcpVars[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := proxy.New(p, slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelError})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { srv.Serve(ln); close(done) }()
+	tr := &keyTransport{key: "tg_mcp_acme", name: "shutdown"}
+	if _, err := connectMCP(t, "http://"+ln.Addr().String()+"/mcp/docs", tr, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The client opens its GET stream after initialize; wait for it to
+	// be with the server.
+	for end := time.Now().Add(5 * time.Second); srv.InFlight() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("no GET stream in flight")
+		}
+	}
+	start := time.Now()
+	srv.Shutdown(0, 300*time.Millisecond)
+	<-done
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("shutdown took %v with a GET stream open (drain 300ms)", took)
+	}
+	if n := srv.InFlight(); n != 0 {
+		t.Errorf("%d requests still in flight", n)
 	}
 }
