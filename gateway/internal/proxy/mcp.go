@@ -49,6 +49,9 @@ type mcpServer struct {
 	name  string
 	label string // the endpoint in metrics and the call log: /mcp/{name}
 	model []byte // mcp:{name}
+	// modelLabel is model as the metrics' model label: every request to
+	// the server has it, whatever its tool (a client's choice).
+	modelLabel string
 	// path is what the request line carries after the URL's path: its
 	// query, if any.
 	path  string
@@ -79,6 +82,7 @@ func newMCPServers(p *config.Policy) map[string]*mcpServer {
 		rt := &route{targets: []target{{client: c, filter: newHeaderFilter(mcpForwarded), name: []byte(ms.Name)}}, wait: ms.Timeout}
 		rt.set = balance.NewSet([]*balance.Upstream{balance.NewUpstream(ms.Name, balance.Config{})}, []int{1})
 		s := &mcpServer{name: ms.Name, label: "/mcp/" + ms.Name, model: mcp.AppendModel(nil, ms.Name, nil), route: rt}
+		s.modelLabel = string(s.model)
 		if q := ms.Parsed.RawQuery; q != "" {
 			s.path = "?" + q
 		}

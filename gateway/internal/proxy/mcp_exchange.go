@@ -72,33 +72,8 @@ func (s *Server) mcpServe(ctx *fasthttp.RequestCtx, name []byte) {
 	}()
 	x.id = s.requestID(ctx, x.id[:0])
 	ctx.Response.Header.SetBytesV("X-Request-Id", x.id)
-	if x.st = s.acquireState(); x.st == nil {
-		writeError(ctx, &openai.Error{Status: 503, Type: "server_error", Code: "shutting_down", Message: "The gateway is shutting down; retry the request."})
-		return
-	}
-	m := &x.mcp
-	if m.srv = x.st.mcp[string(name)]; m.srv == nil {
-		writeError(ctx, unknownMCPServer(name))
-		return
-	}
-	if !ctx.IsPost() && !ctx.IsGet() && !ctx.IsDelete() {
-		writeError(ctx, methodNotAllowed(ctx, "POST, GET, DELETE"))
-		return
-	}
-	var body []byte
-	if ctx.IsPost() {
-		body = ctx.PostBody()
-		if !x.readMCPMessage(ctx, body) {
-			return
-		}
-	} else {
-		m.model = append(m.model[:0], m.srv.model...)
-	}
-	x.req = openai.Request{Model: m.model}
-	x.route, x.modelLabel = m.srv.route, string(m.srv.model)
-	x.client = x.route.targets[0].client
-	if err := x.st.acct.Ready(); err != nil {
-		x.writeMCPError(ctx, callLogUnavailable()) // no row can be written: nothing is served
+	body, ok := x.readMCP(ctx, name)
+	if !ok {
 		return
 	}
 	x.startTrace(ctx)
@@ -111,8 +86,10 @@ func (s *Server) mcpServe(ctx *fasthttp.RequestCtx, name []byte) {
 			}
 		}
 	}
-	if patterns, ok := x.svc.AllowedModels(); ok && len(patterns) > 0 && m.listTools {
-		m.allow = m.tf.AllowTool(m.srv.name, patterns)
+	if m := &x.mcp; m.listTools {
+		if patterns, ok := x.svc.AllowedModels(); ok && len(patterns) > 0 {
+			m.allow = m.tf.AllowTool(m.srv.name, patterns)
+		}
 	}
 	rctx := x.openUpstream(ctx)
 	x.upSent = time.Since(x.start)
@@ -125,8 +102,9 @@ func (s *Server) mcpServe(ctx *fasthttp.RequestCtx, name []byte) {
 	}
 	if err != nil {
 		x.closeUpstream(nil)
-		x.mcpCancelled(context.Cause(rctx))
-		if e := s.upstreamError(ctx, x.client, err, context.Cause(rctx)); e != nil {
+		cause := context.Cause(rctx)
+		x.mcpCancelled(cause)
+		if e := s.upstreamError(ctx, x.client, err, cause); e != nil {
 			x.mcpRefused(ctx, e, wasmhost.EndUpstreamError)
 			return
 		}
@@ -144,6 +122,41 @@ func (s *Server) mcpServe(ctx *fasthttp.RequestCtx, name []byte) {
 		}
 	}
 	streamed = x.mcpReply(ctx, rctx, status)
+}
+
+// readMCP reads an MCP request up to its plugins — the state, the
+// server, the method, a POST's message — and sets its model and route;
+// false when it was answered already.
+func (x *exchange) readMCP(ctx *fasthttp.RequestCtx, name []byte) (body []byte, ok bool) {
+	if x.st = x.s.acquireState(); x.st == nil {
+		writeError(ctx, &openai.Error{Status: 503, Type: "server_error", Code: "shutting_down", Message: "The gateway is shutting down; retry the request."})
+		return nil, false
+	}
+	m := &x.mcp
+	if m.srv = x.st.mcp[string(name)]; m.srv == nil {
+		writeError(ctx, unknownMCPServer(name))
+		return nil, false
+	}
+	if !ctx.IsPost() && !ctx.IsGet() && !ctx.IsDelete() {
+		writeError(ctx, methodNotAllowed(ctx, "POST, GET, DELETE"))
+		return nil, false
+	}
+	if ctx.IsPost() {
+		body = ctx.PostBody()
+		if !x.readMCPMessage(ctx, body) {
+			return nil, false
+		}
+	} else {
+		m.model = append(m.model[:0], m.srv.model...)
+	}
+	x.req = openai.Request{Model: m.model}
+	x.route, x.modelLabel = m.srv.route, m.srv.modelLabel
+	x.client = x.route.targets[0].client
+	if err := x.st.acct.Ready(); err != nil {
+		x.writeMCPError(ctx, callLogUnavailable()) // no row can be written: nothing is served
+		return nil, false
+	}
+	return body, true
 }
 
 // readMCPMessage reads a POST's JSON-RPC message and its model; false when
