@@ -374,8 +374,13 @@ func TestMCPThroughGateway(t *testing.T) {
 				t.Errorf("%s: reply bytes in %s", tc.what, line)
 			}
 		}
-		if strings.Contains(logs.String(), "gateway") && strings.Contains(logs.String(), `"q"`) {
-			t.Error("a tool's arguments reached the log")
+		if strings.Contains(logs.String(), `"q"`) || strings.Contains(logs.String(), "search: gateway") {
+			t.Error("a tool's arguments or result reached the log")
+		}
+		// Tool calls are not priced: no price lookup, no warning per tool
+		// under pricing.unpriced: refuse.
+		if strings.Contains(logs.String(), "has no price") {
+			t.Error("an MCP model was looked up as an unpriced model")
 		}
 	})
 

@@ -79,7 +79,9 @@ func (b *Budget) holdID(c *Session, r *wasmhost.Request) string {
 // price is the price of r's model; false when it has none (or the
 // lookup failed, which is logged).
 func (b *Budget) price(r *wasmhost.Request) (*tenant.Price, bool) {
-	if b.prices == nil {
+	if b.prices == nil || string(r.Endpoint) == "mcp" {
+		// MCP messages are not priced: no lookup, and no "unpriced"
+		// warning per tool (prepareReserve).
 		return nil, false
 	}
 	p, err := b.prices.Price(context.Background(), string(r.Model))
