@@ -83,11 +83,16 @@ func TestReserve(t *testing.T) {
 	}
 }
 
-// A request without a model (files, batches) is not refused as unpriced.
+// A request without a model (files, batches) is not refused as unpriced,
+// nor an MCP message.
 func TestNoModelNotRefusedAsUnpriced(t *testing.T) {
 	p := load(t, `{"unpriced":"reject"}`, "noprice", nil)
 	if res := p.Request(plugintest.Request{Explicit: plugintest.FieldModel, Tenant: acme}); res.Rejected || res.Err != nil {
 		t.Fatalf("%+v", res)
+	}
+	// Nor is an MCP message: tool calls are not priced.
+	if res := p.Request(plugintest.Request{Model: "mcp:docs/search", Endpoint: "mcp", Tenant: acme}); res.Rejected || res.Err != nil {
+		t.Fatalf("an MCP tool call: %+v", res)
 	}
 	if res := p.Request(plugintest.Request{Model: "m-1", Tenant: acme}); res.Status != 400 || res.Code != "model_not_priced" {
 		t.Fatalf("a model without a price: %+v", res)

@@ -265,8 +265,9 @@ func reserved(r *sdk.Request, c *sdk.CallResponse) sdk.Verdict {
 			"You exceeded your current quota: this request could cost more than what is left of "+budgetName(string(rest))+remaining(string(rest))+".")
 	case "noprice":
 		// A request without a model (the Files and Batch APIs) has no
-		// price to have and no usage to settle: not refused for it.
-		if (cfg.Unpriced == "reject" || string(rest) == "refuse") && r.Model() != "" {
+		// price to have and no usage to settle: not refused for it. Nor
+		// is an MCP message (endpoint mcp): tool calls are not priced.
+		if (cfg.Unpriced == "reject" || string(rest) == "refuse") && r.Model() != "" && r.Endpoint() != "mcp" {
 			return r.Reject(400, "invalid_request_error", "model_not_priced",
 				"The model `"+r.Model()+"` has no price, so its cost cannot be held against the budget.")
 		}

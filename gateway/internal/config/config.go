@@ -84,6 +84,9 @@ type Policy struct {
 	// Cache is the response cache's store (docs/POLICY.md, "Response
 	// cache").
 	Cache Cache `yaml:"cache"`
+	// MCP lists the Model Context Protocol servers the gateway fronts
+	// (docs/POLICY.md, "MCP servers").
+	MCP MCP `yaml:"mcp"`
 
 	// Dir is the directory of the policy file; relative plugin paths are
 	// resolved against it ("" for a policy that is not a file: the working
@@ -403,6 +406,7 @@ func (p *Policy) applyDefaults() {
 	p.applySharedDefaults()
 	p.applyAlertsDefaults()
 	p.applyCacheDefaults()
+	p.applyMCPDefaults()
 	p.applyRoutingDefaults()
 }
 
@@ -509,6 +513,7 @@ func (p *Policy) validate(lookupEnv func(string) (string, bool)) Problems {
 	p.validatePassthrough(&ps)
 	p.validateAlerts(lookupEnv, &ps)
 	p.validateCache(&ps)
+	p.validateMCP(&ps)
 	p.validatePricing(&ps)
 	p.validateTLS(&ps)
 	p.validateMetrics(lookupEnv, &ps)

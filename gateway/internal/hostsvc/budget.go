@@ -79,7 +79,9 @@ func (b *Budget) holdID(c *Session, r *wasmhost.Request) string {
 // price is the price of r's model; false when it has none (or the
 // lookup failed, which is logged).
 func (b *Budget) price(r *wasmhost.Request) (*tenant.Price, bool) {
-	if b.prices == nil {
+	if b.prices == nil || string(r.Endpoint) == "mcp" {
+		// MCP messages are not priced: no lookup, and no "unpriced"
+		// warning per tool (prepareReserve).
 		return nil, false
 	}
 	p, err := b.prices.Price(context.Background(), string(r.Model))
@@ -206,6 +208,13 @@ func (b *Budget) prepareReserve(c *Session, r *wasmhost.Request, req []byte) (h 
 	}
 	if r.Tenant == nil {
 		return h, 0, []byte("notenant"), nil
+	}
+	if string(r.Endpoint) == "mcp" {
+		// An MCP message (a tool call) has no price and reports no
+		// usage: it costs nothing unless a plugin charges it, and is
+		// never refused for want of a price (docs/POLICY.md, "MCP
+		// servers").
+		return h, 0, []byte("noprice"), nil
 	}
 	if b.refuseUnpriced && len(r.Model) > 0 {
 		if _, ok := b.price(r); !ok {

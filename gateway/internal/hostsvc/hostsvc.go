@@ -192,6 +192,16 @@ func (c *Session) Reset() {
 	c.cache.reset()
 }
 
+// AllowedModels is the plan's allowed-model patterns of the tenant
+// tenant.resolve found for the request (none: every model); resolved
+// false when it found none. The slice is the tenant cache's: read only.
+func (c *Session) AllowedModels() (patterns []string, resolved bool) {
+	if c.meter.snap == nil {
+		return nil, false
+	}
+	return c.meter.snap.Plan.AllowedModels, true
+}
+
 // Call implements wasmhost.Services: the service registered under name.
 func (c *Session) Call(r *wasmhost.Request, name string, req []byte) ([]byte, error) {
 	if c.set == nil {

@@ -4,7 +4,9 @@
 // upstreams (attempt.go, route.go, provider.go), the reply — with the end
 // of each exchange (finish.go: one teardown path), the client's disconnect
 // watch and read-ahead, and what a finished request hands to be recorded
-// (record.go).
+// (record.go). The passthrough endpoints (passthru.go) and MCP servers
+// (mcp.go: the protocol's pieces are package mcp's) reuse that path with
+// one attempt and their replies relayed.
 //
 // What it hands off lives in packages of its own: a streamed reply's body
 // in proxy/stream; what is measured of a request (metrics, the access log

@@ -65,6 +65,7 @@ type exchange struct {
 
 	prov providerState // the upstream API's request and reply (provider.go)
 	pass passState     // a passthrough request's model and reply (passthru.go)
+	mcp  mcpState      // an MCP request's message and reply (mcp_exchange.go)
 	// route is the request's route; try its attempts (attempt.go).
 	route *route
 	// modelLabel is the model in metrics: a name or pattern of the policy.
@@ -123,6 +124,7 @@ func (x *exchange) free() {
 	x.svc.Reset()
 	x.prov.reset()
 	x.pass.reset()
+	x.mcp.reset()
 	x.route, x.modelLabel = nil, ""
 	x.try.reset()
 	x.ended, x.endFlags, x.endStatus, x.ex, x.exCancel, x.watch, x.inFlight = false, 0, 0, nil, nil, nil, false
@@ -426,6 +428,14 @@ func (x *exchange) applyClientHeaders(ctx *fasthttp.RequestCtx) {
 // pluginRefused answers a request a plugin rejected, or whose plugin failed
 // under fail_closed.
 func (x *exchange) pluginRefused(ctx *fasthttp.RequestCtx, err error) {
+	e := x.refusal(err)
+	writeError(ctx, e)
+	x.applyClientHeaders(ctx)
+	x.end(wasmhost.EndRejected, e.Status)
+}
+
+// refusal is the client's error for a plugin's refusal or failure.
+func (x *exchange) refusal(err error) *openai.Error {
 	var rej *wasmhost.RejectError
 	var fail *wasmhost.FailureError
 	var e *openai.Error
@@ -441,9 +451,7 @@ func (x *exchange) pluginRefused(ctx *fasthttp.RequestCtx, err error) {
 	default:
 		e = openai.Internal(err.Error())
 	}
-	writeError(ctx, e)
-	x.applyClientHeaders(ctx)
-	x.end(wasmhost.EndRejected, e.Status)
+	return e
 }
 
 func defaultErrorType(status int) string {
@@ -585,6 +593,11 @@ func (x *exchange) tokenKinds() wasmhost.TokenKinds {
 // the gateway's estimate (the prompt estimate, and the larger of the text
 // events and a quarter of the text bytes received).
 func (x *exchange) tokens(flags uint32) (prompt, completion int64, reported bool) {
+	if x.ep == endpointMCP {
+		// MCP messages are not priced in tokens: their reply bytes are
+		// no model's output.
+		return 0, 0, false
+	}
 	if x.usagePending {
 		x.usagePending = false
 		if _, err := x.parseReply(); err == nil && x.wr != nil {
@@ -633,37 +646,43 @@ func (s *Server) requestID(ctx *fasthttp.RequestCtx, dst []byte) []byte {
 // reply could be sent: 504 on timeouts, 502 otherwise, nothing when the
 // client itself went away.
 func (s *Server) upstreamFailed(ctx *fasthttp.RequestCtx, c *upstream.Client, err, cause error) {
+	if e := s.upstreamError(ctx, c, err, cause); e != nil {
+		writeError(ctx, e)
+	}
+}
+
+// upstreamError is upstreamFailed's error for the client; nil when the
+// client is gone (its connection is then closed).
+func (s *Server) upstreamError(ctx *fasthttp.RequestCtx, c *upstream.Client, err, cause error) *openai.Error {
 	switch {
 	case errors.Is(cause, ErrClientGone):
 		ctx.SetConnectionClose()
-		return
+		return nil
 	case errors.Is(cause, ErrCancelled):
-		writeError(ctx, stream.Cancelled())
-		return
+		return stream.Cancelled()
 	case errors.Is(cause, ErrShuttingDown):
-		writeError(ctx, &openai.Error{Status: fasthttp.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down",
-			Message: "The gateway is shutting down; retry the request."})
 		ctx.SetConnectionClose()
-		return
+		return &openai.Error{Status: fasthttp.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down",
+			Message: "The gateway is shutting down; retry the request."}
 	case errors.As(err, new(*openai.Error)):
 		// No upstream could take the request (breakers open, or every one
 		// at its max_concurrent): the error says which.
-		writeError(ctx, asOpenAIError(err))
+		return asOpenAIError(err)
 	case errors.Is(err, upstream.ErrPoolFull):
 		s.log.Warn("upstream connection pool full", "upstream", c.Name(), "err", err)
-		writeError(ctx, saturated(ctx, fmt.Sprintf("Every connection to the upstream %q is busy (its max_connections); retry the request.", c.Name())))
+		return saturated(ctx, fmt.Sprintf("Every connection to the upstream %q is busy (its max_connections); retry the request.", c.Name()))
 	case errors.Is(err, upstream.ErrCredentials):
 		// The message names the upstream and the credential source, never
 		// a secret (upstream.Authorizer's contract).
 		s.log.Error("no credentials for the upstream", "upstream", c.Name(), "err", err)
-		writeError(ctx, &openai.Error{Status: fasthttp.StatusBadGateway, Type: openai.TypeUpstream, Code: "upstream_credentials",
-			Message: fmt.Sprintf("The gateway could not obtain credentials for the upstream %q: %v", c.Name(), strings.TrimPrefix(err.Error(), upstream.ErrCredentials.Error()+": "+c.Name()+": "))})
+		return &openai.Error{Status: fasthttp.StatusBadGateway, Type: openai.TypeUpstream, Code: "upstream_credentials",
+			Message: fmt.Sprintf("The gateway could not obtain credentials for the upstream %q: %v", c.Name(), strings.TrimPrefix(err.Error(), upstream.ErrCredentials.Error()+": "+c.Name()+": "))}
 	case errors.Is(err, upstream.ErrTimeout):
 		s.log.Warn("upstream timeout", "upstream", c.Name(), "err", err)
-		writeError(ctx, openai.UpstreamTimeout(fmt.Sprintf("The upstream %q did not answer in time.", c.Name())))
+		return openai.UpstreamTimeout(fmt.Sprintf("The upstream %q did not answer in time.", c.Name()))
 	default:
 		s.log.Warn("upstream unreachable", "upstream", c.Name(), "err", err)
-		writeError(ctx, openai.UpstreamUnreachable(fmt.Sprintf("The upstream %q could not be reached.", c.Name())))
+		return openai.UpstreamUnreachable(fmt.Sprintf("The upstream %q could not be reached.", c.Name()))
 	}
 }
 

@@ -129,6 +129,9 @@ func passEndpointOf(ep openai.Endpoint) *passEndpoint {
 
 // endpointLabel is the exchange's endpoint in metrics and the call log.
 func (x *exchange) endpointLabel() string {
+	if x.ep == endpointMCP {
+		return x.mcp.srv.label
+	}
 	if pe := passEndpointOf(x.ep); pe != nil {
 		return pe.label
 	}

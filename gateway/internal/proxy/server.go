@@ -341,6 +341,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			s.storedResponse(ctx, id, sub)
 			return
 		}
+		if name, ok := mcpPath(ctx.Path()); ok {
+			s.mcpServe(ctx, name)
+			return
+		}
 		if pe, id, allow, ok := passEndpointFor(ctx.Method(), ctx.Path()); ok {
 			if pe == nil {
 				writeError(ctx, methodNotAllowed(ctx, allow))

@@ -27,7 +27,8 @@ import (
 type state struct {
 	policy  *config.Policy
 	routes  *router
-	files   *route // /v1/files and /v1/batches (passthru.go); nil: not served
+	files   *route                // /v1/files and /v1/batches (passthru.go); nil: not served
+	mcp     map[string]*mcpServer // the policy's MCP servers, by name (mcp.go)
 	clients map[string]*upstream.Client
 	// bindings are the upstreams' providers, by name (provider.go).
 	bindings map[string]*binding
@@ -106,6 +107,9 @@ func (s *Server) newState(p *config.Policy) (_ *state, err error) {
 		return nil, err
 	}
 	st.files = newFilesRoute(p, st.clients, st.bindings, st.filters, health)
+	if st.mcp = newMCPServers(p); st.mcp != nil {
+		st.closers = append(st.closers, func() { closeMCPServers(st.mcp) })
+	}
 	st.closers = append(st.closers, s.obs.Attach(st.pipeline, st.tenants))
 	return st, nil
 }

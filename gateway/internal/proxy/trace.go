@@ -21,6 +21,7 @@ var operationNames = map[openai.Endpoint]string{
 	openai.Embeddings:      "embeddings",
 	endpointMessages:       "chat",
 	endpointResponses:      "chat",
+	endpointMCP:            "mcp",
 }
 
 // startTrace starts the request's root span once its route is known,
@@ -31,8 +32,12 @@ func (x *exchange) startTrace(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	h := &ctx.Request.Header
+	route := endpointPath(x.ep)
+	if x.ep == endpointMCP {
+		route = x.mcp.srv.label
+	}
 	x.trace = observe.StartTrace(t.Tracer(), func(k string) string { return string(h.Peek(k)) }, &observe.TraceStart{
-		Operation: operationNames[x.ep], Model: string(x.req.Model), Route: endpointPath(x.ep),
+		Operation: operationNames[x.ep], Model: string(x.req.Model), Route: route,
 		RequestID: string(x.id), MaxTokens: int64(x.req.MaxTokens), HasMaxTokens: x.req.HasMaxTokens,
 		Start: x.start,
 	})

@@ -346,6 +346,19 @@ func (cn *conn) Read(p []byte) (int, error) {
 // per step/8 of use. A timeout therefore fires after its configured time,
 // at most an eighth later.
 func (cn *conn) arm(set *time.Time, step time.Duration, setDeadline func(time.Time) error) error {
+	if step <= 0 {
+		// No per-read bound (an MCP server's streams, which may stay
+		// silent for as long as both ends keep them): the total's alone.
+		if set.Equal(cn.cap) {
+			return nil
+		}
+		if err := setDeadline(cn.cap); err != nil {
+			*set = time.Time{}
+			return err
+		}
+		*set = cn.cap
+		return nil
+	}
 	lo := time.Now().Add(step)
 	hi := lo.Add(step / 8)
 	if !cn.cap.IsZero() {

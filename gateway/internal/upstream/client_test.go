@@ -258,3 +258,48 @@ func TestMaxConnections(t *testing.T) {
 		t.Errorf("failed=%d peak=%d conns=%d, want 0, ≤3, ≤3", failed.Load(), peak.Load(), srv.conns.Load())
 	}
 }
+
+// A 204 has no body whatever its headers say (an MCP server's reply to a
+// DELETE has no Content-Length): it reads as empty at once, not as a body
+// lasting until the server closes. With idle 0 (no per-read bound) a
+// stream's reads wait as long as the server keeps it.
+func TestNoContentAndUnboundedIdle(t *testing.T) {
+	srv := newRawServer(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			r, err := readRequest(br)
+			if err != nil {
+				return
+			}
+			if strings.HasPrefix(r, "DELETE") {
+				io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
+				continue
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+			time.Sleep(300 * time.Millisecond) // past the first-byte step: no read deadline is left armed
+			io.WriteString(c, "4\r\nlate\r\n0\r\n\r\n")
+		}
+	})
+	u, _ := url.Parse("http://" + srv.ln.Addr().String() + "/mcp")
+	c := New(&config.Upstream{Name: "mcp", URL: u, Timeouts: config.Timeouts{Connect: time.Second, FirstByte: 100 * time.Millisecond}, MaxConnections: 2})
+	t.Cleanup(c.Close)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // a body read to the close would hang
+	defer cancel()
+	ex, err := c.Do(ctx, &Request{Method: "DELETE"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ex.ReadAll(nil, 1<<20)
+	ex.Release()
+	if err != nil || len(b) != 0 || time.Since(start) > time.Second {
+		t.Fatalf("204: %q, %v after %v", b, err, time.Since(start))
+	}
+	ex, err = c.Do(context.Background(), &Request{Method: "POST", Body: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ex.Release()
+	if b, err := ex.ReadAll(nil, 1<<20); err != nil || string(b) != "late" {
+		t.Fatalf("stream: %q, %v", b, err)
+	}
+}

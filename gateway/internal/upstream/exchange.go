@@ -82,8 +82,15 @@ func (ex *Exchange) attempt(ctx context.Context, req *Request) error {
 	ex.gotHeader = true
 	ex.firstByte = time.Now()
 	cn.step = ex.client.timeouts.Idle
-	if status := ex.resp.Header.StatusCode(); ex.resp.Header.ContentLength() == -1 &&
-		status != fasthttp.StatusNoContent && status != fasthttp.StatusNotModified {
+	status := ex.resp.Header.StatusCode()
+	if status == fasthttp.StatusNoContent || status == fasthttp.StatusNotModified {
+		// No body, whatever the headers say (RFC 9110 §15.3.5, §15.4.5):
+		// an MCP server's 204 to a DELETE has no Content-Length, and
+		// would otherwise read as a body lasting until the close.
+		ex.body = bytes.NewReader(nil)
+		return nil
+	}
+	if ex.resp.Header.ContentLength() == -1 {
 		// Chunked: decoded here, so that Ready can see past the chunk at hand.
 		ex.chunked.reset(cn.br)
 		ex.body = &ex.chunked

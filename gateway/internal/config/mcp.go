@@ -1,0 +1,105 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// MCP configures the Model Context Protocol servers the gateway fronts
+// (docs/POLICY.md, "MCP servers"; docs/adr/0029-mcp-gateway.md): each is
+// reached at /mcp/{name} over the Streamable HTTP transport, with the
+// tenant's gateway key, under its plan, rate limits, plugins and call log.
+type MCP struct {
+	Servers []MCPServer `yaml:"servers"`
+}
+
+// MCPServer is one MCP server behind the gateway.
+type MCPServer struct {
+	// Name is the server's path segment (/mcp/NAME) and its name in plan
+	// patterns (mcp:NAME, mcp:NAME/TOOL): lower-case letters, digits,
+	// '_' and '-', starting with a letter or digit.
+	Name string `yaml:"name"`
+	// URL is the server's Streamable HTTP endpoint (http or https).
+	URL string `yaml:"url"`
+	// Headers are sent to the server with every request: its own
+	// credentials, from the environment as ${VAR}. The client's
+	// Authorization and X-Api-Key (its gateway key) never are.
+	Headers map[string]string `yaml:"headers"`
+	// Timeout bounds how long a POST waits for the server's first byte
+	// (default 60s). Nothing bounds a reply once it started: a tool's
+	// event stream and a GET's server stream last as long as both ends
+	// keep them.
+	Timeout time.Duration `yaml:"timeout"`
+
+	// Parsed is URL parsed.
+	Parsed *url.URL `yaml:"-"`
+}
+
+// DefaultMCPTimeout is an MCP server's first-byte timeout.
+const DefaultMCPTimeout = 60 * time.Second
+
+var mcpServerName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+
+func (p *Policy) applyMCPDefaults() {
+	for i := range p.MCP.Servers {
+		setDefault(&p.MCP.Servers[i].Timeout, DefaultMCPTimeout)
+	}
+}
+
+func (p *Policy) validateMCP(ps *Problems) {
+	names := map[string]int{}
+	for i := range p.MCP.Servers {
+		s := &p.MCP.Servers[i]
+		at := fmt.Sprintf("mcp.servers[%d]", i)
+		switch j, dup := names[s.Name]; {
+		case !mcpServerName.MatchString(s.Name):
+			ps.add(at+".name", "must be lower-case letters, digits, '_' and '-', starting with a letter or digit, got %q", s.Name)
+		case dup:
+			ps.add(at+".name", "%q is already used by mcp.servers[%d]", s.Name, j)
+		default:
+			names[s.Name] = i
+		}
+		switch u, err := url.Parse(s.URL); {
+		case s.URL == "":
+			ps.add(at+".url", "is required")
+		case err != nil:
+			ps.add(at+".url", "not a URL: %v", err)
+		case u.Scheme != "http" && u.Scheme != "https":
+			ps.add(at+".url", "scheme must be http or https, got %q", u.Scheme)
+		case u.Host == "":
+			ps.add(at+".url", "has no host")
+		case u.Fragment != "" || u.User != nil:
+			ps.add(at+".url", "must not carry a fragment or user info")
+		default:
+			s.Parsed = u
+		}
+		if s.Timeout < 0 {
+			ps.add(at+".timeout", "must not be negative")
+		}
+		for k, v := range s.Headers {
+			switch {
+			case !validHeaderName(k):
+				ps.add(at+".headers", "invalid header name %q", k)
+			case mcpReservedHeader(k):
+				ps.add(at+".headers."+k, "is set by the gateway from the client's request")
+			}
+			if strings.ContainsAny(v, "\r\n\x00") {
+				ps.add(at+".headers."+k, "value must not contain CR, LF or NUL")
+			}
+		}
+	}
+}
+
+// mcpReservedHeader reports the headers the gateway writes itself on a
+// request to an MCP server: configured ones would be sent twice.
+func mcpReservedHeader(k string) bool {
+	switch k = strings.ToLower(k); k {
+	case "host", "content-length", "content-type", "accept", "mcp-session-id", "mcp-protocol-version", "last-event-id",
+		"mcp-method", "mcp-name", "x-request-id", "transfer-encoding", "connection":
+		return true
+	}
+	return strings.HasPrefix(k, "mcp-param-")
+}

@@ -1,0 +1,61 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestMCPServers(t *testing.T) {
+	const base = `
+version: 1
+upstreams: [{name: a, base_url: "http://a/v1"}]
+routes: [{models: [m], upstream: a}]
+`
+	env := func(k string) (string, bool) {
+		if k == "DOCS_TOKEN" {
+			return "secret", true
+		}
+		return "", false
+	}
+	tests := []struct {
+		name, yaml string
+		problem    string // "" for none
+	}{
+		{"none", base, ""},
+		{"one", base + "mcp: {servers: [{name: docs, url: 'http://127.0.0.1:9000/mcp?x=1', headers: {Authorization: 'Bearer ${DOCS_TOKEN}'}}]}\n", ""},
+		{"bad name", base + "mcp: {servers: [{name: Docs, url: 'http://h/mcp'}]}\n", `mcp.servers[0].name: must be lower-case letters`},
+		{"name with a slash", base + "mcp: {servers: [{name: 'a/b', url: 'http://h/mcp'}]}\n", `mcp.servers[0].name`},
+		{"duplicate", base + "mcp: {servers: [{name: d, url: 'http://h/mcp'}, {name: d, url: 'http://i/mcp'}]}\n", `mcp.servers[1].name: "d" is already used by mcp.servers[0]`},
+		{"no url", base + "mcp: {servers: [{name: d}]}\n", "mcp.servers[0].url: is required"},
+		{"bad scheme", base + "mcp: {servers: [{name: d, url: 'ws://h/mcp'}]}\n", `mcp.servers[0].url: scheme must be http or https`},
+		{"no host", base + "mcp: {servers: [{name: d, url: 'http:///mcp'}]}\n", "mcp.servers[0].url: has no host"},
+		{"user info", base + "mcp: {servers: [{name: d, url: 'http://u:p@h/mcp'}]}\n", "mcp.servers[0].url: must not carry a fragment or user info"},
+		{"negative timeout", base + "mcp: {servers: [{name: d, url: 'http://h/mcp', timeout: -1s}]}\n", "mcp.servers[0].timeout: must not be negative"},
+		{"gateway's header", base + "mcp: {servers: [{name: d, url: 'http://h/mcp', headers: {Mcp-Session-Id: x}}]}\n", "mcp.servers[0].headers.Mcp-Session-Id: is set by the gateway"},
+		{"a message's header", base + "mcp: {servers: [{name: d, url: 'http://h/mcp', headers: {Mcp-Param-Q: x}}]}\n", "mcp.servers[0].headers.Mcp-Param-Q: is set by the gateway"},
+		{"bad header name", base + "mcp: {servers: [{name: d, url: 'http://h/mcp', headers: {'a b': x}}]}\n", `mcp.servers[0].headers: invalid header name "a b"`},
+		{"unknown field", base + "mcp: {servers: [{name: d, url: 'http://h/mcp', tools: [x]}]}\n", "mcp.servers[0].tools"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := Parse([]byte(tt.yaml), env)
+			if tt.problem != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.problem) {
+					t.Fatalf("error %v, want %q", err, tt.problem)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range p.MCP.Servers {
+				if s.Parsed == nil || s.Timeout != DefaultMCPTimeout {
+					t.Errorf("%+v: not parsed or defaulted", s)
+				}
+				if s.Headers["Authorization"] != "Bearer secret" || s.Parsed.RawQuery != "x=1" {
+					t.Errorf("headers %v, query %q", s.Headers, s.Parsed.RawQuery)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,114 @@
+package mcp
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+const toolsReply = `{"jsonrpc":"2.0","id":4,"result":{"tools":[{"name":"search","inputSchema":{"type":"object"}},{"name":"delete","description":"d"},{"name":"fetch"}],"nextCursor":"c"}}`
+
+func toolNames(t *testing.T, msg []byte) []string {
+	t.Helper()
+	var m struct {
+		Result struct {
+			Tools []struct {
+				Name string `json:"name"`
+			} `json:"tools"`
+			NextCursor string `json:"nextCursor"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(msg, &m); err != nil {
+		t.Fatalf("%s: %v", msg, err)
+	}
+	if m.Result.NextCursor != "c" {
+		t.Errorf("nextCursor lost: %s", msg)
+	}
+	var names []string
+	for _, tl := range m.Result.Tools {
+		names = append(names, tl.Name)
+	}
+	return names
+}
+
+func TestFilter(t *testing.T) {
+	var f ToolFilter
+	allow := f.AllowTool("docs", []string{"mcp:docs", "mcp:docs/search", "mcp:docs/f*"})
+	out, changed := f.Filter([]byte("x"), []byte(toolsReply), []byte("4"), allow)
+	if !changed || out[0] != 'x' {
+		t.Fatalf("changed %v: %s", changed, out)
+	}
+	if got := toolNames(t, out[1:]); !reflect.DeepEqual(got, []string{"search", "fetch"}) {
+		t.Errorf("tools %v", got)
+	}
+	for _, tc := range []struct {
+		name, msg, id string
+		patterns      []string
+	}{
+		{"another id", toolsReply, "5", []string{"mcp:docs"}},
+		{"every tool allowed", toolsReply, "4", []string{"mcp:docs/*"}},
+		{"no plan list", toolsReply, "4", nil},
+		{"not a tools list", `{"jsonrpc":"2.0","id":4,"result":{}}`, "4", []string{"mcp:docs"}},
+		{"a notification", `{"jsonrpc":"2.0","method":"notifications/progress"}`, "4", []string{"mcp:docs"}},
+		{"not json", `{`, "4", []string{"mcp:docs"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, changed := f.Filter(nil, []byte(tc.msg), []byte(tc.id), f.AllowTool("docs", tc.patterns))
+			if changed || len(out) != 0 {
+				t.Errorf("changed %v: %s", changed, out)
+			}
+		})
+	}
+}
+
+func TestFilterEvent(t *testing.T) {
+	var f ToolFilter
+	allow := f.AllowTool("docs", []string{"mcp:docs/search"})
+	// Two data lines, joined with a newline (whitespace to JSON).
+	at := strings.Index(toolsReply, `,"result"`)
+	ev := "event: message\r\nid: 9_1\r\ndata: " + toolsReply[:at] + "\r\ndata: " + toolsReply[at:] + "\r\n\r\n"
+	out, changed := f.FilterEvent(nil, []byte(ev), []byte("4"), allow)
+	if !changed {
+		t.Fatalf("unchanged")
+	}
+	got, rest, ok := CutEvent(out)
+	if !ok || len(rest) != 0 {
+		t.Fatalf("not one event: %q", out)
+	}
+	var lines []string
+	for r := got; len(r) > 0; {
+		var l []byte
+		l, r = cutLine(r)
+		lines = append(lines, string(l))
+	}
+	if len(lines) != 4 || lines[0] != "event: message" || lines[1] != "id: 9_1" || lines[3] != "" {
+		t.Fatalf("lines %q", lines)
+	}
+	d, _ := dataField([]byte(lines[2]))
+	if names := toolNames(t, d); !reflect.DeepEqual(names, []string{"search"}) {
+		t.Errorf("tools %v", names)
+	}
+	if _, changed := f.FilterEvent(nil, []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"x\"}\n\n"), []byte("4"), allow); changed {
+		t.Errorf("a notification changed")
+	}
+}
+
+func TestCutEvent(t *testing.T) {
+	tests := []struct {
+		in, ev, rest string
+		ok           bool
+	}{
+		{"data: a\n\ndata: b\n\n", "data: a\n\n", "data: b\n\n", true},
+		{"data: a\r\n\r\nx", "data: a\r\n\r\n", "x", true},
+		{"data: a\n", "", "data: a\n", false},
+		{"data: a", "", "data: a", false},
+		{": ping\n\n", ": ping\n\n", "", true},
+	}
+	for _, tc := range tests {
+		ev, rest, ok := CutEvent([]byte(tc.in))
+		if ok != tc.ok || string(ev) != tc.ev || string(rest) != tc.rest {
+			t.Errorf("CutEvent(%q) = %q, %q, %v", tc.in, ev, rest, ok)
+		}
+	}
+}

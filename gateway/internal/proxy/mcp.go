@@ -1,0 +1,142 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/tollgate/tollgate/gateway/internal/balance"
+	"github.com/tollgate/tollgate/gateway/internal/config"
+	"github.com/tollgate/tollgate/gateway/internal/mcp"
+	"github.com/tollgate/tollgate/gateway/internal/openai"
+	"github.com/tollgate/tollgate/gateway/internal/upstream"
+)
+
+// MCP servers (docs/POLICY.md, "MCP servers"; docs/adr/0029-mcp-gateway.md).
+// The policy's mcp.servers are reached at /mcp/{name} over the Streamable
+// HTTP transport: a POST carries one JSON-RPC message, a GET opens the
+// server's stream, a DELETE ends a session. Each request runs the plugin
+// pipeline as a passthrough request does (request, response-headers and
+// end phases), with the endpoint field "mcp" and the model mcp:{server}, or
+// mcp:{server}/{tool} for a tools/call: plans' allowed_models and the rate
+// limiter's model patterns then govern servers and tools as they govern
+// models. One attempt is made (a tool call may act on the world), and the
+// reply is relayed as it arrives, event by event for a stream. The gateway
+// keeps no session state: the server's Mcp-Session-Id goes back and forth
+// as a header, so any replica serves any session.
+
+// endpointMCP is an MCP server's endpoint; the proxy's own value, like
+// endpointMessages.
+const endpointMCP = openai.Endpoint(0xfe)
+
+// mcpEndpointName is the plugins' endpoint field of an MCP request.
+var mcpEndpointName = []byte("mcp")
+
+// mcpForwarded are the client headers an MCP server receives beside
+// Content-Type and Accept (headerFilter's alwaysForwarded): the session,
+// the protocol version, a stream's resumption point, and the standard
+// headers that repeat a message's method, name and parameters (MCP
+// 2026-07-28; the server checks them against the body, which is what
+// the gateway reads). Never the client's credentials.
+var mcpForwarded = []string{"mcp-session-id", "mcp-protocol-version", "last-event-id", "mcp-method", "mcp-name", "mcp-param-*"}
+
+// mcpServer is one policy MCP server as the proxy serves it.
+type mcpServer struct {
+	name  string
+	label string // the endpoint in metrics and the call log: /mcp/{name}
+	model []byte // mcp:{name}
+	// modelLabel is model as the metrics' model label: every request to
+	// the server has it, whatever its tool (a client's choice).
+	modelLabel string
+	// path is what the request line carries after the URL's path: its
+	// query, if any.
+	path  string
+	route *route // the server, as the one member of a route
+}
+
+// newMCPServers builds the policy's MCP servers, each with its own
+// connection pool (closed with the state).
+func newMCPServers(p *config.Policy) map[string]*mcpServer {
+	if len(p.MCP.Servers) == 0 {
+		return nil
+	}
+	out := make(map[string]*mcpServer, len(p.MCP.Servers))
+	for i := range p.MCP.Servers {
+		ms := &p.MCP.Servers[i]
+		addr := *ms.Parsed
+		if addr.Path == "" {
+			addr.Path = "/" // http://host:port is the request line's "/"
+		}
+		u := &config.Upstream{
+			Name: ms.Name, Provider: "mcp", URL: &addr, Headers: ms.Headers,
+			// No idle or total bound: a tool's progress stream and a
+			// GET's server stream last as long as both ends keep them.
+			Timeouts:       config.Timeouts{Connect: config.DefaultConnectTimeout, FirstByte: ms.Timeout},
+			MaxConnections: config.DefaultUpstreamConns,
+		}
+		c := upstream.New(u)
+		rt := &route{targets: []target{{client: c, filter: newHeaderFilter(mcpForwarded), name: []byte(ms.Name)}}, wait: ms.Timeout}
+		rt.set = balance.NewSet([]*balance.Upstream{balance.NewUpstream(ms.Name, balance.Config{})}, []int{1})
+		s := &mcpServer{name: ms.Name, label: "/mcp/" + ms.Name, model: mcp.AppendModel(nil, ms.Name, nil), route: rt}
+		s.modelLabel = string(s.model)
+		if q := ms.Parsed.RawQuery; q != "" {
+			s.path = "?" + q
+		}
+		out[ms.Name] = s
+	}
+	return out
+}
+
+// notifyCancelled tells the server that the client's request rpcID, in
+// session (nil: none) at protocol version proto, was cancelled through
+// the gateway's cancel API: MCP's notifications/cancelled, since a closed
+// connection is not a cancel to an MCP server (the spec has servers keep
+// working on a request whose stream broke, for the client to resume). It
+// is sent on its own goroutine, with the server's configured headers, at
+// most once per cancelled request; its reply is discarded.
+func (ms *mcpServer) notifyCancelled(log *slog.Logger, session, proto, rpcID []byte) {
+	body := append([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`), rpcID...)
+	body = append(body, `,"reason":"cancelled through the gateway"}}`...)
+	h := []byte("Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Method: notifications/cancelled\r\n")
+	if len(session) > 0 {
+		h = append(append(append(h, "Mcp-Session-Id: "...), session...), "\r\n"...)
+	}
+	if len(proto) > 0 {
+		h = append(append(append(h, "Mcp-Protocol-Version: "...), proto...), "\r\n"...)
+	}
+	c := ms.route.targets[0].client
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ex, err := c.Do(ctx, &upstream.Request{Method: "POST", Path: ms.path, Header: h, Body: body})
+		if err != nil {
+			log.Warn("mcp: the server was not told of a cancel", "server", ms.name, "err", err)
+			return
+		}
+		ex.ReadAll(nil, 64<<10)
+		ex.Release()
+	}()
+}
+
+// closeMCPServers closes the servers' connection pools.
+func closeMCPServers(servers map[string]*mcpServer) {
+	for _, s := range servers {
+		s.route.targets[0].client.Close()
+	}
+}
+
+// mcpPath matches /mcp/{name}: the name (not yet checked against the
+// policy).
+func mcpPath(p []byte) ([]byte, bool) {
+	name, ok := bytes.CutPrefix(p, []byte("/mcp/"))
+	return name, ok && len(name) > 0 && bytes.IndexByte(name, '/') < 0
+}
+
+func unknownMCPServer(name []byte) *openai.Error {
+	return &openai.Error{Status: fasthttp.StatusNotFound, Type: "invalid_request_error", Code: "unknown_mcp_server",
+		Message: fmt.Sprintf("No MCP server %q is served by this gateway.", truncateID(name))}
+}
