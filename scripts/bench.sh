@@ -61,8 +61,7 @@
 #                             endpoint /mcp: tools/call of echo, a session
 #                             per worker) and tollgate-mcp (loadgen -mcp →
 #                             gateway /mcp/mock → the mock's /mcp, preflight
-#                             on: policies/mcp/bench-mcp.yaml, which needs
-#                             the gateway's mcp: policy section), its added
+#                             on: policies/bench-mcp.yaml), its added
 #                             latency over direct-mcp's; in the streaming
 #                             modes the mock answers tools/call as SSE with
 #                             20 progress notifications (X-Mock-MCP-*)

@@ -232,7 +232,7 @@ describe() {
 		fi
 		;;
 	direct-mcp) echo "direct-mcp: the load generator calling the mock's MCP tool \`echo\` (\`loadgen -mcp\`: a session per worker, opened untimed, then \`tools/call\` with a new id each); in the streaming modes the mock answers as SSE, 20 progress notifications before the result, and TTFT is the first of them" ;;
-	tollgate-mcp) echo "tollgate-mcp: the same tool calls through \`tollgate serve\` on \`policies/mcp/bench-mcp.yaml\` (\`POST /mcp/mock\`, preflight checking the bench key), compared with direct-mcp" ;;
+	tollgate-mcp) echo "tollgate-mcp: the same tool calls through \`tollgate serve\` on \`policies/bench-mcp.yaml\` (\`POST /mcp/mock\`, preflight checking the bench key), compared with direct-mcp" ;;
 	tollgate-noop4) echo "$1: \`policies/passthrough.yaml\` plus four no-op plugins, one per phase" ;;
 	tollgate-noop4t) echo "$1: \`policies/passthrough.yaml\` plus four no-op plugins, one per phase, \`interruptible: false\`" ;;
 	*)

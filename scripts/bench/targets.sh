@@ -31,7 +31,7 @@ variant_of() {
 	# sends one body over and over (all hits after the first), cachemiss a
 	# new body each time (loadgen -unique: every request a miss, stored).
 	cachehit | cachemiss) echo "$store:preflight cache" ;;
-	# MCP tool calls through the gateway (policies/mcp/bench-mcp.yaml),
+	# MCP tool calls through the gateway (policies/bench-mcp.yaml),
 	# the key checked by preflight; memory stores only.
 	mcp) [[ $store == memory ]] && echo "$store:preflight" ;;
 	esac
@@ -111,9 +111,7 @@ policy_for() {
 		return
 	fi
 	if [[ $t == tollgate-mcp ]]; then
-		# Its plugin paths are relative to policies/mcp/; the copy's to
-		# $WORK/policies/.
-		sed 's|\.\./\.\./bin/plugins/|../bin/plugins/|' policies/mcp/bench-mcp.yaml >"$out"
+		cat policies/bench-mcp.yaml >"$out"
 		echo "$out"
 		return
 	fi
@@ -155,7 +153,7 @@ start_mocks() {
 
 # target_path TARGET prints the path TARGET is measured at: the mock's MCP
 # endpoint, the gateway's route to the MCP server "mock" of
-# policies/mcp/bench-mcp.yaml, or chat completions.
+# policies/bench-mcp.yaml, or chat completions.
 target_path() {
 	case $1 in
 	direct-mcp) echo /mcp ;;

@@ -37,6 +37,12 @@ type mcpState struct {
 	// Mcp-Protocol-Version, kept to tell the server of a cancel after
 	// the client's headers are gone.
 	session, proto []byte
+	// refacts checks a body a plugin rewrote (mcpRefacts); params
+	// follows the rewrite into the Mcp-Param-* headers, built in hdr.
+	refacts func(*wasmhost.Request) error
+	params  mcp.ParamRewrites
+	hdr     []byte
+	scratch []byte
 }
 
 func (m *mcpState) reset() {
@@ -51,6 +57,9 @@ func (m *mcpState) reset() {
 		m.relay.buf, m.relay.pend = nil, nil
 	}
 	m.req = upstream.Request{}
+	if cap(m.hdr) > 64<<10 {
+		m.hdr = nil
+	}
 }
 
 // mcpServe serves one request to the MCP server name.
@@ -197,6 +206,15 @@ func (x *exchange) startMCPPlugins(ctx *fasthttp.RequestCtx, body []byte) {
 	if body != nil {
 		x.reqBody = append(x.reqBody[:0], body...)
 		wr.Body = x.reqBody
+		// A plugin may rewrite a tools/call's argument strings (a
+		// redaction): the server is sent the rewritten body.
+		if x.mcp.refacts == nil {
+			x.mcp.refacts = x.mcpRefacts
+		}
+		wr.Refacts = x.mcp.refacts
+		if x.s != nil && x.s.srv != nil {
+			wr.MaxBodyBytes = x.s.srv.MaxRequestBodySize
+		}
 	}
 	wr.Upstream = x.route.targets[0].name
 	wr.ClientHeader = &ctx.Request.Header
@@ -205,6 +223,83 @@ func (x *exchange) startMCPPlugins(ctx *fasthttp.RequestCtx, body []byte) {
 	wr.Tracer = x.trace.CallTracer()
 	wr.Context = x.s.base
 	x.wr = wr
+}
+
+// mcpRefacts checks a body a plugin rewrote: still the same message, the
+// same id and the same tool (a rewrite changes argument strings only, so
+// this holds unless the splicing is wrong; the plan was checked against
+// the tool, so a rewrite that changed it is refused).
+func (x *exchange) mcpRefacts(wr *wasmhost.Request) error {
+	m := &x.mcp
+	msg, e := m.rd.Read(wr.Body)
+	if e != nil {
+		return e
+	}
+	m.scratch = mcp.AppendModel(m.scratch[:0], m.srv.name, msg.Tool)
+	if msg.Kind != m.kind || !bytes.Equal(msg.ID, m.rpcID) || !bytes.Equal(m.scratch, m.model) {
+		return errMCPRewrite
+	}
+	return nil
+}
+
+var errMCPRewrite = errors.New("mcp: a rewrite changed the message's kind, id or tool")
+
+// mcpParamHeaders follows a plugin's rewrite of a tools/call's arguments
+// into the Mcp-Param-* lines of x.header (mcp.ParamRewrites): a line
+// mirroring a rewritten string carries the new one, or is dropped when
+// which string it mirrors cannot be told.
+func (x *exchange) mcpParamHeaders(before []byte) {
+	m := &x.mcp
+	if !hasParamLine(x.header) {
+		return
+	}
+	m.params.Diff(before, x.wr.Body)
+	out := m.hdr[:0]
+	for rest := x.header; len(rest) > 0; {
+		line := rest
+		if i := bytes.Index(rest, crlf); i >= 0 {
+			line, rest = rest[:i+2], rest[i+2:]
+		} else {
+			rest = nil
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon < 0 || !isParamName(line[:colon]) {
+			out = append(out, line...)
+			continue
+		}
+		value := bytes.TrimRight(bytes.TrimLeft(line[colon+1:], " \t"), "\r\n")
+		start := len(out)
+		out = append(out, line[:colon+1]...)
+		out = append(out, ' ')
+		var drop bool
+		if out, drop = m.params.Header(out, value); drop {
+			out = out[:start]
+			continue
+		}
+		out = append(out, crlf...)
+	}
+	x.header, m.hdr = out, x.header
+}
+
+var crlf = []byte("\r\n")
+
+func isParamName(name []byte) bool {
+	const p = "mcp-param-"
+	return len(name) > len(p) && bytes.EqualFold(name[:len(p)], []byte(p))
+}
+
+func hasParamLine(h []byte) bool {
+	for len(h) > 0 {
+		if i := bytes.IndexByte(h, ':'); i >= 0 && isParamName(h[:i]) {
+			return true
+		}
+		i := bytes.Index(h, crlf)
+		if i < 0 {
+			return false
+		}
+		h = h[i+2:]
+	}
+	return false
 }
 
 // isRequest reports whether the POSTed message is a JSON-RPC request
@@ -252,6 +347,9 @@ func (x *exchange) sendMCP(ctx *fasthttp.RequestCtx, rctx context.Context, body 
 	t := &rt.targets[0]
 	a.name = t.name
 	x.buildHeader(ctx, t.filter)
+	if x.wr != nil && x.wr.BodyRewritten() {
+		x.mcpParamHeaders(body)
+	}
 	method := "POST"
 	switch {
 	case ctx.IsGet():
@@ -260,7 +358,7 @@ func (x *exchange) sendMCP(ctx *fasthttp.RequestCtx, rctx context.Context, body 
 		method = "DELETE"
 	}
 	req := &x.mcp.req
-	*req = upstream.Request{Method: method, Path: x.mcp.srv.path, Header: x.header, Body: body}
+	*req = upstream.Request{Method: method, Path: x.mcp.srv.path, Header: x.header, Body: x.upstreamBody(body)}
 	ex, err := t.client.Do(rctx, req)
 	a.tried[0], a.attempts = tk.Upstream(), 1
 	if err != nil {
