@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/tollgate/tollgate/gateway/internal/cancels"
+	"github.com/tollgate/tollgate/gateway/internal/openai"
 	"github.com/tollgate/tollgate/gateway/internal/sockio"
 )
 
@@ -97,6 +98,30 @@ func (x *exchange) end(flags uint32, status int) {
 	x.settle(flags)
 	x.storeReply(flags, status)
 	x.logAhead(flags, status)
+}
+
+// startExchange takes a pooled exchange for a request to endpoint ep,
+// started now, and names the request (X-Request-Id, the client's or a new
+// one) in the reply.
+func (s *Server) startExchange(ctx *fasthttp.RequestCtx, ep openai.Endpoint) *exchange {
+	x := exchangePool.Get().(*exchange)
+	x.s, x.ep = s, ep
+	x.conn, _ = ctx.Conn().(*clientConn)
+	x.start, x.firstByte = time.Now(), -1
+	x.up.TTFT, x.upSent = -1, 0
+	x.id = s.requestID(ctx, x.id[:0])
+	ctx.Response.Header.SetBytesV("X-Request-Id", x.id)
+	return x
+}
+
+// releaseUnstreamed is deferred by every handler: an exchange whose reply
+// is not a stream (a stream's relay releases it when it closes) withholds
+// what could not be logged and is released when the handler returns.
+func (x *exchange) releaseUnstreamed(ctx *fasthttp.RequestCtx, streamed *bool) {
+	if !*streamed {
+		x.withholdUnlogged(ctx)
+		x.release()
+	}
 }
 
 // release parks an ended exchange on its client connection (finished once

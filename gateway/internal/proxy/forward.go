@@ -141,21 +141,9 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 		writeError(ctx, methodNotAllowed(ctx, "POST"))
 		return
 	}
-	x := exchangePool.Get().(*exchange)
-	x.s, x.ep = s, ep
-	x.conn, _ = ctx.Conn().(*clientConn)
-	x.start, x.firstByte = time.Now(), -1
-	x.up.TTFT, x.upSent = -1, 0
+	x := s.startExchange(ctx, ep)
 	streamed := false
-	defer func() {
-		if !streamed {
-			x.withholdUnlogged(ctx)
-			x.release()
-		}
-	}()
-
-	x.id = s.requestID(ctx, x.id[:0])
-	ctx.Response.Header.SetBytesV("X-Request-Id", x.id)
+	defer x.releaseUnstreamed(ctx, &streamed)
 
 	body := ctx.PostBody()
 	r := &x.req

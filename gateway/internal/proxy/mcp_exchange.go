@@ -64,20 +64,9 @@ func (m *mcpState) reset() {
 
 // mcpServe serves one request to the MCP server name.
 func (s *Server) mcpServe(ctx *fasthttp.RequestCtx, name []byte) {
-	x := exchangePool.Get().(*exchange)
-	x.s, x.ep = s, endpointMCP
-	x.conn, _ = ctx.Conn().(*clientConn)
-	x.start, x.firstByte = time.Now(), -1
-	x.up.TTFT, x.upSent = -1, 0
+	x := s.startExchange(ctx, endpointMCP)
 	streamed := false
-	defer func() {
-		if !streamed {
-			x.withholdUnlogged(ctx)
-			x.release()
-		}
-	}()
-	x.id = s.requestID(ctx, x.id[:0])
-	ctx.Response.Header.SetBytesV("X-Request-Id", x.id)
+	defer x.releaseUnstreamed(ctx, &streamed)
 	body, ok := x.readMCP(ctx, name)
 	if !ok {
 		return

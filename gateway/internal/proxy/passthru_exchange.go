@@ -49,20 +49,9 @@ func (p *passState) reset() {
 // passthru serves one passthrough request; id is the object id in its path
 // (nil for none).
 func (s *Server) passthru(ctx *fasthttp.RequestCtx, pe *passEndpoint, id []byte) {
-	x := exchangePool.Get().(*exchange)
-	x.s, x.ep = s, pe.ep
-	x.conn, _ = ctx.Conn().(*clientConn)
-	x.start, x.firstByte = time.Now(), -1
-	x.up.TTFT, x.upSent = -1, 0
+	x := s.startExchange(ctx, pe.ep)
 	streamed := false
-	defer func() {
-		if !streamed {
-			x.withholdUnlogged(ctx)
-			x.release()
-		}
-	}()
-	x.id = s.requestID(ctx, x.id[:0])
-	ctx.Response.Header.SetBytesV("X-Request-Id", x.id)
+	defer x.releaseUnstreamed(ctx, &streamed)
 
 	var body []byte
 	if pe.body != passNoBody {

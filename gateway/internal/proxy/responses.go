@@ -216,18 +216,10 @@ func (s *Server) storedResponse(ctx *fasthttp.RequestCtx, id, sub []byte) {
 		writeError(ctx, methodNotAllowed(ctx, "GET"))
 		return
 	}
-	x := exchangePool.Get().(*exchange)
-	x.s, x.ep = s, endpointResponses
+	x := s.startExchange(ctx, endpointResponses)
 	x.req = openai.Request{} // no model, nothing to estimate: not the pooled exchange's last request
-	x.conn, _ = ctx.Conn().(*clientConn)
-	x.start, x.firstByte = time.Now(), -1
-	x.up.TTFT, x.upSent = -1, 0
-	defer func() {
-		x.withholdUnlogged(ctx)
-		x.release()
-	}()
-	x.id = s.requestID(ctx, x.id[:0])
-	ctx.Response.Header.SetBytesV("X-Request-Id", x.id)
+	streamed := false
+	defer x.releaseUnstreamed(ctx, &streamed)
 	if x.st = s.acquireState(); x.st == nil {
 		writeError(ctx, &openai.Error{Status: 503, Type: "server_error", Code: "shutting_down", Message: "The gateway is shutting down; retry the request."})
 		return
