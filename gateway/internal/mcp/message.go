@@ -137,6 +137,9 @@ func (r *Reader) Read(body []byte) (m Message, _ *Error) {
 	m.Kind = Request
 	if string(name) == "tools/call" {
 		params := v.Get("params")
+		if params == nil {
+			return m, &Error{CodeInvalidParams, "Invalid params: tools/call needs params.name, a tool name of 1 to 128 bytes without control characters."}
+		}
 		if p, err := params.Object(); err == nil && openai.CheckMembers(p, paramMembers) != nil {
 			return m, &Error{CodeInvalidRequest, "Invalid Request: params.name is named twice, or in another case."}
 		}

@@ -178,19 +178,31 @@ func TestBedrockSDKStreamException(t *testing.T) {
 	srv := httptest.NewServer(New(Config{AWSSecretKeys: map[string]string{testAWSKeyID: testAWSSecret}}))
 	defer srv.Close()
 	in := converseInput()
-	out, err := bedrockClient(srv, testAWSSecret, map[string]string{HeaderBedrockException: "throttlingException@3"}).ConverseStream(context.Background(),
-		&bedrockruntime.ConverseStreamInput{ModelId: in.ModelId, Messages: in.Messages})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := out.GetStream()
-	defer st.Close()
-	n := 0
-	for range st.Events() {
-		n++
-	}
-	var te *types.ThrottlingException
-	if !errors.As(st.Err(), &te) || te.ErrorMessage() != "mock: throttlingException" || n != 3 {
-		t.Fatalf("%d events, then %v", n, st.Err())
+	for try := 0; ; try++ {
+		out, err := bedrockClient(srv, testAWSSecret, map[string]string{HeaderBedrockException: "throttlingException@3"}).ConverseStream(context.Background(),
+			&bedrockruntime.ConverseStreamInput{ModelId: in.ModelId, Messages: in.Messages})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := out.GetStream()
+		n := 0
+		for range st.Events() {
+			n++
+		}
+		st.Close()
+		// Once in many runs under -race on a loaded machine, the SDK's
+		// client reports its own connection closed before the first
+		// event ("use of closed network connection", as in
+		// aws/aws-sdk-go-v2#2737): a client transport failure, not what
+		// this test is about; it is tried once more.
+		if n == 0 && try == 0 && st.Err() != nil && strings.Contains(st.Err().Error(), "use of closed network connection") {
+			t.Logf("retried after: %v", st.Err())
+			continue
+		}
+		var te *types.ThrottlingException
+		if !errors.As(st.Err(), &te) || te.ErrorMessage() != "mock: throttlingException" || n != 3 {
+			t.Fatalf("%d events, then %v", n, st.Err())
+		}
+		return
 	}
 }
