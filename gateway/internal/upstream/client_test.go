@@ -303,3 +303,33 @@ func TestNoContentAndUnboundedIdle(t *testing.T) {
 		t.Fatalf("stream: %q, %v", b, err)
 	}
 }
+
+// A request whose context is canceled as its exchange is released (the
+// client went away at the reply's end) never leaves a closed connection
+// in the pool: the next request is sent on a live one.
+func TestCancelAtReleaseNeverPoolsClosed(t *testing.T) {
+	srv := newRawServer(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := readRequest(br); err != nil {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
+	c := client(t, srv.ln.Addr().String(), config.Timeouts{}, 4)
+	for i := 0; i < 500; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		ex, err := c.Do(ctx, &Request{Method: "POST", Path: "/chat/completions", Body: []byte(`{}`)})
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if b, err := ex.ReadAll(nil, 1<<20); err != nil || string(b) != "ok" {
+			t.Fatalf("request %d: %q %v", i, b, err)
+		}
+		cancel() // the watch's cancel starts on its own goroutine, racing the release
+		ex.Release()
+		if body, err := do(t, c, context.Background()); err != nil || body != "ok" {
+			t.Fatalf("after request %d: %q %v", i, body, err)
+		}
+	}
+}

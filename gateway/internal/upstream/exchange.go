@@ -191,11 +191,16 @@ func (ex *Exchange) ReadAll(dst []byte, limit int) ([]byte, error) {
 // end and the connection may be reused, and closes it otherwise. The
 // Exchange must not be used afterwards.
 func (ex *Exchange) Release() {
+	// A context canceled as the exchange ends may have started the
+	// watch's cancel (which closes the connection) and not yet marked the
+	// connection: stop then reports false, and the connection is not
+	// pooled, or the next request would be sent on a closed one.
+	stopped := true
 	if ex.stop != nil {
-		ex.stop()
+		stopped = ex.stop()
 	}
 	if ex.conn != nil {
-		reusable := !ex.conn.canceled.Load() && ex.bodyEOF &&
+		reusable := stopped && !ex.conn.canceled.Load() && ex.bodyEOF &&
 			!ex.resp.Header.ConnectionClose() && ex.resp.Header.ContentLength() != -2
 		ex.resp.CloseBodyStream()
 		if reusable {
