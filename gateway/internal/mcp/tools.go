@@ -14,6 +14,7 @@ type ToolFilter struct {
 	p     fastjson.Parser
 	id    []byte
 	data  []byte
+	msg   []byte
 	model []byte
 }
 
@@ -72,18 +73,7 @@ func (f *ToolFilter) AllowTool(server string, patterns []string) func([]byte) bo
 // its data lines replaced by one line of the filtered message, its other
 // lines (event, id, retry, comments) kept in place.
 func (f *ToolFilter) FilterEvent(dst, ev, id []byte, allow func([]byte) bool) (_ []byte, changed bool) {
-	f.data = f.data[:0]
-	for rest := ev; len(rest) > 0; {
-		var line []byte
-		line, rest = cutLine(rest)
-		if d, ok := dataField(line); ok {
-			if len(f.data) > 0 {
-				f.data = append(f.data, '\n')
-			}
-			f.data = append(f.data, d...)
-		}
-	}
-	if len(f.data) == 0 {
+	if f.data = EventData(f.data[:0], ev); len(f.data) == 0 {
 		return dst, false
 	}
 	start := len(dst)
@@ -91,24 +81,63 @@ func (f *ToolFilter) FilterEvent(dst, ev, id []byte, allow func([]byte) bool) (_
 	if !changed {
 		return dst, false
 	}
-	msg := append([]byte(nil), dst[start:]...) // dst is rebuilt around it below
-	dst = dst[:start]
+	f.msg = append(f.msg[:0], dst[start:]...) // dst is rebuilt around it below
+	return AppendEvent(dst[:start], ev, f.msg), true
+}
+
+// EventData appends to dst the data of the server-sent event ev (its
+// lines up to and including the blank line that ends it, CutEvent): its
+// data fields joined by LF.
+func EventData(dst, ev []byte) []byte {
+	first := true
+	for rest := ev; len(rest) > 0; {
+		var line []byte
+		line, rest = cutLine(rest)
+		if d, ok := dataField(line); ok {
+			if !first {
+				dst = append(dst, '\n')
+			}
+			dst, first = append(dst, d...), false
+		}
+	}
+	return dst
+}
+
+// AppendEvent appends to dst the event ev with its data lines replaced by
+// msg, its other lines (event, id, retry, comments) kept in place. msg is
+// JSON: a line break in it (CR, LF or CRLF) lies between tokens, and
+// starts a data line of its own.
+func AppendEvent(dst, ev, msg []byte) []byte {
 	wrote := false
 	for rest := ev; len(rest) > 0; {
-		var line, raw []byte
 		n := len(rest)
+		var line []byte
 		line, rest = cutLine(rest)
-		raw = ev[len(ev)-n : len(ev)-len(rest)]
 		if _, ok := dataField(line); ok {
 			if !wrote {
-				dst = append(append(append(dst, "data: "...), msg...), '\n')
+				dst = appendData(dst, msg)
 				wrote = true
 			}
 			continue
 		}
-		dst = append(dst, raw...)
+		dst = append(dst, ev[len(ev)-n:len(ev)-len(rest)]...)
 	}
-	return dst, true
+	return dst
+}
+
+// appendData appends msg as the data lines of an event.
+func appendData(dst, msg []byte) []byte {
+	for {
+		i := bytes.IndexAny(msg, "\r\n")
+		if i < 0 {
+			return append(append(append(dst, "data: "...), msg...), '\n')
+		}
+		dst = append(append(append(dst, "data: "...), msg[:i]...), '\n')
+		if msg[i] == '\r' && i+1 < len(msg) && msg[i+1] == '\n' {
+			i++
+		}
+		msg = msg[i+1:]
+	}
 }
 
 // cutLine cuts the first line off b: the line without its end (LF or

@@ -43,10 +43,23 @@ type mcpState struct {
 	params  mcp.ParamRewrites
 	hdr     []byte
 	scratch []byte
+	// method is a request's method as the guard tells them apart
+	// (mcpMethod); guard is set when its reply runs the chunk phase
+	// (mcp_guard.go), which reads it with res, an event's message in
+	// data and msg; stopped and failed: what the guard did.
+	method          uint8
+	guard           bool
+	res             mcp.Results
+	data, msg       []byte
+	stopped, failed bool
 }
 
 func (m *mcpState) reset() {
 	m.srv, m.kind, m.listTools, m.allow = nil, 0, false, nil
+	m.method, m.guard, m.stopped, m.failed = 0, false, false, false
+	if cap(m.data) > 1<<20 || cap(m.msg) > 1<<20 {
+		m.data, m.msg = nil, nil // nor a huge tool result
+	}
 	m.rpcID, m.model, m.session, m.proto = m.rpcID[:0], m.model[:0], m.session[:0], m.proto[:0]
 	if cap(m.out) > 1<<20 {
 		m.out = nil // a huge tools list is not kept in the pool
@@ -81,7 +94,9 @@ func (s *Server) mcpServe(ctx *fasthttp.RequestCtx, name []byte) {
 			}
 		}
 	}
-	if m := &x.mcp; m.listTools {
+	m := &x.mcp
+	m.guard = x.mcpGuarded()
+	if m.listTools {
 		if patterns, ok := x.svc.AllowedModels(); ok && len(patterns) > 0 {
 			m.allow = m.tf.AllowTool(m.srv.name, patterns)
 		}
@@ -177,6 +192,7 @@ func (x *exchange) readMCPMessage(ctx *fasthttp.RequestCtx, body []byte) bool {
 	m.model = mcp.AppendModel(m.model[:0], m.srv.name, msg.Tool)
 	m.listTools = msg.Kind == mcp.Request && string(msg.Method) == "tools/list"
 	if msg.Kind == mcp.Request {
+		m.method = mcpMethod(msg.Method)
 		m.session = append(m.session[:0], ctx.Request.Header.Peek("Mcp-Session-Id")...)
 		m.proto = append(m.proto[:0], ctx.Request.Header.Peek("Mcp-Protocol-Version")...)
 	}
@@ -372,7 +388,7 @@ func (x *exchange) mcpReply(ctx *fasthttp.RequestCtx, rctx context.Context, stat
 		ctx.Response.Header.Set("Cache-Control", "no-cache")
 		ctx.Response.ImmediateHeaderFlush = true
 		r := &m.relay
-		r.x, r.rctx, r.filter = x, rctx, m.allow != nil
+		r.x, r.rctx, r.filter = x, rctx, m.allow != nil || m.guard
 		ctx.SetBodyStream(r, -1)
 		return true
 	}
@@ -390,8 +406,13 @@ func (x *exchange) mcpReply(ctx *fasthttp.RequestCtx, rctx context.Context, stat
 		return false
 	}
 	body := x.resp
-	if ok && m.allow != nil {
+	switch {
+	case ok && m.allow != nil:
 		if out, changed := m.tf.Filter(m.out[:0], body, m.rpcID, m.allow); changed {
+			m.out, body = out, out
+		}
+	case ok && m.guard:
+		if out, changed := x.mcpGuard(m.out[:0], body, status); changed {
 			m.out, body = out, out
 		}
 	}
@@ -400,7 +421,7 @@ func (x *exchange) mcpReply(ctx *fasthttp.RequestCtx, rctx context.Context, stat
 	if !ok {
 		x.end(wasmhost.EndUpstreamError, status)
 	} else {
-		x.end(wasmhost.EndCompleted, status)
+		x.end(m.mcpEndFlags(wasmhost.EndCompleted), status)
 	}
 	return false
 }

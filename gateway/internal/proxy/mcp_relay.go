@@ -20,8 +20,9 @@ const maxMCPEvent = maxResponseBytes
 
 // mcpRelay is a server's event stream as the client's response body:
 // relayed as it arrives (fasthttp flushes each Read's bytes as a chunk).
-// With filter (a tools/list reply) it holds each event until it is whole
-// and filters it. A stream the gateway cuts (a cancel, the server gone)
+// With filter (a tools/list reply, or a reply the chunk phase guards,
+// mcp_guard.go) it holds each event until it is whole and filters or
+// guards it. A stream the gateway cuts (a cancel, the server gone)
 // ends, for a request, with a JSON-RPC error event for its id, so the
 // client's call fails with the reason rather than waiting. Close ends the
 // exchange.
@@ -84,7 +85,12 @@ func (r *mcpRelay) cutEvents() {
 			break
 		}
 		var changed bool
-		if r.pend, changed = m.tf.FilterEvent(r.pend, ev, m.rpcID, m.allow); !changed {
+		if m.allow != nil {
+			r.pend, changed = m.tf.FilterEvent(r.pend, ev, m.rpcID, m.allow)
+		} else {
+			r.pend, changed = r.x.mcpGuardEvent(r.pend, ev)
+		}
+		if !changed {
 			r.pend = append(r.pend, ev...)
 		}
 		rest = more
@@ -150,6 +156,6 @@ func (r *mcpRelay) Close() error {
 		r.x.mcpCancelled(cause)
 	}
 	r.x.mcpReplied(r.n)
-	r.x.StreamClosed(flags, openai.Usage{})
+	r.x.StreamClosed(r.x.mcp.mcpEndFlags(flags), openai.Usage{})
 	return nil
 }
