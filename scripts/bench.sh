@@ -62,9 +62,13 @@
 #                             per worker) and tollgate-mcp (loadgen -mcp →
 #                             gateway /mcp/mock → the mock's /mcp, preflight
 #                             on: policies/bench-mcp.yaml), its added
-#                             latency over direct-mcp's; in the streaming
-#                             modes the mock answers tools/call as SSE with
-#                             20 progress notifications (X-Mock-MCP-*)
+#                             latency over direct-mcp's; tollgate-pii-mcp:
+#                             the same with pii redacting arguments and
+#                             results (the chunk phase on every result); in
+#                             the streaming modes the mock answers tools/call
+#                             as SSE with 20 progress notifications
+#                             (X-Mock-MCP-*, forwarded by the policy); an
+#                             EXTRA named *-mcp is an MCP target too
 #   POLICY=policies/passthrough.yaml      policy of the tollgate target
 #   EXTRA="name=policy.yaml[@binary] ..."
 #                             more gateway targets (tollgate-NAME), each with
@@ -190,16 +194,19 @@ ORDER=(direct) # always measured: the others are compared with it
 for t in $TARGETS; do
 	has_target "$t" || ORDER+=("$t")
 done
-# tollgate-mcp is compared with direct-mcp: measured whenever it is.
-has_target tollgate-mcp && ! has_target direct-mcp && ORDER+=(direct-mcp)
 for extra in $EXTRA; do
 	[[ $extra == *=* ]] || die "EXTRA entries are NAME=POLICY[@BINARY], got '$extra'"
 	[[ $extra != *@* || -x ${extra#*@} ]] || die "EXTRA: ${extra#*@} is not an executable"
 	ORDER+=("tollgate-${extra%%=*}")
 done
+# The MCP targets (tollgate-*-mcp, an EXTRA named *-mcp included) are
+# compared with direct-mcp: measured whenever one is.
+for t in "${ORDER[@]}"; do
+	[[ $t == tollgate-*mcp ]] && ! has_target direct-mcp && ORDER+=(direct-mcp)
+done
 for t in "${ORDER[@]}"; do
 	case $t in
-	direct | direct-mcp | fasthttp | nginx | tollgate | tollgate-noop4 | tollgate-noop4t) ;;
+	direct | direct-mcp | fasthttp | nginx | tollgate | tollgate-noop4 | tollgate-noop4t | tollgate-pii-mcp) ;;
 	tollgate-*) [[ -n $(variant_of "$t") || " $EXTRA " == *" ${t#tollgate-}="* ]] || die "unknown target '$t'" ;;
 	*) die "unknown target '$t'" ;;
 	esac

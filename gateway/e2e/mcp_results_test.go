@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -247,4 +248,46 @@ func resultParts(t *testing.T, res *mcp.CallToolResult) (text, image string, str
 		json.Unmarshal(raw, &structured)
 	}
 	return b.String(), image, structured
+}
+
+// TestMCPForwardHeaders: a server's forward_headers pass the client's
+// headers it names (here the mock's X-Mock-MCP-Stream, which makes it
+// answer as an event stream) and a server without them gets none.
+func TestMCPForwardHeaders(t *testing.T) {
+	_, mockURL := startMock(t, mockllm.Config{})
+	root := strings.TrimSuffix(mockURL, "/v1")
+	pol := policy(mockURL, "", "mock-1") + fmt.Sprintf(`
+mcp:
+  servers:
+    - {name: fwd, url: %s/mcp, forward_headers: ["x-mock-*"]}
+    - {name: plain, url: %s/mcp}
+`, root, root)
+	_, gw := startGateway(t, pol, nil)
+	post := func(server, session, body string) (*http.Response, string) {
+		req, _ := http.NewRequest("POST", gw+"/mcp/"+server, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set(mockllm.HeaderMCPStream, "true")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(got)
+	}
+	for _, tc := range []struct{ server, want string }{{"fwd", "text/event-stream"}, {"plain", "application/json"}} {
+		resp, got := post(tc.server, "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+		session := resp.Header.Get("Mcp-Session-Id")
+		if resp.StatusCode != 200 || session == "" {
+			t.Fatalf("%s: initialize: %d %s", tc.server, resp.StatusCode, got)
+		}
+		resp, got = post(tc.server, session, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`)
+		if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || !strings.HasPrefix(ct, tc.want) || !strings.Contains(got, `"hi"`) {
+			t.Errorf("%s: %d %s %s; want %s", tc.server, resp.StatusCode, ct, got, tc.want)
+		}
+	}
 }

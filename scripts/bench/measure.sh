@@ -233,6 +233,7 @@ describe() {
 		;;
 	direct-mcp) echo "direct-mcp: the load generator calling the mock's MCP tool \`echo\` (\`loadgen -mcp\`: a session per worker, opened untimed, then \`tools/call\` with a new id each); in the streaming modes the mock answers as SSE, 20 progress notifications before the result, and TTFT is the first of them" ;;
 	tollgate-mcp) echo "tollgate-mcp: the same tool calls through \`tollgate serve\` on \`policies/bench-mcp.yaml\` (\`POST /mcp/mock\`, preflight checking the bench key), compared with direct-mcp" ;;
+	tollgate-pii-mcp) echo "tollgate-pii-mcp: tollgate-mcp plus the built-in pii in \`redact\` mode with \`reply: redact\`: each call's arguments scanned in the request phase and each result's strings in the chunk phase, compared with direct-mcp" ;;
 	tollgate-noop4) echo "$1: \`policies/passthrough.yaml\` plus four no-op plugins, one per phase" ;;
 	tollgate-noop4t) echo "$1: \`policies/passthrough.yaml\` plus four no-op plugins, one per phase, \`interruptible: false\`" ;;
 	*)
@@ -298,7 +299,10 @@ write_report() {
 	has_target fasthttp && args+=(-floor fasthttp)
 	has_target nginx && args+=(-yardstick nginx)
 	# direct-mcp is the MCP targets' baseline, compared with nothing.
-	has_target direct-mcp && args+=(-compare tollgate-mcp=direct-mcp)
+	local t
+	for t in "${ORDER[@]}"; do
+		[[ $t == tollgate-*mcp ]] && args+=(-compare "$t=direct-mcp")
+	done
 	has_target tollgate-all4 && args+=(-summary "tollgate-all4=all four plugins on, memory stores")
 	has_target tollgate-all4-pg && args+=(-summary "tollgate-all4-pg=all four plugins on, Postgres + Redis")
 	[[ -n ${BENCH_OUT:-} ]] && args+=(-out "$BENCH_OUT")

@@ -110,8 +110,10 @@ policy_for() {
 		echo "$out"
 		return
 	fi
-	if [[ $t == tollgate-mcp ]]; then
+	if [[ $t == tollgate-mcp || $t == tollgate-pii-mcp ]]; then
 		cat policies/bench-mcp.yaml >"$out"
+		# plugins: is the file's last section.
+		[[ $t == tollgate-pii-mcp ]] && printf '  - name: pii\n    builtin: pii\n    on_error: fail_closed\n    config: {mode: redact, reply: redact}\n' >>"$out"
 		echo "$out"
 		return
 	fi

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/url"
+	"path"
 	"regexp"
 	"strings"
 	"time"
@@ -28,6 +29,12 @@ type MCPServer struct {
 	// credentials, from the environment as ${VAR}. The client's
 	// Authorization and X-Api-Key (its gateway key) never are.
 	Headers map[string]string `yaml:"headers"`
+	// ForwardHeaders lists client request headers passed on to the
+	// server beside the MCP ones, as case-insensitive names or glob
+	// patterns ("x-tenant-*"), as an upstream's forward_headers: the
+	// client's credentials never pass, and none may match a header of
+	// Headers (a client would send the server's credential).
+	ForwardHeaders []string `yaml:"forward_headers"`
 	// Timeout bounds how long a POST waits for the server's first byte
 	// (default 60s). Nothing bounds a reply once it started: a tool's
 	// event stream and a GET's server stream last as long as both ends
@@ -78,6 +85,17 @@ func (p *Policy) validateMCP(ps *Problems) {
 		}
 		if s.Timeout < 0 {
 			ps.add(at+".timeout", "must not be negative")
+		}
+		for j, h := range s.ForwardHeaders {
+			if _, err := path.Match(h, ""); err != nil || h == "" {
+				ps.add(fmt.Sprintf("%s.forward_headers[%d]", at, j), "invalid header name or pattern %q", h)
+				continue
+			}
+			for k := range s.Headers {
+				if ok, _ := path.Match(strings.ToLower(h), strings.ToLower(k)); ok {
+					ps.add(fmt.Sprintf("%s.forward_headers[%d]", at, j), "%q matches %s, which the gateway sets from headers: a client would send its own value", h, k)
+				}
+			}
 		}
 		for k, v := range s.Headers {
 			switch {

@@ -34,6 +34,10 @@ routes: [{models: [m], upstream: a}]
 		{"gateway's header", base + "mcp: {servers: [{name: d, url: 'http://h/mcp', headers: {Mcp-Session-Id: x}}]}\n", "mcp.servers[0].headers.Mcp-Session-Id: is set by the gateway"},
 		{"a message's header", base + "mcp: {servers: [{name: d, url: 'http://h/mcp', headers: {Mcp-Param-Q: x}}]}\n", "mcp.servers[0].headers.Mcp-Param-Q: is set by the gateway"},
 		{"bad header name", base + "mcp: {servers: [{name: d, url: 'http://h/mcp', headers: {'a b': x}}]}\n", `mcp.servers[0].headers: invalid header name "a b"`},
+		{"forwarded headers", base + "mcp: {servers: [{name: d, url: 'http://h/mcp?x=1', headers: {Authorization: 'Bearer ${DOCS_TOKEN}'}, forward_headers: [x-trace-id, 'x-mock-*']}]}\n", ""},
+		{"bad forwarded pattern", base + "mcp: {servers: [{name: d, url: 'http://h/mcp', forward_headers: ['x-[']}]}\n", `mcp.servers[0].forward_headers[0]: invalid header name or pattern "x-["`},
+		{"forwarding a configured header", base + "mcp: {servers: [{name: d, url: 'http://h/mcp', headers: {X-Server-Token: t}, forward_headers: ['X-*']}]}\n",
+			`mcp.servers[0].forward_headers[0]: "X-*" matches X-Server-Token`},
 		{"unknown field", base + "mcp: {servers: [{name: d, url: 'http://h/mcp', tools: [x]}]}\n", "mcp.servers[0].tools"},
 	}
 	for _, tt := range tests {

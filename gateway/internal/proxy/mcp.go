@@ -79,7 +79,8 @@ func newMCPServers(p *config.Policy) map[string]*mcpServer {
 			MaxConnections: config.DefaultUpstreamConns,
 		}
 		c := upstream.New(u)
-		rt := &route{targets: []target{{client: c, filter: newHeaderFilter(mcpForwarded), name: []byte(ms.Name)}}, wait: ms.Timeout}
+		forward := append(append([]string(nil), mcpForwarded...), ms.ForwardHeaders...)
+		rt := &route{targets: []target{{client: c, filter: newHeaderFilter(forward), name: []byte(ms.Name)}}, wait: ms.Timeout}
 		rt.set = balance.NewSet([]*balance.Upstream{balance.NewUpstream(ms.Name, balance.Config{})}, []int{1})
 		s := &mcpServer{name: ms.Name, label: "/mcp/" + ms.Name, model: mcp.AppendModel(nil, ms.Name, nil), route: rt}
 		s.modelLabel = string(s.model)

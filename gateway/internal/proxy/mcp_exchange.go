@@ -217,9 +217,7 @@ func (x *exchange) startMCPPlugins(ctx *fasthttp.RequestCtx, body []byte) {
 			x.mcp.refacts = x.mcpRefacts
 		}
 		wr.Refacts = x.mcp.refacts
-		if x.s != nil && x.s.srv != nil {
-			wr.MaxBodyBytes = x.s.srv.MaxRequestBodySize
-		}
+		x.allowPassRewrites(wr)
 	}
 	wr.Upstream = x.route.targets[0].name
 	wr.ClientHeader = &ctx.Request.Header
