@@ -220,5 +220,10 @@ func (r *Results) AppendWithheld(dst, text []byte) []byte {
 	return append(dst, `}],"isError":true}}`...)
 }
 
-// ID is the id of the message Read last, as sent; empty when it had none.
-func (r *Results) ID() []byte { return r.id }
+// Shrink drops buffers a huge reply grew (over 1 MiB of text, or 64 Ki
+// strings' spans), so a pooled Results does not keep them.
+func (r *Results) Shrink() {
+	if cap(r.text) > 1<<20 || cap(r.repl) > 1<<20 || cap(r.spans) > 1<<16 {
+		*r = Results{}
+	}
+}

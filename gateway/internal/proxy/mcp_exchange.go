@@ -60,6 +60,7 @@ func (m *mcpState) reset() {
 	if cap(m.data) > 1<<20 || cap(m.msg) > 1<<20 {
 		m.data, m.msg = nil, nil // nor a huge tool result
 	}
+	m.res.Shrink()
 	m.rpcID, m.model, m.session, m.proto = m.rpcID[:0], m.model[:0], m.session[:0], m.proto[:0]
 	if cap(m.out) > 1<<20 {
 		m.out = nil // a huge tools list is not kept in the pool
