@@ -291,3 +291,42 @@ mcp:
 		}
 	}
 }
+
+// TestMCPServerPlugins: a server's plugins select the guards its calls
+// run, as a route's do: pii redacts calls to and results from the server
+// that runs every plugin, and leaves those of the one that runs none.
+func TestMCPServerPlugins(t *testing.T) {
+	_, mockURL := startMock(t, mockllm.Config{})
+	rs := startResultServer(t, true)
+	pol := policy(mockURL, "", "mock-1") + fmt.Sprintf(`
+mcp:
+  servers:
+    - {name: guarded, url: %s}
+    - {name: open, url: %s, plugins: []}
+plugins:
+  - name: pii
+    builtin: pii
+    on_error: fail_closed
+    config: {mode: redact, reply: redact}
+`, rs.url, rs.url)
+	_, gw := startGateway(t, pol, nil)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		server  string
+		guarded bool
+	}{{"guarded", true}, {"open", false}} {
+		cs, err := connectMCP(t, gw+"/mcp/"+tc.server, &keyTransport{name: tc.server}, nil)
+		if err != nil {
+			t.Fatalf("%s: initialize: %v", tc.server, err)
+		}
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"q": "carol@example.net"}})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.server, err)
+		}
+		text, _, _ := resultParts(t, res)
+		sent := rs.lastQuery(t)
+		if tc.guarded == strings.Contains(sent, "@") || tc.guarded == strings.Contains(text, "bob.smith@") {
+			t.Errorf("%s: the server got %q, the client %q", tc.server, sent, text)
+		}
+	}
+}

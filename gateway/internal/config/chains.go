@@ -66,22 +66,11 @@ func (p *Policy) validateChains(ps *Problems) {
 	}
 	for i := range p.Routes {
 		r := &p.Routes[i]
-		at := fmt.Sprintf("routes[%d].plugins", i)
-		switch sel := r.Plugins; {
-		case sel == nil:
-			r.PluginNames = nil
-		case sel.Chain != "":
-			names, ok := p.Chains[sel.Chain]
-			if !ok {
-				ps.add(at, "names no chain: %q (declared: %s)", sel.Chain, quotedKeys(p.Chains))
-				continue
-			}
-			r.PluginNames = nonNilNames(names)
-		default:
-			if checkPluginList(at, sel.Names, order, ps) {
-				r.PluginNames = nonNilNames(sel.Names)
-			}
-		}
+		r.PluginNames = p.resolveSelection(fmt.Sprintf("routes[%d].plugins", i), r.Plugins, order, ps)
+	}
+	for i := range p.MCP.Servers {
+		s := &p.MCP.Servers[i]
+		s.PluginNames = p.resolveSelection(fmt.Sprintf("mcp.servers[%d].plugins", i), s.Plugins, order, ps)
 	}
 	for i, pc := range p.Tenants.Plans {
 		checkOverrides(fmt.Sprintf("tenants.plans[%d].plugins", i), pc.Plugins, order, ps)
@@ -89,6 +78,28 @@ func (p *Policy) validateChains(ps *Problems) {
 	for i, tc := range p.Tenants.Tenants {
 		checkOverrides(fmt.Sprintf("tenants.tenants[%d].plugins", i), tc.Plugins, order, ps)
 	}
+}
+
+// resolveSelection checks a route's or MCP server's plugin selection (at
+// names it) and returns its plugin names: nil for every plugin (none
+// selected, or a selection with problems, which are reported).
+func (p *Policy) resolveSelection(at string, sel *PluginSelection, order map[string]int, ps *Problems) []string {
+	switch {
+	case sel == nil:
+		return nil
+	case sel.Chain != "":
+		names, ok := p.Chains[sel.Chain]
+		if !ok {
+			ps.add(at, "names no chain: %q (declared: %s)", sel.Chain, quotedKeys(p.Chains))
+			return nil
+		}
+		return nonNilNames(names)
+	default:
+		if checkPluginList(at, sel.Names, order, ps) {
+			return nonNilNames(sel.Names)
+		}
+	}
+	return nil
 }
 
 // checkPluginList checks a chain's or a route's plugin names: each names a

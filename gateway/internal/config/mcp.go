@@ -35,6 +35,10 @@ type MCPServer struct {
 	// client's credentials never pass, and none may match a header of
 	// Headers (a client would send the server's credential).
 	ForwardHeaders []string `yaml:"forward_headers"`
+	// Plugins are the plugins the server's requests run, as a route's
+	// (routes[].plugins): the name of an entry of chains, or a list of
+	// plugin names (default: every plugin), in the policy's order.
+	Plugins *PluginSelection `yaml:"plugins"`
 	// Timeout bounds how long a POST waits for the server's first byte
 	// (default 60s). Nothing bounds a reply once it started: a tool's
 	// event stream and a GET's server stream last as long as both ends
@@ -43,6 +47,9 @@ type MCPServer struct {
 
 	// Parsed is URL parsed.
 	Parsed *url.URL `yaml:"-"`
+	// PluginNames is Plugins resolved by validation: nil for every
+	// plugin, else the names of the server's plugins (empty for none).
+	PluginNames []string `yaml:"-"`
 }
 
 // DefaultMCPTimeout is an MCP server's first-byte timeout.

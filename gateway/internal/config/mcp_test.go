@@ -38,6 +38,8 @@ routes: [{models: [m], upstream: a}]
 		{"bad forwarded pattern", base + "mcp: {servers: [{name: d, url: 'http://h/mcp', forward_headers: ['x-[']}]}\n", `mcp.servers[0].forward_headers[0]: invalid header name or pattern "x-["`},
 		{"forwarding a configured header", base + "mcp: {servers: [{name: d, url: 'http://h/mcp', headers: {X-Server-Token: t}, forward_headers: ['X-*']}]}\n",
 			`mcp.servers[0].forward_headers[0]: "X-*" matches X-Server-Token`},
+		{"plugins of no chain", base + "mcp: {servers: [{name: d, url: 'http://h/mcp', plugins: strict}]}\n", `mcp.servers[0].plugins: names no chain: "strict"`},
+		{"plugins not in the policy", base + "mcp: {servers: [{name: d, url: 'http://h/mcp', plugins: [nope]}]}\n", `mcp.servers[0].plugins`},
 		{"unknown field", base + "mcp: {servers: [{name: d, url: 'http://h/mcp', tools: [x]}]}\n", "mcp.servers[0].tools"},
 	}
 	for _, tt := range tests {

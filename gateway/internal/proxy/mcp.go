@@ -14,6 +14,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/mcp"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
 	"github.com/tollgate/tollgate/gateway/internal/upstream"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 // MCP servers (docs/POLICY.md, "MCP servers"; docs/adr/0029-mcp-gateway.md).
@@ -59,10 +60,12 @@ type mcpServer struct {
 }
 
 // newMCPServers builds the policy's MCP servers, each with its own
-// connection pool (closed with the state).
-func newMCPServers(p *config.Policy) map[string]*mcpServer {
+// connection pool (closed with the state) and its plugin selection
+// compiled for pipe. With tracing the client's trace context is not
+// forwarded (the gateway sends its own).
+func newMCPServers(p *config.Policy, pipe *wasmhost.Pipeline, tracing bool) (map[string]*mcpServer, error) {
 	if len(p.MCP.Servers) == 0 {
-		return nil
+		return nil, nil
 	}
 	out := make(map[string]*mcpServer, len(p.MCP.Servers))
 	for i := range p.MCP.Servers {
@@ -79,8 +82,20 @@ func newMCPServers(p *config.Policy) map[string]*mcpServer {
 			MaxConnections: config.DefaultUpstreamConns,
 		}
 		c := upstream.New(u)
-		forward := append(append([]string(nil), mcpForwarded...), ms.ForwardHeaders...)
-		rt := &route{targets: []target{{client: c, filter: newHeaderFilter(forward), name: []byte(ms.Name)}}, wait: ms.Timeout}
+		f := newHeaderFilter(append(append([]string(nil), mcpForwarded...), ms.ForwardHeaders...))
+		if tracing {
+			f.withhold("traceparent", "tracestate")
+		}
+		rt := &route{targets: []target{{client: c, filter: f, name: []byte(ms.Name)}}, wait: ms.Timeout}
+		if ms.PluginNames != nil && pipe != nil {
+			chain, err := pipe.Chain(ms.PluginNames)
+			if err != nil {
+				closeMCPServers(out)
+				c.Close()
+				return nil, fmt.Errorf("mcp.servers[%d].plugins: %w", i, err)
+			}
+			rt.chain = chain
+		}
 		rt.set = balance.NewSet([]*balance.Upstream{balance.NewUpstream(ms.Name, balance.Config{})}, []int{1})
 		s := &mcpServer{name: ms.Name, label: "/mcp/" + ms.Name, model: mcp.AppendModel(nil, ms.Name, nil), route: rt}
 		s.modelLabel = string(s.model)
@@ -89,7 +104,7 @@ func newMCPServers(p *config.Policy) map[string]*mcpServer {
 		}
 		out[ms.Name] = s
 	}
-	return out
+	return out, nil
 }
 
 // notifyCancelled tells the server that the client's request rpcID, in

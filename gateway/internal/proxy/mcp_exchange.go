@@ -222,6 +222,7 @@ func (x *exchange) startMCPPlugins(ctx *fasthttp.RequestCtx, body []byte) {
 	}
 	wr.Upstream = x.route.targets[0].name
 	wr.ClientHeader = &ctx.Request.Header
+	wr.SetChain(x.route.chain)
 	x.svc.Bind(x.st.services)
 	wr.Services = &x.svc
 	wr.Tracer = x.trace.CallTracer()

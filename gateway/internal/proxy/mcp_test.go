@@ -41,7 +41,10 @@ mcp:
 	if err != nil {
 		t.Fatal(err)
 	}
-	servers := newMCPServers(p)
+	servers, err := newMCPServers(p, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer closeMCPServers(servers)
 	for name, want := range map[string]struct{ path, label, model string }{
 		"bare": {"", "/mcp/bare", "mcp:bare"},

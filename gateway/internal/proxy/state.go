@@ -107,7 +107,10 @@ func (s *Server) newState(p *config.Policy) (_ *state, err error) {
 		return nil, err
 	}
 	st.files = newFilesRoute(p, st.clients, st.bindings, st.filters, health)
-	if st.mcp = newMCPServers(p); st.mcp != nil {
+	if st.mcp, err = newMCPServers(p, st.pipeline, s.tracing != nil); err != nil {
+		return nil, err
+	}
+	if st.mcp != nil {
 		st.closers = append(st.closers, func() { closeMCPServers(st.mcp) })
 	}
 	st.closers = append(st.closers, s.obs.Attach(st.pipeline, st.tenants))
