@@ -110,19 +110,19 @@ func ParseEndpointToken(tok []byte) (string, error) {
 // RewriteEndpointEvent appends to dst the server-sent event ev (its lines
 // up to and including the blank line ending it, CutEvent) with its data
 // replaced by the gateway's message URL for it: messageURL followed by
-// the token of the server's endpoint resolved against base. ok false (and
-// dst as it was) when ev is not an "endpoint" event with data (one
-// without is not dispatched to a client); err (ErrEndpoint) when the
-// gateway refuses it. The event's other lines (id, retry, comments) are
+// the token of the server's endpoint resolved against base, which is
+// returned as target. target "" (and dst as it was) when ev is not an
+// "endpoint" event with data (one without is not dispatched to a
+// client); err (ErrEndpoint) when the gateway refuses it. The event's other lines (id, retry, comments) are
 // kept in place.
 //
 // An event holding a CR not followed by LF is refused whatever its type:
 // the SSE spec ends a line there, CutEvent does not, so a client could
 // read an endpoint event in what the gateway read as another one — and
 // POST its gateway key wherever it says.
-func RewriteEndpointEvent(dst, ev []byte, base *url.URL, messageURL string) (_ []byte, ok bool, err error) {
+func RewriteEndpointEvent(dst, ev []byte, base *url.URL, messageURL string) (_ []byte, target string, err error) {
 	if i := bytes.IndexByte(ev, '\r'); i >= 0 && bareCR(ev[i:]) {
-		return dst, true, fmt.Errorf("%w: an event has a CR line end", ErrEndpoint)
+		return dst, "", fmt.Errorf("%w: an event has a CR line end", ErrEndpoint)
 	}
 	var data []byte
 	endpoint := false
@@ -139,11 +139,10 @@ func RewriteEndpointEvent(dst, ev []byte, base *url.URL, messageURL string) (_ [
 		}
 	}
 	if !endpoint || data == nil {
-		return dst, false, nil
+		return dst, "", nil
 	}
-	target, err := ResolveEndpoint(base, string(data))
-	if err != nil {
-		return dst, true, err
+	if target, err = ResolveEndpoint(base, string(data)); err != nil {
+		return dst, "", err
 	}
 	wrote := false
 	for rest := ev; len(rest) > 0; {
@@ -160,7 +159,7 @@ func RewriteEndpointEvent(dst, ev []byte, base *url.URL, messageURL string) (_ [
 		}
 		dst = append(dst, ev[len(ev)-n:len(ev)-len(rest)]...)
 	}
-	return dst, true, nil
+	return dst, target, nil
 }
 
 // bareCR reports whether b holds a CR not followed by LF.

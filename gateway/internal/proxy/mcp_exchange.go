@@ -43,6 +43,7 @@ type mcpState struct {
 	params  mcp.ParamRewrites
 	hdr     []byte
 	scratch []byte
+	sse     mcpSSE // the request's transport (mcp_sse.go)
 }
 
 func (m *mcpState) reset() {
@@ -56,15 +57,17 @@ func (m *mcpState) reset() {
 	if cap(m.relay.buf) > 1<<20 {
 		m.relay.buf, m.relay.pend = nil, nil
 	}
-	m.req = upstream.Request{}
+	m.req, m.sse = upstream.Request{}, mcpSSE{}
 	if cap(m.hdr) > 64<<10 {
 		m.hdr = nil
 	}
 }
 
-// mcpServe serves one request to the MCP server name.
-func (s *Server) mcpServe(ctx *fasthttp.RequestCtx, name []byte) {
+// mcpServe serves one request to the MCP server name, at the path leg
+// names.
+func (s *Server) mcpServe(ctx *fasthttp.RequestCtx, name []byte, leg mcpLeg) {
 	x := s.startExchange(ctx, endpointMCP)
+	x.mcp.sse.leg = leg
 	streamed := false
 	defer x.releaseUnstreamed(ctx, &streamed)
 	body, ok := x.readMCP(ctx, name)
@@ -81,7 +84,7 @@ func (s *Server) mcpServe(ctx *fasthttp.RequestCtx, name []byte) {
 			}
 		}
 	}
-	if m := &x.mcp; m.listTools {
+	if m := &x.mcp; m.listTools || m.sse.leg == mcpSSEStream {
 		if patterns, ok := x.svc.AllowedModels(); ok && len(patterns) > 0 {
 			m.allow = m.tf.AllowTool(m.srv.name, patterns)
 		}
@@ -132,8 +135,7 @@ func (x *exchange) readMCP(ctx *fasthttp.RequestCtx, name []byte) (body []byte, 
 		writeError(ctx, unknownMCPServer(name))
 		return nil, false
 	}
-	if !ctx.IsPost() && !ctx.IsGet() && !ctx.IsDelete() {
-		writeError(ctx, methodNotAllowed(ctx, "POST, GET, DELETE"))
+	if !x.mcpTransport(ctx) {
 		return nil, false
 	}
 	if ctx.IsPost() {
@@ -313,6 +315,9 @@ func (x *exchange) writeMCPError(ctx *fasthttp.RequestCtx, e *openai.Error) {
 	if e.Status == fasthttp.StatusUnauthorized {
 		ctx.Response.Header.Set("WWW-Authenticate", "Bearer")
 	}
+	if m.sse.leg == mcpSSEMessage && x.sseRefused(ctx, e) {
+		return
+	}
 	if !m.isRequest() || e.Status == fasthttp.StatusUnauthorized {
 		writeError(ctx, e)
 		return
@@ -347,7 +352,7 @@ func (x *exchange) sendMCP(ctx *fasthttp.RequestCtx, rctx context.Context, body 
 		method = "DELETE"
 	}
 	req := &x.mcp.req
-	*req = upstream.Request{Method: method, Path: x.mcp.srv.path, Header: x.header, Body: x.upstreamBody(body)}
+	*req = upstream.Request{Method: method, Path: x.mcp.path(), Header: x.header, Body: x.upstreamBody(body)}
 	ex, err := t.client.Do(rctx, req)
 	a.tried[0], a.attempts = tk.Upstream(), 1
 	if err != nil {
@@ -371,6 +376,10 @@ func (x *exchange) mcpReply(ctx *fasthttp.RequestCtx, rctx context.Context, stat
 	if ok && bytes.HasPrefix(ct, []byte("text/event-stream")) {
 		ctx.Response.Header.Set("Cache-Control", "no-cache")
 		ctx.Response.ImmediateHeaderFlush = true
+		if m.sse.leg == mcpSSEStream {
+			ctx.SetBodyStream(x.newSSERelay(rctx), -1)
+			return true
+		}
 		r := &m.relay
 		r.x, r.rctx, r.filter = x, rctx, m.allow != nil
 		ctx.SetBodyStream(r, -1)
@@ -436,6 +445,6 @@ func (x *exchange) mcpReplied(n int64) {
 // cancel API (cause ErrCancelled); nothing for anything else.
 func (x *exchange) mcpCancelled(cause error) {
 	if m := &x.mcp; m.isRequest() && errors.Is(cause, ErrCancelled) {
-		m.srv.notifyCancelled(x.s.log, m.session, m.proto, m.rpcID)
+		m.srv.notifyCancelled(x.s.log, m.path(), m.session, m.proto, m.rpcID)
 	}
 }
