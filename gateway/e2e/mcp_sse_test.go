@@ -204,6 +204,21 @@ func TestMCPSSEThroughGateway(t *testing.T) {
 		}
 	})
 
+	t.Run("a cancel of the GET ends the session", func(t *testing.T) {
+		id := globexTr.idOf(t, "GET")
+		if st, body := cancelCall(t, gw, "tg_mcp_globex", id); st != 200 {
+			t.Fatalf("cancel %s: %d %s", id, st, body)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if _, err := callText(t, globex, cctx, &mcp.CallToolParams{Name: "search"}); err == nil || cctx.Err() != nil {
+			t.Errorf("a call after the cancel: %v (context: %v)", err, cctx.Err())
+		}
+		if line := accessLine2(t, logs, id); !strings.Contains(line, " tenant=globex ") || !strings.Contains(line, " model=mcp:docs ") {
+			t.Errorf("the GET's row: %s", line)
+		}
+	})
+
 	if n := docs.badCreds.Load(); n != 0 {
 		t.Errorf("%d requests reached the server without its credentials or with a client's key", n)
 	}
