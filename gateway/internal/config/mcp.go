@@ -10,8 +10,9 @@ import (
 
 // MCP configures the Model Context Protocol servers the gateway fronts
 // (docs/POLICY.md, "MCP servers"; docs/adr/0029-mcp-gateway.md): each is
-// reached at /mcp/{name} over the Streamable HTTP transport, with the
-// tenant's gateway key, under its plan, rate limits, plugins and call log.
+// reached at /mcp/{name} over the Streamable HTTP transport (or at
+// /mcp/{name}/sse over the older HTTP+SSE one), with the tenant's gateway
+// key, under its plan, rate limits, plugins and call log.
 type MCP struct {
 	Servers []MCPServer `yaml:"servers"`
 }

@@ -20,9 +20,10 @@ import (
 // MCP servers (docs/POLICY.md, "MCP servers"; docs/adr/0029-mcp-gateway.md).
 // The policy's mcp.servers are reached at /mcp/{name} over the Streamable
 // HTTP transport: a POST carries one JSON-RPC message, a GET opens the
-// server's stream, a DELETE ends a session. Each request runs the plugin
-// pipeline as a passthrough request does (request, response-headers and
-// end phases), with the endpoint field "mcp" and the model mcp:{server}, or
+// server's stream, a DELETE ends a session (servers of the older HTTP+SSE
+// transport: mcp_sse.go). Each request runs the plugin pipeline as a
+// passthrough request does (request, response-headers and end phases),
+// with the endpoint field "mcp" and the model mcp:{server}, or
 // mcp:{server}/{tool} for a tools/call: plans' allowed_models and the rate
 // limiter's model patterns then govern servers and tools as they govern
 // models. One attempt is made (a tool call may act on the world), and the
