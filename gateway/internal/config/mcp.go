@@ -11,8 +11,9 @@ import (
 
 // MCP configures the Model Context Protocol servers the gateway fronts
 // (docs/POLICY.md, "MCP servers"; docs/adr/0029-mcp-gateway.md): each is
-// reached at /mcp/{name} over the Streamable HTTP transport, with the
-// tenant's gateway key, under its plan, rate limits, plugins and call log.
+// reached at /mcp/{name} over the Streamable HTTP transport (or at
+// /mcp/{name}/sse over the older HTTP+SSE one), with the tenant's gateway
+// key, under its plan, rate limits, plugins and call log.
 type MCP struct {
 	Servers []MCPServer `yaml:"servers"`
 }
@@ -23,7 +24,12 @@ type MCPServer struct {
 	// patterns (mcp:NAME, mcp:NAME/TOOL): lower-case letters, digits,
 	// '_' and '-', starting with a letter or digit.
 	Name string `yaml:"name"`
-	// URL is the server's Streamable HTTP endpoint (http or https).
+	// Transport is how the server speaks MCP: "streamable_http" (the
+	// default; MCP 2025-03-26 and later) or "sse", the older HTTP+SSE
+	// transport (MCP 2024-11-05), reached at /mcp/NAME/sse.
+	Transport string `yaml:"transport"`
+	// URL is the server's endpoint (http or https): its Streamable HTTP
+	// endpoint, or with transport sse its SSE endpoint (the GET stream).
 	URL string `yaml:"url"`
 	// Headers are sent to the server with every request: its own
 	// credentials, from the environment as ${VAR}. The client's
@@ -55,11 +61,18 @@ type MCPServer struct {
 // DefaultMCPTimeout is an MCP server's first-byte timeout.
 const DefaultMCPTimeout = 60 * time.Second
 
+// The MCP servers' transports.
+const (
+	MCPStreamableHTTP = "streamable_http"
+	MCPSSE            = "sse"
+)
+
 var mcpServerName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 
 func (p *Policy) applyMCPDefaults() {
 	for i := range p.MCP.Servers {
 		setDefault(&p.MCP.Servers[i].Timeout, DefaultMCPTimeout)
+		setDefault(&p.MCP.Servers[i].Transport, MCPStreamableHTTP)
 	}
 }
 
@@ -75,6 +88,9 @@ func (p *Policy) validateMCP(ps *Problems) {
 			ps.add(at+".name", "%q is already used by mcp.servers[%d]", s.Name, j)
 		default:
 			names[s.Name] = i
+		}
+		if s.Transport != MCPStreamableHTTP && s.Transport != MCPSSE {
+			ps.add(at+".transport", "must be %q or %q, got %q", MCPStreamableHTTP, MCPSSE, s.Transport)
 		}
 		switch u, err := url.Parse(s.URL); {
 		case s.URL == "":

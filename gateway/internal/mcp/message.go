@@ -2,7 +2,8 @@
 // and writes on the Streamable HTTP transport (MCP 2025-03-26 and
 // 2025-06-18): the JSON-RPC message a client POSTs, the JSON-RPC errors
 // the gateway answers in its stead, and the tools/list replies it filters
-// by the tenant's plan. It knows nothing of HTTP servers, plugins or
+// by the tenant's plan; and on the older HTTP+SSE transport (2024-11-05)
+// the endpoint events it rewrites (endpoint.go). It knows nothing of HTTP servers, plugins or
 // tenants: the proxy (gateway/internal/proxy, mcp.go) glues it in.
 // docs/adr/0029-mcp-gateway.md.
 package mcp

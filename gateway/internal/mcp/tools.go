@@ -24,6 +24,11 @@ type ToolFilter struct {
 // another message, is not JSON, or keeps every tool. allow is given each
 // tool's name.
 func (f *ToolFilter) Filter(dst, msg, id []byte, allow func(tool []byte) bool) (_ []byte, changed bool) {
+	return f.filter(dst, msg, id, false, allow)
+}
+
+// filter is Filter; anyID takes the response to any request (id unused).
+func (f *ToolFilter) filter(dst, msg, id []byte, anyID bool, allow func(tool []byte) bool) (_ []byte, changed bool) {
 	v, err := f.p.ParseBytes(msg)
 	if err != nil {
 		return dst, false
@@ -32,7 +37,7 @@ func (f *ToolFilter) Filter(dst, msg, id []byte, allow func(tool []byte) bool) (
 	if got == nil {
 		return dst, false
 	}
-	if f.id = got.MarshalTo(f.id[:0]); !bytes.Equal(f.id, id) {
+	if f.id = got.MarshalTo(f.id[:0]); !anyID && !bytes.Equal(f.id, id) {
 		return dst, false
 	}
 	tools := v.Get("result", "tools")
@@ -73,11 +78,24 @@ func (f *ToolFilter) AllowTool(server string, patterns []string) func([]byte) bo
 // its data lines replaced by one line of the filtered message, its other
 // lines (event, id, retry, comments) kept in place.
 func (f *ToolFilter) FilterEvent(dst, ev, id []byte, allow func([]byte) bool) (_ []byte, changed bool) {
+	return f.filterEvent(dst, ev, id, false, allow)
+}
+
+// FilterStreamEvent is FilterEvent for the older HTTP+SSE transport
+// (MCP 2024-11-05), whose one GET stream carries the replies to every
+// request a client POSTs: any response whose result.tools is an array
+// is filtered, whatever its id (the gateway does not see which POST was
+// a tools/list, nor keeps state across the POSTs and the stream).
+func (f *ToolFilter) FilterStreamEvent(dst, ev []byte, allow func([]byte) bool) (_ []byte, changed bool) {
+	return f.filterEvent(dst, ev, nil, true, allow)
+}
+
+func (f *ToolFilter) filterEvent(dst, ev, id []byte, anyID bool, allow func([]byte) bool) (_ []byte, changed bool) {
 	if f.data = EventData(f.data[:0], ev); len(f.data) == 0 {
 		return dst, false
 	}
 	start := len(dst)
-	dst, changed = f.Filter(dst, f.data, id, allow)
+	dst, changed = f.filter(dst, f.data, id, anyID, allow)
 	if !changed {
 		return dst, false
 	}
@@ -152,9 +170,13 @@ func cutLine(b []byte) (line, rest []byte) {
 }
 
 // dataField is the value of a "data" field line (one leading space
-// dropped, as the SSE spec reads it).
-func dataField(line []byte) ([]byte, bool) {
-	d, ok := bytes.CutPrefix(line, []byte("data"))
+// dropped, as the SSE spec reads it; a line of the name alone is the
+// field with an empty value).
+func dataField(line []byte) ([]byte, bool) { return field(line, "data") }
+
+// field is the value of the line's field name, as dataField reads it.
+func field(line []byte, name string) ([]byte, bool) {
+	d, ok := bytes.CutPrefix(line, []byte(name))
 	if !ok || (len(d) > 0 && d[0] != ':') {
 		return nil, false
 	}

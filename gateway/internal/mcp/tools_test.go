@@ -94,6 +94,34 @@ func TestFilterEvent(t *testing.T) {
 	}
 }
 
+// On the HTTP+SSE transport's stream any response listing tools is
+// filtered, whatever its id; nothing else is.
+func TestFilterStreamEvent(t *testing.T) {
+	var f ToolFilter
+	allow := f.AllowTool("docs", []string{"mcp:docs/search"})
+	for _, id := range []string{"4", `"x"`, "0"} {
+		reply := strings.Replace(toolsReply, `"id":4`, `"id":`+id, 1)
+		out, changed := f.FilterStreamEvent([]byte("x"), []byte("event: message\ndata: "+reply+"\n\n"), allow)
+		if !changed || !strings.HasPrefix(string(out), "xevent: message\ndata: ") || !strings.HasSuffix(string(out), "\n\n") {
+			t.Fatalf("id %s: changed %v: %q", id, changed, out)
+		}
+		data := strings.TrimSuffix(strings.TrimPrefix(string(out), "xevent: message\ndata: "), "\n\n")
+		if names := toolNames(t, []byte(data)); !reflect.DeepEqual(names, []string{"search"}) {
+			t.Errorf("id %s: tools %v", id, names)
+		}
+	}
+	for _, msg := range []string{
+		`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"tools"}]}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"tools":{"name":"delete"}}}`,
+		`{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"m"}}`,
+	} {
+		if out, changed := f.FilterStreamEvent(nil, []byte("data: "+msg+"\n\n"), allow); changed || len(out) != 0 {
+			t.Errorf("%s changed: %q", msg, out)
+		}
+	}
+}
+
 func TestCutEvent(t *testing.T) {
 	tests := []struct {
 		in, ev, rest string

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -20,9 +21,10 @@ import (
 // MCP servers (docs/POLICY.md, "MCP servers"; docs/adr/0029-mcp-gateway.md).
 // The policy's mcp.servers are reached at /mcp/{name} over the Streamable
 // HTTP transport: a POST carries one JSON-RPC message, a GET opens the
-// server's stream, a DELETE ends a session. Each request runs the plugin
-// pipeline as a passthrough request does (request, response-headers and
-// end phases), with the endpoint field "mcp" and the model mcp:{server}, or
+// server's stream, a DELETE ends a session (servers of the older HTTP+SSE
+// transport: mcp_sse.go). Each request runs the plugin pipeline as a
+// passthrough request does (request, response-headers and end phases),
+// with the endpoint field "mcp" and the model mcp:{server}, or
 // mcp:{server}/{tool} for a tools/call: plans' allowed_models and the rate
 // limiter's model patterns then govern servers and tools as they govern
 // models. One attempt is made (a tool call may act on the world), and the
@@ -54,9 +56,18 @@ type mcpServer struct {
 	// the server has it, whatever its tool (a client's choice).
 	modelLabel string
 	// path is what the request line carries after the URL's path: its
-	// query, if any.
+	// query, if any. For an SSE server, whose client's base path is
+	// empty (a POST goes to the path its endpoint event gave), the SSE
+	// endpoint's whole path and query.
 	path  string
 	route *route // the server, as the one member of a route
+	// sse marks a server of the older HTTP+SSE transport (mcp_sse.go):
+	// url is its configured SSE endpoint, which the endpoint event's
+	// URI reference is resolved against; message the URL its rewritten
+	// endpoint event gives a client, up to the token.
+	sse     bool
+	url     *url.URL
+	message string
 }
 
 // newMCPServers builds the policy's MCP servers, each with its own
@@ -71,7 +82,11 @@ func newMCPServers(p *config.Policy, pipe *wasmhost.Pipeline, tracing bool) (map
 	for i := range p.MCP.Servers {
 		ms := &p.MCP.Servers[i]
 		addr := *ms.Parsed
-		if addr.Path == "" {
+		sse := ms.Transport == config.MCPSSE
+		switch {
+		case sse:
+			addr.Path, addr.RawPath, addr.RawQuery = "", "", "" // the origin: each request carries its whole path
+		case addr.Path == "":
 			addr.Path = "/" // http://host:port is the request line's "/"
 		}
 		u := &config.Upstream{
@@ -102,19 +117,28 @@ func newMCPServers(p *config.Policy, pipe *wasmhost.Pipeline, tracing bool) (map
 		if q := ms.Parsed.RawQuery; q != "" {
 			s.path = "?" + q
 		}
+		if sse {
+			s.sse, s.url, s.message = true, ms.Parsed, s.label+"/message?"+mcpEndpointParam+"="
+			if p := ms.Parsed.EscapedPath(); p != "" {
+				s.path = p + s.path
+			} else {
+				s.path = "/" + s.path
+			}
+		}
 		out[ms.Name] = s
 	}
 	return out, nil
 }
 
-// notifyCancelled tells the server that the client's request rpcID, in
-// session (nil: none) at protocol version proto, was cancelled through
+// notifyCancelled tells the server at path (the POST's: mcpState.path)
+// that the client's request rpcID, in session (nil: none) at protocol
+// version proto, was cancelled through
 // the gateway's cancel API: MCP's notifications/cancelled, since a closed
 // connection is not a cancel to an MCP server (the spec has servers keep
 // working on a request whose stream broke, for the client to resume). It
 // is sent on its own goroutine, with the server's configured headers, at
 // most once per cancelled request; its reply is discarded.
-func (ms *mcpServer) notifyCancelled(log *slog.Logger, session, proto, rpcID []byte) {
+func (ms *mcpServer) notifyCancelled(log *slog.Logger, path string, session, proto, rpcID []byte) {
 	body := append([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`), rpcID...)
 	body = append(body, `,"reason":"cancelled through the gateway"}}`...)
 	h := []byte("Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Method: notifications/cancelled\r\n")
@@ -128,7 +152,7 @@ func (ms *mcpServer) notifyCancelled(log *slog.Logger, session, proto, rpcID []b
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		ex, err := c.Do(ctx, &upstream.Request{Method: "POST", Path: ms.path, Header: h, Body: body})
+		ex, err := c.Do(ctx, &upstream.Request{Method: "POST", Path: path, Header: h, Body: body})
 		if err != nil {
 			log.Warn("mcp: the server was not told of a cancel", "server", ms.name, "err", err)
 			return
@@ -145,11 +169,27 @@ func closeMCPServers(servers map[string]*mcpServer) {
 	}
 }
 
-// mcpPath matches /mcp/{name}: the name (not yet checked against the
-// policy).
-func mcpPath(p []byte) ([]byte, bool) {
+// mcpPath matches /mcp/{name}, /mcp/{name}/sse and /mcp/{name}/message:
+// the name (not yet checked against the policy) and which of the
+// server's transports' requests the path names.
+func mcpPath(p []byte) ([]byte, mcpLeg, bool) {
 	name, ok := bytes.CutPrefix(p, []byte("/mcp/"))
-	return name, ok && len(name) > 0 && bytes.IndexByte(name, '/') < 0
+	if !ok {
+		return nil, 0, false
+	}
+	leg := mcpStreamable
+	if i := bytes.IndexByte(name, '/'); i >= 0 {
+		switch string(name[i:]) {
+		case "/sse":
+			leg = mcpSSEStream
+		case "/message":
+			leg = mcpSSEMessage
+		default:
+			return nil, 0, false
+		}
+		name = name[:i]
+	}
+	return name, leg, len(name) > 0
 }
 
 func unknownMCPServer(name []byte) *openai.Error {

@@ -43,6 +43,7 @@ type mcpState struct {
 	params  mcp.ParamRewrites
 	hdr     []byte
 	scratch []byte
+	sse     mcpSSE // the request's transport (mcp_sse.go)
 	// method is a request's method as the guard tells them apart
 	// (mcpMethod); guard is set when its reply runs the chunk phase
 	// (mcp_guard.go), which reads it with res, an event's message in
@@ -70,15 +71,17 @@ func (m *mcpState) reset() {
 	if cap(m.relay.buf) > 1<<20 {
 		m.relay.buf, m.relay.pend = nil, nil
 	}
-	m.req = upstream.Request{}
+	m.req, m.sse = upstream.Request{}, mcpSSE{}
 	if cap(m.hdr) > 64<<10 {
 		m.hdr = nil
 	}
 }
 
-// mcpServe serves one request to the MCP server name.
-func (s *Server) mcpServe(ctx *fasthttp.RequestCtx, name []byte) {
+// mcpServe serves one request to the MCP server name, at the path leg
+// names.
+func (s *Server) mcpServe(ctx *fasthttp.RequestCtx, name []byte, leg mcpLeg) {
 	x := s.startExchange(ctx, endpointMCP)
+	x.mcp.sse.leg = leg
 	streamed := false
 	defer x.releaseUnstreamed(ctx, &streamed)
 	body, ok := x.readMCP(ctx, name)
@@ -97,7 +100,7 @@ func (s *Server) mcpServe(ctx *fasthttp.RequestCtx, name []byte) {
 	}
 	m := &x.mcp
 	m.guard = x.mcpGuarded()
-	if m.listTools {
+	if m.listTools || m.sse.leg == mcpSSEStream {
 		if patterns, ok := x.svc.AllowedModels(); ok && len(patterns) > 0 {
 			m.allow = m.tf.AllowTool(m.srv.name, patterns)
 		}
@@ -148,8 +151,7 @@ func (x *exchange) readMCP(ctx *fasthttp.RequestCtx, name []byte) (body []byte, 
 		writeError(ctx, unknownMCPServer(name))
 		return nil, false
 	}
-	if !ctx.IsPost() && !ctx.IsGet() && !ctx.IsDelete() {
-		writeError(ctx, methodNotAllowed(ctx, "POST, GET, DELETE"))
+	if !x.mcpTransport(ctx) {
 		return nil, false
 	}
 	if ctx.IsPost() {
@@ -329,6 +331,9 @@ func (x *exchange) writeMCPError(ctx *fasthttp.RequestCtx, e *openai.Error) {
 	if e.Status == fasthttp.StatusUnauthorized {
 		ctx.Response.Header.Set("WWW-Authenticate", "Bearer")
 	}
+	if m.sse.leg == mcpSSEMessage && x.sseRefused(ctx, e) {
+		return
+	}
 	if !m.isRequest() || e.Status == fasthttp.StatusUnauthorized {
 		writeError(ctx, e)
 		return
@@ -363,7 +368,7 @@ func (x *exchange) sendMCP(ctx *fasthttp.RequestCtx, rctx context.Context, body 
 		method = "DELETE"
 	}
 	req := &x.mcp.req
-	*req = upstream.Request{Method: method, Path: x.mcp.srv.path, Header: x.header, Body: x.upstreamBody(body)}
+	*req = upstream.Request{Method: method, Path: x.mcp.path(), Header: x.header, Body: x.upstreamBody(body)}
 	ex, err := t.client.Do(rctx, req)
 	a.tried[0], a.attempts = tk.Upstream(), 1
 	if err != nil {
@@ -387,6 +392,10 @@ func (x *exchange) mcpReply(ctx *fasthttp.RequestCtx, rctx context.Context, stat
 	if ok && bytes.HasPrefix(ct, []byte("text/event-stream")) {
 		ctx.Response.Header.Set("Cache-Control", "no-cache")
 		ctx.Response.ImmediateHeaderFlush = true
+		if m.sse.leg == mcpSSEStream {
+			ctx.SetBodyStream(x.newSSERelay(rctx), -1)
+			return true
+		}
 		r := &m.relay
 		r.x, r.rctx, r.filter = x, rctx, m.allow != nil || m.guard
 		ctx.SetBodyStream(r, -1)
@@ -457,6 +466,6 @@ func (x *exchange) mcpReplied(n int64) {
 // cancel API (cause ErrCancelled); nothing for anything else.
 func (x *exchange) mcpCancelled(cause error) {
 	if m := &x.mcp; m.isRequest() && errors.Is(cause, ErrCancelled) {
-		m.srv.notifyCancelled(x.s.log, m.session, m.proto, m.rpcID)
+		m.srv.notifyCancelled(x.s.log, m.path(), m.session, m.proto, m.rpcID)
 	}
 }

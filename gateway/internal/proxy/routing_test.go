@@ -160,7 +160,9 @@ func TestRetryOnConnectionFailureAndTimeout(t *testing.T) {
 			upstreamYAML("slow", slow.url, "timeouts: {connect: 1s, first_byte: 150ms, idle: 2s, total: 20s}")+upstreamYAML("b", b.url, ""),
 			`- {models: [m], upstreams: [{name: slow}, {name: b}]}`))
 		timeouts := 0
-		for range 8 {
+		// The set picks at random by weight: 8 requests all to b is 1 in
+		// 256, so the run goes on (up to 40) until one went to slow.
+		for i := 0; i < 40 && (i < 8 || timeouts == 0); i++ {
 			start := time.Now()
 			r := g.chat(t, "m", true)
 			if r.status != 200 || !strings.Contains(r.body, "b1 ") || !strings.Contains(r.body, "[DONE]") {

@@ -90,6 +90,8 @@ type Server struct {
 	// conns counts open client connections (fasthttp's own count is off
 	// by one once a shutdown has returned).
 	conns atomic.Int64
+	// sse are the MCP HTTP+SSE streams this gateway relays (mcp_sse.go).
+	sse sseStreams
 }
 
 // Option tunes a Server.
@@ -341,8 +343,8 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			s.storedResponse(ctx, id, sub)
 			return
 		}
-		if name, ok := mcpPath(ctx.Path()); ok {
-			s.mcpServe(ctx, name)
+		if name, leg, ok := mcpPath(ctx.Path()); ok {
+			s.mcpServe(ctx, name, leg)
 			return
 		}
 		if pe, id, allow, ok := passEndpointFor(ctx.Method(), ctx.Path()); ok {

@@ -190,6 +190,7 @@ var rules = map[string]rule{
 	"tenants.tenants[].keys[].status": {enum: []string{tenant.StatusActive, tenant.StatusRevoked}},
 	"tenants.prices[].model":          {required: true},
 	"passthrough.files.plans":         {required: true, minItems: 1},
+	"mcp.servers[].transport":         {enum: []string{config.MCPStreamableHTTP, config.MCPSSE}},
 	"pricing.unpriced":                {enum: []string{config.UnpricedFree, config.UnpricedRefuse}},
 	"server.tls.cert_file":            {required: true},
 	"server.tls.key_file":             {required: true},
