@@ -108,7 +108,8 @@ func TestMCPSSEThroughGateway(t *testing.T) {
 		if !ok {
 			t.Fatalf("first event %q", ev)
 		}
-		target, err := base64.RawURLEncoding.DecodeString(strings.TrimSpace(data))
+		// The token is the server's target and its signature.
+		target, err := base64.RawURLEncoding.DecodeString(strings.Split(strings.TrimSpace(data), ".")[0])
 		if err != nil || !strings.HasPrefix(string(target), "/sse?sessionid=") {
 			t.Errorf("token %q: %q, %v", data, target, err)
 		}
@@ -311,7 +312,12 @@ func TestMCPSSEForeignEndpoint(t *testing.T) {
 func TestMCPSSEAcrossReplicas(t *testing.T) {
 	docs := startSSEDocsServer(t)
 	_, mockURL := startMock(t, mockllm.Config{})
-	pol := mcpSSEPolicy(mockURL, docs.url)
+	// Replicas accept each other's message URLs with a shared key.
+	unshared := mcpSSEPolicy(mockURL, docs.url)
+	pol := strings.Replace(unshared, "\nmcp:\n", "\nmcp:\n  endpoint_key: the replicas' shared key of 32 bytes or more\n", 1)
+	if pol == unshared {
+		t.Fatal("no mcp section to add the key to")
+	}
 	_, gwA := startGateway(t, pol, mcpVars)
 	_, gwB := startGateway(t, pol, mcpVars)
 	host := func(u string) string { p, _ := url.Parse(u); return p.Host }
@@ -362,6 +368,23 @@ func TestMCPSSEAcrossReplicas(t *testing.T) {
 	if err != nil || !strings.HasPrefix(ev, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"d1\",\"error\":{\"code\":-32000,") ||
 		!strings.Contains(ev, `"code":"model_not_allowed"`) {
 		t.Errorf("on the stream: %q, %v", ev, err)
+	}
+	if n := docs.posts.Load() - posts; n != 0 {
+		t.Errorf("%d refused POSTs reached the server", n)
+	}
+
+	// A message URL is signed for its target and server: another path
+	// under its signature, and the URL on a replica without the shared
+	// key, are refused before anything is sent.
+	search := `{"jsonrpc":"2.0","id":"s1","method":"tools/call","params":{"name":"search","arguments":{"q":"x"}}}`
+	tok := message[strings.Index(message, "endpoint=")+len("endpoint="):]
+	forged := base64.RawURLEncoding.EncodeToString([]byte("/admin")) + tok[strings.LastIndexByte(tok, '.'):]
+	_, gwC := startGateway(t, unshared, mcpVars)
+	for _, u := range []string{gwB + strings.Replace(message, tok, forged, 1), gwC + message} {
+		status, _, body = post(t, u, search, auth...)
+		if status != 400 || !strings.Contains(string(body), `"code":"invalid_mcp_endpoint"`) {
+			t.Errorf("POST %s: %d %s", u, status, body)
+		}
 	}
 	if n := docs.posts.Load() - posts; n != 0 {
 		t.Errorf("%d refused POSTs reached the server", n)

@@ -16,7 +16,16 @@ import (
 // key, under its plan, rate limits, plugins and call log.
 type MCP struct {
 	Servers []MCPServer `yaml:"servers"`
+	// EndpointKey signs the message URLs the gateway gives clients of
+	// servers with transport sse (from the environment as ${VAR}, at
+	// least 32 bytes): replicas that share it accept each other's. Without
+	// it each process signs with a random key of its own, and a session's
+	// POSTs must reach the replica that relays its stream.
+	EndpointKey string `yaml:"endpoint_key"`
 }
+
+// MinMCPEndpointKey is the shortest mcp.endpoint_key accepted.
+const MinMCPEndpointKey = 32
 
 // MCPServer is one MCP server behind the gateway.
 type MCPServer struct {
@@ -77,6 +86,9 @@ func (p *Policy) applyMCPDefaults() {
 }
 
 func (p *Policy) validateMCP(ps *Problems) {
+	if k := p.MCP.EndpointKey; k != "" && len(k) < MinMCPEndpointKey {
+		ps.add("mcp.endpoint_key", "must be at least %d bytes, got %d: a random secret, such as the output of `openssl rand -base64 32`", MinMCPEndpointKey, len(k))
+	}
 	names := map[string]int{}
 	for i := range p.MCP.Servers {
 		s := &p.MCP.Servers[i]

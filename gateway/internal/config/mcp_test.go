@@ -43,6 +43,8 @@ routes: [{models: [m], upstream: a}]
 			`mcp.servers[0].forward_headers[0]: "X-*" matches X-Server-Token`, ""},
 		{"plugins of no chain", base + "mcp: {servers: [{name: d, url: 'http://h/mcp', plugins: strict}]}\n", `mcp.servers[0].plugins: names no chain: "strict"`, ""},
 		{"plugins not in the policy", base + "mcp: {servers: [{name: d, url: 'http://h/mcp', plugins: [nope]}]}\n", `mcp.servers[0].plugins`, ""},
+		{"short endpoint key", base + "mcp: {endpoint_key: short, servers: [{name: d, transport: sse, url: 'http://h/sse'}]}\n", "mcp.endpoint_key: must be at least 32 bytes, got 5", ""},
+		{"endpoint key", base + "mcp: {endpoint_key: '0123456789abcdef0123456789abcdef', servers: [{name: d, transport: sse, url: 'http://h/sse?x=1', headers: {Authorization: 'Bearer ${DOCS_TOKEN}'}}]}\n", "", "sse"},
 		{"unknown field", base + "mcp: {servers: [{name: d, url: 'http://h/mcp', tools: [x]}]}\n", "mcp.servers[0].tools", ""},
 	}
 	for _, tt := range tests {

@@ -2,6 +2,9 @@ package mcp
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -85,23 +88,75 @@ func validTarget(t string) bool {
 	return true
 }
 
-// AppendEndpointToken appends to dst the token of a request target: its
-// base64url encoding (no padding), safe in a query parameter. The token
-// is not secret nor signed: a client that forges one reaches another path
-// on the same origin, never another origin.
-func AppendEndpointToken(dst []byte, target string) []byte {
-	return base64.RawURLEncoding.AppendEncode(dst, []byte(target))
+// EndpointKey signs the tokens of the gateway's message URLs and checks
+// them: a token is its request target (base64url, no padding), '.', and
+// the first 16 bytes of HMAC-SHA256(key, server NUL target) (base64url),
+// so a client can POST only where a server's endpoint event pointed —
+// not to another path of the server, with the server's credentials the
+// gateway adds, and not with another server's token. Replicas accept each
+// other's tokens when they share the key (mcp.endpoint_key); a random key
+// is this process's alone. Safe for concurrent use.
+type EndpointKey struct{ k [32]byte }
+
+// NewEndpointKey derives a key from secret (SHA-256), or makes a random
+// one when secret is empty.
+func NewEndpointKey(secret string) *EndpointKey {
+	k := &EndpointKey{}
+	if secret == "" {
+		if _, err := rand.Read(k.k[:]); err != nil {
+			panic("mcp: no randomness for an endpoint key: " + err.Error())
+		}
+		return k
+	}
+	k.k = sha256.Sum256([]byte("tollgate mcp endpoint\x00" + secret))
+	return k
 }
 
-// ParseEndpointToken is the request target a token carries, checked as
-// ResolveEndpoint checks one. ErrEndpoint when it is not a token the
-// gateway could have issued.
-func ParseEndpointToken(tok []byte) (string, error) {
-	if len(tok) == 0 || len(tok) > base64.RawURLEncoding.EncodedLen(MaxEndpointTarget) {
+// strictB64 reads a token's parts: one encoding per value (the unused
+// bits of the last character must be zero).
+var strictB64 = base64.RawURLEncoding.Strict()
+
+// tokenMAC is the length of a token's MAC, in bytes.
+const tokenMAC = 16
+
+func (k *EndpointKey) mac(dst []byte, server, target string) []byte {
+	m := hmac.New(sha256.New, k.k[:])
+	m.Write([]byte(server))
+	m.Write([]byte{0})
+	m.Write([]byte(target))
+	return m.Sum(dst)[:len(dst)+tokenMAC]
+}
+
+// AppendToken appends to dst the token of a request target of server,
+// safe in a query parameter.
+func (k *EndpointKey) AppendToken(dst []byte, server, target string) []byte {
+	dst = base64.RawURLEncoding.AppendEncode(dst, []byte(target))
+	dst = append(dst, '.')
+	var buf [sha256.Size]byte
+	return base64.RawURLEncoding.AppendEncode(dst, k.mac(buf[:0], server, target))
+}
+
+// ParseToken is the request target a token of server carries, checked as
+// ResolveEndpoint checks one. ErrEndpoint when it is not a token this key
+// signed for server (the MAC is compared in constant time).
+func (k *EndpointKey) ParseToken(tok []byte, server string) (string, error) {
+	i := bytes.LastIndexByte(tok, '.')
+	if i <= 0 || len(tok) > base64.RawURLEncoding.EncodedLen(MaxEndpointTarget)+1+base64.RawURLEncoding.EncodedLen(tokenMAC) {
 		return "", ErrEndpoint
 	}
-	b, err := base64.RawURLEncoding.AppendDecode(nil, tok)
+	for j, c := range tok {
+		// The alphabet only: the decoder would skip CR and LF.
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' && j == i) {
+			return "", ErrEndpoint
+		}
+	}
+	b, err := strictB64.AppendDecode(nil, tok[:i])
 	if err != nil || !validTarget(string(b)) {
+		return "", ErrEndpoint
+	}
+	var got, want [sha256.Size]byte
+	sig, err := strictB64.AppendDecode(got[:0], tok[i+1:])
+	if err != nil || !hmac.Equal(sig, k.mac(want[:0], server, string(b))) {
 		return "", ErrEndpoint
 	}
 	return string(b), nil
@@ -110,8 +165,8 @@ func ParseEndpointToken(tok []byte) (string, error) {
 // RewriteEndpointEvent appends to dst the server-sent event ev (its lines
 // up to and including the blank line ending it, CutEvent) with its data
 // replaced by the gateway's message URL for it: messageURL followed by
-// the token of the server's endpoint resolved against base, which is
-// returned as target. target "" (and dst as it was) when ev is not an
+// the token (key's, for server) of the server's endpoint resolved
+// against base, which is returned as target. target "" (and dst as it was) when ev is not an
 // "endpoint" event with data (one without is not dispatched to a
 // client); err (ErrEndpoint) when the gateway refuses it. The event's other lines (id, retry, comments) are
 // kept in place.
@@ -120,7 +175,7 @@ func ParseEndpointToken(tok []byte) (string, error) {
 // the SSE spec ends a line there, CutEvent does not, so a client could
 // read an endpoint event in what the gateway read as another one — and
 // POST its gateway key wherever it says.
-func RewriteEndpointEvent(dst, ev []byte, base *url.URL, messageURL string) (_ []byte, target string, err error) {
+func RewriteEndpointEvent(dst, ev []byte, base *url.URL, messageURL string, key *EndpointKey, server string) (_ []byte, target string, err error) {
 	if i := bytes.IndexByte(ev, '\r'); i >= 0 && bareCR(ev[i:]) {
 		return dst, "", fmt.Errorf("%w: an event has a CR line end", ErrEndpoint)
 	}
@@ -152,7 +207,7 @@ func RewriteEndpointEvent(dst, ev []byte, base *url.URL, messageURL string) (_ [
 		if _, ok := dataField(line); ok {
 			if !wrote {
 				dst = append(append(dst, "data: "...), messageURL...)
-				dst = append(AppendEndpointToken(dst, target), '\n')
+				dst = append(key.AppendToken(dst, server, target), '\n')
 				wrote = true
 			}
 			continue

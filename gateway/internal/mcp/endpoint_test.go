@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"net/url"
 	"strings"
@@ -49,27 +50,48 @@ func TestResolveEndpoint(t *testing.T) {
 	}
 }
 
+// testKey signs the tests' tokens.
+var testKey = NewEndpointKey("the tests' endpoint key, 32 bytes or more")
+
 func TestEndpointToken(t *testing.T) {
 	for _, target := range []string{"/", "/messages?sessionId=abc", "/a%20b?q=%2F&x=~"} {
-		tok := AppendEndpointToken(nil, target)
+		tok := testKey.AppendToken(nil, "docs", target)
 		if bytes.ContainsAny(tok, "+/=?&#%") {
 			t.Errorf("token %q is not query-safe", tok)
 		}
-		if got, err := ParseEndpointToken(tok); got != target || err != nil {
+		if got, err := testKey.ParseToken(tok, "docs"); got != target || err != nil {
 			t.Errorf("%q: token %q read as %q, %v", target, tok, got, err)
 		}
+		// A replica with the same secret reads it; another key, or
+		// another server's name, does not.
+		if got, err := NewEndpointKey("the tests' endpoint key, 32 bytes or more").ParseToken(tok, "docs"); got != target || err != nil {
+			t.Errorf("%q: another replica read %q, %v", target, got, err)
+		}
+		if got, err := NewEndpointKey("").ParseToken(tok, "docs"); !errors.Is(err, ErrEndpoint) {
+			t.Errorf("%q: read with another key as %q", target, got)
+		}
+		if got, err := testKey.ParseToken(tok, "other"); !errors.Is(err, ErrEndpoint) {
+			t.Errorf("%q: read for another server as %q", target, got)
+		}
 	}
+	signed := testKey.AppendToken(nil, "docs", "/messages?sessionId=abc")
+	dot := bytes.LastIndexByte(signed, '.')
+	forged := append(base64.RawURLEncoding.AppendEncode(nil, []byte("/admin/delete")), signed[dot:]...)
 	for _, tok := range []string{
 		"",
 		"!!",
-		"L21lc3NhZ2Vz====", // padded
-		string(AppendEndpointToken(nil, "messages")), // not a path
-		string(AppendEndpointToken(nil, "/a b")),
-		string(AppendEndpointToken(nil, "/a\r\nHost: evil")),
-		string(AppendEndpointToken(nil, "/a#b")),
-		string(AppendEndpointToken(nil, "/"+strings.Repeat("a", MaxEndpointTarget))),
+		".",
+		string(base64.RawURLEncoding.AppendEncode(nil, []byte("/messages"))), // unsigned
+		string(forged), // another path under a real signature
+		string(signed[:len(signed)-2]),
+		string(signed) + "AA",
+		string(testKey.AppendToken(nil, "docs", "messages")), // not a path
+		string(testKey.AppendToken(nil, "docs", "/a b")),
+		string(testKey.AppendToken(nil, "docs", "/a\r\nHost: evil")),
+		string(testKey.AppendToken(nil, "docs", "/a#b")),
+		string(testKey.AppendToken(nil, "docs", "/"+strings.Repeat("a", MaxEndpointTarget))),
 	} {
-		if got, err := ParseEndpointToken([]byte(tok)); !errors.Is(err, ErrEndpoint) {
+		if got, err := testKey.ParseToken([]byte(tok), "docs"); !errors.Is(err, ErrEndpoint) {
 			t.Errorf("token %q read as %q", tok, got)
 		}
 	}
@@ -78,7 +100,7 @@ func TestEndpointToken(t *testing.T) {
 func TestRewriteEndpointEvent(t *testing.T) {
 	base := mustURL(t, "http://h:9000/sse")
 	const msgURL = "/mcp/docs/message?endpoint="
-	tok := func(target string) string { return string(AppendEndpointToken(nil, target)) }
+	tok := func(target string) string { return string(testKey.AppendToken(nil, "docs", target)) }
 	tests := []struct {
 		name, ev, want, target string
 		refused                bool
@@ -100,7 +122,7 @@ func TestRewriteEndpointEvent(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out, target, err := RewriteEndpointEvent([]byte("x"), []byte(tc.ev), base, msgURL)
+			out, target, err := RewriteEndpointEvent([]byte("x"), []byte(tc.ev), base, msgURL, testKey, "docs")
 			if tc.refused {
 				if !errors.Is(err, ErrEndpoint) || string(out) != "x" || target != "" {
 					t.Fatalf("not refused: %q, %q, %v", out, target, err)

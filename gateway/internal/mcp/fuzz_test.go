@@ -164,32 +164,46 @@ func checkFiltered(t *testing.T, ev, out []byte, changed bool, allow func([]byte
 	}
 }
 
-// FuzzEndpointToken checks that a token the gateway reads, whoever wrote
-// it, is a request target that stays on the server's origin: appended to
-// it, the URL's host is the origin's, and it reads back the same after
-// encoding.
+// FuzzEndpointToken checks that a token the gateway reads is one it
+// signed for that server, and that what a signed token carries is a
+// request target that stays on the server's origin: appended to it, the
+// URL's host is the origin's. tok is any bytes (read only if the fuzzer
+// found a MAC); target is signed, then read.
 func FuzzEndpointToken(f *testing.F) {
 	for _, s := range []string{"/sse?sessionid=ABC", "/", "//evil/x", "/@evil", "/a\r\nHost: evil", "/%2e%2e/admin", "x"} {
-		f.Add(AppendEndpointToken(nil, s))
+		f.Add(testKey.AppendToken(nil, "docs", s), s)
 	}
-	f.Add([]byte("L3g="))
-	f.Add([]byte("!"))
-	f.Fuzz(func(t *testing.T, tok []byte) {
-		target, err := ParseEndpointToken(tok)
-		if err != nil {
-			if !errors.Is(err, ErrEndpoint) || target != "" {
-				t.Fatalf("%q: %q, %v", tok, target, err)
-			}
-			return
-		}
+	f.Add([]byte("L3g="), "/x")
+	f.Add([]byte("!"), "")
+	check := func(t *testing.T, tok []byte, target string) {
 		if !validTarget(target) {
 			t.Fatalf("%q read as %q", tok, target)
 		}
 		if u, err := url.Parse("http://h:9" + target); err == nil && u.Host != "h:9" {
 			t.Fatalf("%q reads as %q, whose URL is on %q", tok, target, u.Host)
 		}
-		if again, err := ParseEndpointToken(AppendEndpointToken(nil, target)); again != target || err != nil {
-			t.Fatalf("%q read back as %q, %v", target, again, err)
+	}
+	f.Fuzz(func(t *testing.T, tok []byte, target string) {
+		if got, err := testKey.ParseToken(tok, "docs"); err == nil {
+			check(t, tok, got)
+			if !bytes.Equal(testKey.AppendToken(nil, "docs", got), tok) {
+				t.Fatalf("%q read as %q, which the key signs otherwise", tok, got)
+			}
+		} else if !errors.Is(err, ErrEndpoint) || got != "" {
+			t.Fatalf("%q: %q, %v", tok, got, err)
+		}
+		signed := testKey.AppendToken(nil, "docs", target)
+		got, err := testKey.ParseToken(signed, "docs")
+		switch {
+		case err == nil && got != target:
+			t.Fatalf("%q signed as %q reads as %q", target, signed, got)
+		case err == nil:
+			check(t, signed, got)
+		case validTarget(target) && len(target) <= MaxEndpointTarget:
+			t.Fatalf("%q signed as %q does not read back: %v", target, signed, err)
+		}
+		if _, err := testKey.ParseToken(signed, "other"); err == nil {
+			t.Fatalf("%q signed for docs reads for another server", target)
 		}
 	})
 }
@@ -219,7 +233,7 @@ func FuzzRewriteEndpointEvent(f *testing.F) {
 		if !ok {
 			return
 		}
-		out, target, err := RewriteEndpointEvent(nil, ev, base, msgURL)
+		out, target, err := RewriteEndpointEvent(nil, ev, base, msgURL, testKey, "docs")
 		if err != nil {
 			if !errors.Is(err, ErrEndpoint) || len(out) != 0 || target != "" {
 				t.Fatalf("%q: %q, %q, %v", ev, out, target, err)
@@ -251,7 +265,7 @@ func FuzzRewriteEndpointEvent(f *testing.F) {
 		if !dispatched || name != "endpoint" || !ok {
 			t.Fatalf("%q rewritten to %q: a client reads %q %q", ev, out, name, data)
 		}
-		if back, err := ParseEndpointToken([]byte(tok)); back != target || err != nil {
+		if back, err := testKey.ParseToken([]byte(tok), "docs"); back != target || err != nil {
 			t.Fatalf("%q: the token reads %q, %v; want %q", out, back, err, target)
 		}
 	})

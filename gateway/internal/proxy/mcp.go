@@ -68,15 +68,20 @@ type mcpServer struct {
 	sse     bool
 	url     *url.URL
 	message string
+	key     *mcp.EndpointKey // signs and checks its message URLs' tokens
 }
 
 // newMCPServers builds the policy's MCP servers, each with its own
 // connection pool (closed with the state) and its plugin selection
 // compiled for pipe. With tracing the client's trace context is not
 // forwarded (the gateway sends its own).
-func newMCPServers(p *config.Policy, pipe *wasmhost.Pipeline, tracing bool) (map[string]*mcpServer, error) {
+func newMCPServers(p *config.Policy, pipe *wasmhost.Pipeline, tracing bool, processKey *mcp.EndpointKey) (map[string]*mcpServer, error) {
 	if len(p.MCP.Servers) == 0 {
 		return nil, nil
+	}
+	key := processKey
+	if p.MCP.EndpointKey != "" {
+		key = mcp.NewEndpointKey(p.MCP.EndpointKey)
 	}
 	out := make(map[string]*mcpServer, len(p.MCP.Servers))
 	for i := range p.MCP.Servers {
@@ -118,7 +123,7 @@ func newMCPServers(p *config.Policy, pipe *wasmhost.Pipeline, tracing bool) (map
 			s.path = "?" + q
 		}
 		if sse {
-			s.sse, s.url, s.message = true, ms.Parsed, s.label+"/message?"+mcpEndpointParam+"="
+			s.sse, s.url, s.message, s.key = true, ms.Parsed, s.label+"/message?"+mcpEndpointParam+"=", key
 			if p := ms.Parsed.EscapedPath(); p != "" {
 				s.path = p + s.path
 			} else {

@@ -78,7 +78,7 @@ func (x *exchange) mcpTransport(ctx *fasthttp.RequestCtx) bool {
 			writeError(ctx, methodNotAllowed(ctx, "POST"))
 			return false
 		}
-		target, err := mcp.ParseEndpointToken(ctx.QueryArgs().Peek(mcpEndpointParam))
+		target, err := m.srv.key.ParseToken(ctx.QueryArgs().Peek(mcpEndpointParam), m.srv.name)
 		if err != nil {
 			writeError(ctx, &openai.Error{Status: fasthttp.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_mcp_endpoint",
 				Message: fmt.Sprintf("The %q parameter of this URL is missing or not one the gateway gave: POST to the URL of the endpoint event of GET %s/sse.", mcpEndpointParam, m.srv.label)})
@@ -291,7 +291,7 @@ func (r *sseRelay) events() {
 		rest = more
 		var target string
 		var err error
-		r.pend, target, err = mcp.RewriteEndpointEvent(r.pend, ev, m.srv.url, m.srv.message)
+		r.pend, target, err = mcp.RewriteEndpointEvent(r.pend, ev, m.srv.url, m.srv.message, m.srv.key, m.srv.name)
 		switch {
 		case err != nil:
 			x.s.log.Warn("mcp: the server's stream is ended: its endpoint is refused", "server", m.srv.name, "request_id", string(x.id), "err", err)

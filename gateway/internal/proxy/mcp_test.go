@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/tollgate/tollgate/gateway/internal/config"
+	"github.com/tollgate/tollgate/gateway/internal/mcp"
 )
 
 func TestMCPPath(t *testing.T) {
@@ -49,7 +50,7 @@ mcp:
 	if err != nil {
 		t.Fatal(err)
 	}
-	servers, err := newMCPServers(p, nil, false)
+	servers, err := newMCPServers(p, nil, false, mcp.NewEndpointKey(""))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/fleet"
 	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
 	"github.com/tollgate/tollgate/gateway/internal/obs"
+	"github.com/tollgate/tollgate/gateway/internal/mcp"
 	"github.com/tollgate/tollgate/gateway/internal/openai"
 	"github.com/tollgate/tollgate/gateway/internal/proxy/observe"
 	"github.com/tollgate/tollgate/sdk/wasmhost"
@@ -92,6 +93,10 @@ type Server struct {
 	conns atomic.Int64
 	// sse are the MCP HTTP+SSE streams this gateway relays (mcp_sse.go).
 	sse sseStreams
+	// mcpKey signs the HTTP+SSE message URLs when the policy has no
+	// mcp.endpoint_key: random, this process's for its whole life, so a
+	// reload does not void the URLs of open sessions.
+	mcpKey *mcp.EndpointKey
 }
 
 // Option tunes a Server.
@@ -111,7 +116,7 @@ func New(p *config.Policy, log *slog.Logger, opts ...Option) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{log: log, ids: newRequestIDs()}
+	s := &Server{log: log, ids: newRequestIDs(), mcpKey: mcp.NewEndpointKey("")}
 	for _, o := range opts {
 		o(s)
 	}

@@ -107,7 +107,7 @@ func (s *Server) newState(p *config.Policy) (_ *state, err error) {
 		return nil, err
 	}
 	st.files = newFilesRoute(p, st.clients, st.bindings, st.filters, health)
-	if st.mcp, err = newMCPServers(p, st.pipeline, s.tracing != nil); err != nil {
+	if st.mcp, err = newMCPServers(p, st.pipeline, s.tracing != nil, s.mcpKey); err != nil {
 		return nil, err
 	}
 	if st.mcp != nil {
