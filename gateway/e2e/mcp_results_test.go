@@ -34,7 +34,10 @@ type resultServer struct {
 // resultImage is the echo tool's image: base64 that reads as digits.
 const resultImage = "MTIzNDU2Nzg5MDEyMzQ1Ng=="
 
-func startResultServer(t *testing.T, jsonReplies bool) *resultServer {
+// startResultServer starts the server answering as replies says: "json"
+// and "sse" on the Streamable HTTP transport (JSON bodies, event
+// streams), "legacy" on the HTTP+SSE transport (url is its SSE endpoint).
+func startResultServer(t *testing.T, replies string) *resultServer {
 	t.Helper()
 	rs := &resultServer{gotProgress: make(chan struct{})}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "results", Version: "1"}, nil)
@@ -68,7 +71,10 @@ func startResultServer(t *testing.T, jsonReplies bool) *resultServer {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done for bob.smith@example.org"}}}, nil, nil
 	})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: jsonReplies})
+	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: replies == "json"})
+	if replies == "legacy" {
+		h = mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	}
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
 	rs.url = ts.URL + "/mcp"
@@ -102,17 +108,28 @@ func TestMCPResultsGuarded(t *testing.T) {
     on_error: fail_closed
     config: {markers: [files.evil.example], correction: "[link removed by policy]"}
 `
-	for _, replies := range []string{"json", "sse"} {
+	for _, replies := range []string{"json", "sse", "legacy"} {
 		t.Run(replies, func(t *testing.T) {
-			rs := startResultServer(t, replies == "json")
+			rs := startResultServer(t, replies)
 			gateway := func(plugins string) *mcp.ClientSession {
+				transport := "streamable_http"
+				if replies == "legacy" {
+					transport = "sse"
+				}
 				pol := policy(mockURL, "", "mock-1") + fmt.Sprintf(`
 mcp:
   servers:
-    - {name: results, url: %s, timeout: 5s}
+    - {name: results, url: %s, timeout: 5s, transport: %s}
 plugins:
-%s`, rs.url, plugins)
+%s`, rs.url, transport, plugins)
 				_, gw := startGateway(t, pol, nil)
+				if replies == "legacy" {
+					cs, err := connectMCPSSE(t, gw+"/mcp/results/sse", &keyTransport{name: "results"})
+					if err != nil {
+						t.Fatalf("initialize: %v", err)
+					}
+					return cs
+				}
 				cs, err := connectMCP(t, gw+"/mcp/results", &keyTransport{name: "results"}, &mcp.ClientOptions{
 					ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
 						select {
@@ -145,6 +162,15 @@ plugins:
 					t.Fatalf("the server got %q: the argument was not masked", q)
 				}
 				text, img, sc := resultParts(t, res)
+				if replies == "legacy" {
+					// The result travels on the GET stream, whose request
+					// is not the call that was masked: the placeholder
+					// stays (docs/POLICY.md, the HTTP+SSE transport).
+					if !strings.HasPrefix(text, "found: [EMAIL_1] and ") || strings.Contains(text, "alice") {
+						t.Errorf("text %q", text)
+					}
+					return
+				}
 				if text != "found: alice.jones@example.com and bob.smith@example.org" {
 					t.Errorf("text %q: the placeholder was not restored", text)
 				}
@@ -297,7 +323,7 @@ mcp:
 // that runs every plugin, and leaves those of the one that runs none.
 func TestMCPServerPlugins(t *testing.T) {
 	_, mockURL := startMock(t, mockllm.Config{})
-	rs := startResultServer(t, true)
+	rs := startResultServer(t, "json")
 	pol := policy(mockURL, "", "mock-1") + fmt.Sprintf(`
 mcp:
   servers:

@@ -31,6 +31,9 @@ type Results struct {
 	text  []byte // the strings, decoded, back to back
 	repl  []byte // replacement texts, back to back
 	id    []byte // the message's last "id", as sent
+	// output is set when the message is a tool's output: a result with
+	// content or contents, or an error.
+	output bool
 }
 
 // span is one string literal of the message, quotes included, and where
@@ -68,7 +71,7 @@ const (
 // or has neither a result nor an error (a notification, a request of the
 // server's), and when its strings are all empty. Text(i) gives them.
 func (r *Results) Read(msg []byte) (int, error) {
-	r.spans, r.text, r.repl, r.id = r.spans[:0], r.text[:0], r.repl[:0], r.id[:0]
+	r.spans, r.text, r.repl, r.id, r.output = r.spans[:0], r.text[:0], r.repl[:0], r.id[:0], false
 	r.s.Reset(msg)
 	if r.s.Peek() != '{' {
 		return 0, nil
@@ -78,6 +81,7 @@ func (r *Results) Read(msg []byte) (int, error) {
 		case "result":
 			return r.walk(atResult)
 		case "error":
+			r.output = true
 			if r.s.Peek() != '{' {
 				return r.s.Skip()
 			}
@@ -149,9 +153,9 @@ func (r *Results) walk(at walkAt) error {
 				case "_meta":
 					return r.s.Skip()
 				case "content":
-					next = atItems
+					next, r.output = atItems, true
 				case "contents":
-					next = atContents
+					next, r.output = atContents, true
 				}
 			case atItem:
 				switch string(key) {
@@ -171,6 +175,16 @@ func (r *Results) walk(at walkAt) error {
 	}
 	return r.s.Skip()
 }
+
+// Output reports whether the message Read last is a tool's output: a
+// result with "content" (tools/call) or "contents" (resources/read), or
+// an error. On a stream that carries the replies to every request (the
+// HTTP+SSE transport) these are the ones guarded, not a tools list or an
+// initialize result.
+func (r *Results) Output() bool { return r.output }
+
+// ID is the id of the message Read last, as sent; empty when it had none.
+func (r *Results) ID() []byte { return r.id }
 
 // Text returns string i of the message Read last, decoded. Valid until
 // the next Read.

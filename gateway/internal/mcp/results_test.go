@@ -108,6 +108,22 @@ func TestResultsRewrite(t *testing.T) {
 	}
 }
 
+func TestResultsOutput(t *testing.T) {
+	var r Results
+	for msg, want := range map[string]bool{
+		`{"id":1,"result":{"content":[{"type":"text","text":"x"}]}}`:   true,
+		`{"id":1,"result":{"contents":[{"uri":"u","text":"x"}]}}`:      true,
+		`{"id":1,"error":{"code":1,"message":"m"}}`:                    true,
+		`{"id":1,"result":{"tools":[{"name":"t","description":"d"}]}}`: false,
+		`{"id":1,"result":{"serverInfo":{"name":"s"}}}`:                false,
+		`{"id":1,"result":{"structuredContent":{"a":"b"}}}`:            false,
+	} {
+		if _, err := r.Read([]byte(msg)); err != nil || r.Output() != want {
+			t.Errorf("%s: output %v, want %v (%v)", msg, r.Output(), want, err)
+		}
+	}
+}
+
 func TestResultsBound(t *testing.T) {
 	var b strings.Builder
 	b.WriteString(`{"id":1,"result":{"structuredContent":[`)

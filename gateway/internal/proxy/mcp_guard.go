@@ -21,11 +21,13 @@ import (
 // messages (progress and other notifications, the server's own requests)
 // pass as they are.
 
-// mcpGuarded reports whether the POSTed message's reply runs the chunk
-// phase: a tools/call or a resources/read with a chunk plugin left.
+// mcpGuarded reports whether the request's reply runs the chunk phase
+// with a chunk plugin left: a tools/call's or a resources/read's, or an
+// HTTP+SSE stream, which carries the replies to every request its client
+// POSTs (its tool outputs are guarded: mcp.Results.Output).
 func (x *exchange) mcpGuarded() bool {
 	m := &x.mcp
-	if !m.isRequest() || (m.method != mcpToolsCall && m.method != mcpResourcesRead) {
+	if m.sse.leg != mcpSSEStream && (!m.isRequest() || (m.method != mcpToolsCall && m.method != mcpResourcesRead)) {
 		return false
 	}
 	return x.st.pipeline.Wants(x.wr, wasmhost.PhaseChunk)
@@ -54,7 +56,7 @@ func mcpMethod(name []byte) uint8 {
 func (x *exchange) mcpGuard(dst, msg []byte, status int) (_ []byte, changed bool) {
 	m, wr := &x.mcp, x.wr
 	n, err := m.res.Read(msg)
-	if n == 0 {
+	if n == 0 || (m.sse.leg == mcpSSEStream && !m.res.Output()) {
 		return dst, false
 	}
 	if err != nil {
@@ -92,11 +94,15 @@ func (x *exchange) mcpGuard(dst, msg []byte, status int) (_ []byte, changed bool
 }
 
 // mcpGuardFailed appends the JSON-RPC error a reply the guards could not
-// check is replaced with, for the request's id.
+// check is replaced with, for the reply's id.
 func (x *exchange) mcpGuardFailed(dst []byte, e *openai.Error) []byte {
 	m := &x.mcp
 	m.failed = true
-	return mcp.AppendError(dst, m.rpcID, mcp.RefusalCode(e.Status), e.Message, &mcp.Refusal{Status: e.Status, Type: e.Type, Code: e.Code})
+	id := m.res.ID()
+	if len(id) == 0 {
+		id = nil // null
+	}
+	return mcp.AppendError(dst, id, mcp.RefusalCode(e.Status), e.Message, &mcp.Refusal{Status: e.Status, Type: e.Type, Code: e.Code})
 }
 
 // mcpGuardEvent is mcpGuard for one event of a server's stream: ev's

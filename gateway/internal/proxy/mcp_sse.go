@@ -302,13 +302,17 @@ func (r *sseRelay) events() {
 			r.streams.remove(r.key, r) // a second endpoint event moves the session
 			r.key = sseKey{m.srv.name, target}
 			r.streams.add(r.key, r)
-		case m.allow != nil:
+		default:
 			var changed bool
-			if r.pend, changed = m.tf.FilterStreamEvent(r.pend, ev, m.allow); !changed {
+			if m.allow != nil {
+				r.pend, changed = m.tf.FilterStreamEvent(r.pend, ev, m.allow)
+			}
+			if !changed && m.guard {
+				r.pend, changed = x.mcpGuardEvent(r.pend, ev) // a tool's output (mcp_guard.go)
+			}
+			if !changed {
 				r.pend = append(r.pend, ev...)
 			}
-		default:
-			r.pend = append(r.pend, ev...)
 		}
 	}
 	r.buf = r.buf[:copy(r.buf, rest)]
