@@ -199,22 +199,8 @@ func RewriteEndpointEvent(dst, ev []byte, base *url.URL, messageURL string, key 
 	if target, err = ResolveEndpoint(base, string(data)); err != nil {
 		return dst, "", err
 	}
-	wrote := false
-	for rest := ev; len(rest) > 0; {
-		n := len(rest)
-		var line []byte
-		line, rest = cutLine(rest)
-		if _, ok := dataField(line); ok {
-			if !wrote {
-				dst = append(append(dst, "data: "...), messageURL...)
-				dst = append(key.AppendToken(dst, server, target), '\n')
-				wrote = true
-			}
-			continue
-		}
-		dst = append(dst, ev[len(ev)-n:len(ev)-len(rest)]...)
-	}
-	return dst, target, nil
+	url := key.AppendToken([]byte(messageURL), server, target) // one line: no CR or LF in either
+	return AppendEvent(dst, ev, url), target, nil
 }
 
 // bareCR reports whether b holds a CR not followed by LF.
