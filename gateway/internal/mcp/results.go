@@ -45,6 +45,11 @@ type span struct {
 	replaced      bool
 }
 
+// maxJSONDepth is the nesting the gateway reads a server's message to:
+// encoding/json's (the official Go SDK's), so a message a client reads
+// is never one the gateway gave up on, and left unfiltered or unguarded.
+const maxJSONDepth = 10000
+
 // MaxResultStrings bounds the strings of one reply the chunk phase is run
 // on: a reply with more is withheld (ErrTooManyStrings), since each is a
 // call of every chunk plugin.
@@ -72,6 +77,7 @@ const (
 // server's), and when its strings are all empty. Text(i) gives them.
 func (r *Results) Read(msg []byte) (int, error) {
 	r.spans, r.text, r.repl, r.id, r.output = r.spans[:0], r.text[:0], r.repl[:0], r.id[:0], false
+	r.s.MaxDepth = maxJSONDepth
 	r.s.Reset(msg)
 	if r.s.Peek() != '{' {
 		return 0, nil

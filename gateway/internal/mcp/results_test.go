@@ -124,6 +124,25 @@ func TestResultsOutput(t *testing.T) {
 	}
 }
 
+// A result nested as deep as a client reads is guarded, not given up on.
+func TestResultsDeep(t *testing.T) {
+	deep := strings.Repeat(`{"a":`, 500) + `"alice@example.com"` + strings.Repeat(`}`, 500)
+	msg := `{"id":1,"result":{"content":[],"structuredContent":` + deep + `}}`
+	if !json.Valid([]byte(msg)) {
+		t.Fatal("not JSON")
+	}
+	var r Results
+	if n, err := r.Read([]byte(msg)); n != 1 || err != nil || string(r.Text(0)) != "alice@example.com" {
+		t.Fatalf("%d strings, %v", n, err)
+	}
+	var f ToolFilter
+	tools := `{"id":1,"result":{"tools":[{"name":"x","inputSchema":` + deep + `},{"name":"search"}]}}`
+	out, changed := f.Filter(nil, []byte(tools), []byte("1"), f.AllowTool("docs", []string{"mcp:docs/search"}))
+	if !changed || string(out) != `{"id":1,"result":{"tools":[{"name":"search"}]}}` {
+		t.Fatalf("deep tools list: changed %v, %.80s", changed, out)
+	}
+}
+
 func TestResultsBound(t *testing.T) {
 	var b strings.Builder
 	b.WriteString(`{"id":1,"result":{"structuredContent":[`)

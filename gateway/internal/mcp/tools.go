@@ -3,64 +3,183 @@ package mcp
 import (
 	"bytes"
 
-	"github.com/valyala/fastjson"
+	"github.com/tollgate/tollgate/sdk/jsonscan"
 )
 
 // ToolFilter removes from a tools/list reply the tools a tenant's plan
 // does not allow, so a client is not offered tools it may not call
-// (tools/call of one is refused anyway). Its zero value is ready; it is
-// not safe for concurrent use.
+// (tools/call of one is refused anyway). The reply is read with
+// jsonscan and only the tools arrays are rewritten, each kept tool's
+// bytes as the server sent them: the rest of the message is not
+// re-encoded (a re-encoder may write what the server sent otherwise, or
+// not as JSON). Its zero value is ready; it is not safe for concurrent
+// use.
 type ToolFilter struct {
-	p     fastjson.Parser
-	id    []byte
+	s     jsonscan.Scanner
+	id    []byte    // the expected id, decoded when a string
+	kept  []rawSpan // the kept tools of every tools array, in order
+	cuts  []toolsCut
 	data  []byte
 	msg   []byte
 	model []byte
 }
 
+// rawSpan is a value's bytes in a message: msg[start:end].
+type rawSpan struct{ start, end int }
+
+// toolsCut is one tools array to rewrite: msg[start:end], whose kept
+// tools are kept[from:to].
+type toolsCut struct{ start, end, from, to int }
+
 // Filter appends to dst the JSON-RPC message msg without the tools allow
 // refuses, when msg is the response with id (the tools/list request's id
 // as sent) listing tools; changed false (and dst as it was) when it is
 // another message, is not JSON, or keeps every tool. allow is given each
-// tool's name.
+// tool's name (nil for a tool without a string name); a tool whose name
+// is repeated is kept only when every copy is allowed, and every copy of
+// result and of its tools is filtered (a client's parser may read any).
 func (f *ToolFilter) Filter(dst, msg, id []byte, allow func(tool []byte) bool) (_ []byte, changed bool) {
 	return f.filter(dst, msg, id, false, allow)
 }
 
 // filter is Filter; anyID takes the response to any request (id unused).
 func (f *ToolFilter) filter(dst, msg, id []byte, anyID bool, allow func(tool []byte) bool) (_ []byte, changed bool) {
-	v, err := f.p.ParseBytes(msg)
-	if err != nil {
-		return dst, false
+	f.kept, f.cuts = f.kept[:0], f.cuts[:0]
+	if !anyID {
+		f.id = decodedID(&f.s, f.id[:0], id)
 	}
-	got := v.Get("id")
-	if got == nil {
-		return dst, false
-	}
-	if f.id = got.MarshalTo(f.id[:0]); !anyID && !bytes.Equal(f.id, id) {
-		return dst, false
-	}
-	tools := v.Get("result", "tools")
-	if tools == nil || tools.Type() != fastjson.TypeArray {
-		return dst, false
-	}
-	list, _ := tools.Array()
-	kept := list[:0] // fastjson's own slice: rewritten in place
-	for _, t := range list {
-		if allow(t.GetStringBytes("name")) {
-			kept = append(kept, t)
+	matched := anyID
+	f.s.MaxDepth = maxJSONDepth
+	f.s.Reset(msg)
+	err := f.s.Object(func(key []byte) error {
+		switch string(key) {
+		case "id":
+			if anyID {
+				return f.s.Skip()
+			}
+			start := f.s.Offset()
+			if err := f.s.Skip(); err != nil {
+				return err
+			}
+			if sameID(msg[start:f.s.Offset()], f.id) {
+				matched = true
+			}
+			return nil
+		case "result":
+			if f.s.Peek() != '{' {
+				return f.s.Skip()
+			}
+			return f.s.Object(func(key []byte) error {
+				if string(key) != "tools" || f.s.Peek() != '[' {
+					return f.s.Skip()
+				}
+				return f.tools(allow)
+			})
 		}
+		return f.s.Skip()
+	})
+	if err == nil {
+		err = f.s.End()
 	}
-	if len(kept) == len(list) {
+	f.s.Reset(nil)
+	if err != nil || !matched || len(f.cuts) == 0 {
 		return dst, false
 	}
-	arr := fastjson.Arena{}
-	out := arr.NewArray()
-	for i, t := range kept {
-		out.SetArrayItem(i, t)
+	at := 0
+	for _, c := range f.cuts {
+		dst = append(append(dst, msg[at:c.start]...), '[')
+		for i, k := range f.kept[c.from:c.to] {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, msg[k.start:k.end]...)
+		}
+		dst = append(dst, ']')
+		at = c.end
 	}
-	v.Get("result").Set("tools", out)
-	return v.MarshalTo(dst), true
+	return append(dst, msg[at:]...), true
+}
+
+// tools reads the tools array at the cursor, noting which tools allow
+// keeps and, when it drops one, the array's cut.
+func (f *ToolFilter) tools(allow func([]byte) bool) error {
+	c := toolsCut{start: f.s.Offset(), from: len(f.kept)}
+	dropped := false
+	err := f.s.Array(func(int) error {
+		f.s.Peek()
+		start := f.s.Offset()
+		keep, named := true, false
+		var err error
+		if f.s.Peek() == '{' {
+			err = f.s.Object(func(key []byte) error {
+				if string(key) != "name" {
+					return f.s.Skip()
+				}
+				named = true
+				if f.s.Peek() != '"' {
+					keep = keep && allow(nil)
+					return f.s.Skip()
+				}
+				name, err := f.s.Str()
+				keep = keep && err == nil && allow(name)
+				return err
+			})
+		} else {
+			err = f.s.Skip()
+		}
+		if err != nil {
+			return err
+		}
+		if !named {
+			keep = allow(nil)
+		}
+		if keep {
+			f.kept = append(f.kept, rawSpan{start, f.s.Offset()})
+		} else {
+			dropped = true
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if dropped {
+		c.end, c.to = f.s.Offset(), len(f.kept)
+		f.cuts = append(f.cuts, c)
+	} else {
+		f.kept = f.kept[:c.from]
+	}
+	return nil
+}
+
+// decodedID appends to dst a JSON-RPC id as sameID compares it: a
+// string's decoded bytes after a '"', a number's text.
+func decodedID(s *jsonscan.Scanner, dst, id []byte) []byte {
+	if len(id) == 0 || id[0] != '"' {
+		return append(dst, id...)
+	}
+	s.Reset(id)
+	b, err := s.Str()
+	dst = append(append(dst, '"'), b...)
+	s.Reset(nil)
+	if err != nil {
+		return append(dst[:0], id...) // compared as bytes
+	}
+	return dst
+}
+
+// sameID reports whether raw, an id as a message has it, is want
+// (decodedID's form): strings by their decoded bytes (one server may
+// escape what the client did not), numbers by their text. It reads raw
+// with a scanner of its own (the caller's is walking the message).
+func sameID(raw, want []byte) bool {
+	if len(raw) == 0 || raw[0] != '"' {
+		return bytes.Equal(raw, want)
+	}
+	var inner jsonscan.Scanner
+	inner.Reset(raw)
+	b, err := inner.Str()
+	return err == nil && len(want) > 0 && want[0] == '"' && bytes.Equal(b, want[1:])
 }
 
 // AllowTool returns the allow function of Filter for a tenant's plan

@@ -52,6 +52,7 @@ func TestFilter(t *testing.T) {
 		{"not a tools list", `{"jsonrpc":"2.0","id":4,"result":{}}`, "4", []string{"mcp:docs"}},
 		{"a notification", `{"jsonrpc":"2.0","method":"notifications/progress"}`, "4", []string{"mcp:docs"}},
 		{"not json", `{`, "4", []string{"mcp:docs"}},
+		{"trailing bytes", toolsReply + ` {}`, "4", []string{"mcp:docs"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, changed := f.Filter(nil, []byte(tc.msg), []byte(tc.id), f.AllowTool("docs", tc.patterns))
@@ -59,6 +60,31 @@ func TestFilter(t *testing.T) {
 				t.Errorf("changed %v: %s", changed, out)
 			}
 		})
+	}
+}
+
+// TestFilterKeepsBytes: the kept tools and the rest of the message are
+// the server's bytes (escapes, invalid UTF-8, numbers as written); every
+// copy of result and tools is filtered; a repeated name must be allowed
+// in every copy; ids match by value.
+func TestFilterKeepsBytes(t *testing.T) {
+	var f ToolFilter
+	allow := f.AllowTool("docs", []string{"mcp:docs/search", "mcp:docs/fetch"})
+	for _, tc := range []struct{ name, msg, id, want string }{
+		{"bytes kept",
+			"{\"id\":\"a\",\"result\":{\"tools\":[ {\"name\":\"search\",\"d\":\"\xc5\\b\\u00e9\",\"n\":1.50} , {\"name\":\"delete\"}],\"\xc5\\b\":\"\"}}",
+			`"a"`,
+			"{\"id\":\"a\",\"result\":{\"tools\":[{\"name\":\"search\",\"d\":\"\xc5\\b\\u00e9\",\"n\":1.50}],\"\xc5\\b\":\"\"}}"},
+		{"every copy", `{"id":1,"result":{"tools":[{"name":"delete"}],"tools":[{"name":"fetch"},{"name":"x"}]},"result":{"tools":[{"name":"x"}]}}`, "1",
+			`{"id":1,"result":{"tools":[],"tools":[{"name":"fetch"}]},"result":{"tools":[]}}`},
+		{"a repeated name", `{"id":1,"result":{"tools":[{"name":"search","name":"delete"},{"name":"fetch","name":"search"}]}}`, "1",
+			`{"id":1,"result":{"tools":[{"name":"fetch","name":"search"}]}}`},
+		{"an escaped id", `{"id":"\u0061","result":{"tools":[{"name":"delete"}]}}`, `"a"`, `{"id":"\u0061","result":{"tools":[]}}`},
+	} {
+		out, changed := f.Filter(nil, []byte(tc.msg), []byte(tc.id), allow)
+		if !changed || string(out) != tc.want {
+			t.Errorf("%s: changed %v\n%s\nwant\n%s", tc.name, changed, out, tc.want)
+		}
 	}
 }
 
@@ -82,11 +108,12 @@ func TestFilterEvent(t *testing.T) {
 		l, r = cutLine(r)
 		lines = append(lines, string(l))
 	}
-	if len(lines) != 4 || lines[0] != "event: message" || lines[1] != "id: 9_1" || lines[3] != "" {
+	// The message's line break (JSON whitespace, kept) starts a second
+	// data line.
+	if len(lines) != 5 || lines[0] != "event: message" || lines[1] != "id: 9_1" || lines[4] != "" {
 		t.Fatalf("lines %q", lines)
 	}
-	d, _ := dataField([]byte(lines[2]))
-	if names := toolNames(t, d); !reflect.DeepEqual(names, []string{"search"}) {
+	if names := toolNames(t, EventData(nil, got)); !reflect.DeepEqual(names, []string{"search"}) {
 		t.Errorf("tools %v", names)
 	}
 	if _, changed := f.FilterEvent(nil, []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"x\"}\n\n"), []byte("4"), allow); changed {
