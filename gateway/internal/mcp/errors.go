@@ -19,11 +19,11 @@ type Refusal struct {
 }
 
 // AppendError appends a JSON-RPC error response to dst: id is the
-// request's id as sent (nil: null, for a message that had none or could
+// request's id as sent (empty: null, for a message that had none or could
 // not be read), data the refusal behind it (nil: none).
 func AppendError(dst, id []byte, code int, message string, data *Refusal) []byte {
 	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
-	if id == nil {
+	if len(id) == 0 {
 		dst = append(dst, "null"...)
 	} else {
 		dst = append(dst, id...)

@@ -47,17 +47,17 @@ type mcpState struct {
 	// method is a request's method as the guard tells them apart
 	// (mcpMethod); guard is set when its reply runs the chunk phase
 	// (mcp_guard.go), which reads it with res, an event's message in
-	// data and msg; stopped and failed: what the guard did.
-	method          uint8
-	guard           bool
-	res             mcp.Results
-	data, msg       []byte
-	stopped, failed bool
+	// data and msg; stopped: a plugin withheld a result.
+	method    uint8
+	guard     bool
+	res       mcp.Results
+	data, msg []byte
+	stopped   bool
 }
 
 func (m *mcpState) reset() {
 	m.srv, m.kind, m.listTools, m.allow = nil, 0, false, nil
-	m.method, m.guard, m.stopped, m.failed = 0, false, false, false
+	m.method, m.guard, m.stopped = 0, false, false
 	if cap(m.data) > 1<<20 || cap(m.msg) > 1<<20 {
 		m.data, m.msg = nil, nil // nor a huge tool result
 	}
@@ -338,12 +338,31 @@ func (x *exchange) writeMCPError(ctx *fasthttp.RequestCtx, e *openai.Error) {
 		writeError(ctx, e)
 		return
 	}
-	ra, _ := strconv.ParseInt(string(ctx.Response.Header.Peek("Retry-After")), 10, 64)
-	m.out = mcp.AppendError(m.out[:0], m.rpcID, mcp.RefusalCode(e.Status), e.Message,
-		&mcp.Refusal{Status: e.Status, Type: e.Type, Code: e.Code, RetryAfter: ra})
+	m.out = appendRefusal(m.out[:0], m.rpcID, e, replyRetryAfter(ctx))
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(m.out)
+}
+
+// appendRefusal appends the JSON-RPC error for id that a refusal or
+// failure e is on MCP: its code by status, e's status, type and code
+// (and Retry-After's seconds, when set) in its data.
+func appendRefusal(dst, id []byte, e *openai.Error, retryAfter int64) []byte {
+	return mcp.AppendError(dst, id, mcp.RefusalCode(e.Status), e.Message,
+		&mcp.Refusal{Status: e.Status, Type: e.Type, Code: e.Code, RetryAfter: retryAfter})
+}
+
+// appendRefusalEvent is appendRefusal as one server-sent event.
+func appendRefusalEvent(dst, id []byte, e *openai.Error, retryAfter int64) []byte {
+	dst = append(dst, "event: message\ndata: "...)
+	return append(appendRefusal(dst, id, e, retryAfter), "\n\n"...)
+}
+
+// replyRetryAfter is the seconds of the Retry-After header set on the reply
+// (a rate limit's), 0 when none.
+func replyRetryAfter(ctx *fasthttp.RequestCtx) int64 {
+	ra, _ := strconv.ParseInt(string(ctx.Response.Header.Peek("Retry-After")), 10, 64)
+	return ra
 }
 
 // sendMCP makes the request's one attempt and returns the server's reply,

@@ -96,13 +96,7 @@ func (x *exchange) mcpGuard(dst, msg []byte, status int) (_ []byte, changed bool
 // mcpGuardFailed appends the JSON-RPC error a reply the guards could not
 // check is replaced with, for the reply's id.
 func (x *exchange) mcpGuardFailed(dst []byte, e *openai.Error) []byte {
-	m := &x.mcp
-	m.failed = true
-	id := m.res.ID()
-	if len(id) == 0 {
-		id = nil // null
-	}
-	return mcp.AppendError(dst, id, mcp.RefusalCode(e.Status), e.Message, &mcp.Refusal{Status: e.Status, Type: e.Type, Code: e.Code})
+	return appendRefusal(dst, x.mcp.res.ID(), e, 0)
 }
 
 // mcpGuardEvent is mcpGuard for one event of a server's stream: ev's

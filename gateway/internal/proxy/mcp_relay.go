@@ -40,10 +40,7 @@ type mcpRelay struct {
 
 func (r *mcpRelay) Read(p []byte) (int, error) {
 	for {
-		if len(r.pend) > 0 {
-			n := copy(p, r.pend)
-			r.pend = r.pend[:copy(r.pend, r.pend[n:])]
-			r.n += int64(n)
+		if n := r.give(p); n > 0 {
 			return n, nil
 		}
 		if r.eof || r.told {
@@ -73,6 +70,15 @@ func (r *mcpRelay) Read(p []byte) (int, error) {
 			r.buf = r.buf[:0]
 		}
 	}
+}
+
+// give copies what of r.pend fits into p, and counts it relayed; 0 when
+// nothing is pending (or p is empty).
+func (r *mcpRelay) give(p []byte) int {
+	n := copy(p, r.pend)
+	r.pend = r.pend[:copy(r.pend, r.pend[n:])]
+	r.n += int64(n)
+	return n
 }
 
 // cutEvents moves the whole events of r.buf, filtered, to r.pend.
@@ -115,10 +121,7 @@ func (r *mcpRelay) ended(err error) {
 		return // the client is gone
 	}
 	r.told = true
-	m := &x.mcp
-	r.pend = append(r.pend, "event: message\ndata: "...)
-	r.pend = mcp.AppendError(r.pend, m.rpcID, mcp.RefusalCode(e.Status), e.Message, &mcp.Refusal{Status: e.Status, Type: e.Type, Code: e.Code})
-	r.pend = append(r.pend, "\n\n"...)
+	r.pend = appendRefusalEvent(r.pend, x.mcp.rpcID, e, 0)
 }
 
 // mcpStreamError is the error a stream cut by err (with its context's

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strconv"
 	"sync"
 
 	"github.com/valyala/fasthttp"
@@ -117,11 +116,7 @@ func (x *exchange) sseRefused(ctx *fasthttp.RequestCtx, e *openai.Error) bool {
 	if !m.isRequest() || e.Status == fasthttp.StatusUnauthorized {
 		return false
 	}
-	ra, _ := strconv.ParseInt(string(ctx.Response.Header.Peek("Retry-After")), 10, 64)
-	ev := append([]byte(nil), "event: message\ndata: "...)
-	ev = mcp.AppendError(ev, m.rpcID, mcp.RefusalCode(e.Status), e.Message,
-		&mcp.Refusal{Status: e.Status, Type: e.Type, Code: e.Code, RetryAfter: ra})
-	ev = append(ev, "\n\n"...)
+	ev := appendRefusalEvent(nil, m.rpcID, e, replyRetryAfter(ctx))
 	if x.s.sse.deliver(sseKey{m.srv.name, m.sse.target}, x.tenantID(), ev) {
 		ctx.SetStatusCode(fasthttp.StatusAccepted)
 		return true
@@ -247,10 +242,7 @@ func (r *sseRelay) pump() {
 
 func (r *sseRelay) Read(p []byte) (int, error) {
 	for {
-		if len(r.pend) > 0 {
-			n := copy(p, r.pend)
-			r.pend = r.pend[:copy(r.pend, r.pend[n:])]
-			r.n += int64(n)
+		if n := r.give(p); n > 0 {
 			return n, nil
 		}
 		if r.eof {
