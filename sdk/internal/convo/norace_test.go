@@ -1,0 +1,5 @@
+//go:build !race
+
+package convo
+
+const raceEnabled = false
