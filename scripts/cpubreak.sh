@@ -8,6 +8,9 @@
 #   - CPU per request of the gateway, redis-server, Postgres (the postmaster
 #     and every backend) and the mock: utime + stime deltas of
 #     /proc/PID/stat over the run ÷ the requests the run completed;
+#   - read and write system calls per request of the gateway and
+#     redis-server (syscr + syscw of /proc/PID/io): what batching saves,
+#     whatever the machine's load;
 #   - the gateway's CPU split into buckets, from a CPU profile
 #     (net/http/pprof, `tollgate serve -pprof`) taken over the same run;
 #     each sample goes to one bucket (`loadgen cpubuckets`, the rules in
@@ -157,6 +160,13 @@ cpu_ticks() {
 	echo "$sum"
 }
 
+# io_calls PID prints the read and write system calls the process has made
+# (syscr + syscw of /proc/PID/io, all its threads; sockets included): what
+# batching saves shows here whatever the machine's load.
+io_calls() {
+	awk '$1 == "syscr:" || $1 == "syscw:" { n += $2 } END { print n + 0 }' "/proc/$1/io" 2>/dev/null || echo 0
+}
+
 # metric_value ADMINPORT SERIES prints one series' value, or 0 if absent.
 metric_value() {
 	http_get "$1" /metrics | awk -v series="$2" '$1 == series { v = $2 + 0 } END { print v + 0 }'
@@ -191,16 +201,16 @@ profile_run() {
 	local gw0 rd0=0 pg0=0 mk0 gw1 rd1=0 pg1=0 mk1
 	secs=$(($(dur_ms "$DURATION") / 1000))
 	((secs >= 1)) || secs=1
-	local rc0 rc1
+	local rc0 rc1 gs0 gs1 rs0=0 rs1=0
 	rc0=$(metric_value "${ADMINS[$k]}" tollgate_redis_commands_total)
-	gw0=$(cpu_ticks "${GW_PIDS[$k]}") mk0=$(cpu_ticks "$MOCK_PID")
-	[[ -n ${REDIS_PID:-} ]] && rd0=$(cpu_ticks "$REDIS_PID") pg0=$(cpu_ticks "$PG_PID")
+	gw0=$(cpu_ticks "${GW_PIDS[$k]}") mk0=$(cpu_ticks "$MOCK_PID") gs0=$(io_calls "${GW_PIDS[$k]}")
+	[[ -n ${REDIS_PID:-} ]] && rd0=$(cpu_ticks "$REDIS_PID") pg0=$(cpu_ticks "$PG_PID") rs0=$(io_calls "$REDIS_PID")
 	curl -sf -o "$prof" "http://127.0.0.1:${PPROFS[$k]}/debug/pprof/profile?seconds=$secs" &
 	local curl_pid=$!
 	# shellcheck disable=SC2046 # unique_for prints one flag or nothing
 	out=$(loadgen -url "${URL[$k]}" -c "$LEVEL" -d "$DURATION" -warmup 0 -json $(unique_for "$t")) || die "loadgen failed against $t"
-	gw1=$(cpu_ticks "${GW_PIDS[$k]}") mk1=$(cpu_ticks "$MOCK_PID")
-	[[ -n ${REDIS_PID:-} ]] && rd1=$(cpu_ticks "$REDIS_PID") pg1=$(cpu_ticks "$PG_PID")
+	gw1=$(cpu_ticks "${GW_PIDS[$k]}") mk1=$(cpu_ticks "$MOCK_PID") gs1=$(io_calls "${GW_PIDS[$k]}")
+	[[ -n ${REDIS_PID:-} ]] && rd1=$(cpu_ticks "$REDIS_PID") pg1=$(cpu_ticks "$PG_PID") rs1=$(io_calls "$REDIS_PID")
 	rc1=$(metric_value "${ADMINS[$k]}" tollgate_redis_commands_total)
 	wait "$curl_pid" || die "fetching the CPU profile of $t failed"
 	n=$(json_num "$out" '"count":')
@@ -219,12 +229,14 @@ profile_run() {
 	# counts them; the requests still open when the counter was read make
 	# it approximate.
 	CPU[$t/$r/rcmd]=$(awk -v d=$((rc1 - rc0)) -v n="$n" 'BEGIN { printf "%.2f", d / n }')
+	CPU[$t/$r/gsys]=$(awk -v d=$((gs1 - gs0)) -v n="$n" 'BEGIN { printf "%.2f", d / n }')
+	CPU[$t/$r/rsys]=$(awk -v d=$((rs1 - rs0)) -v n="$n" 'BEGIN { printf "%.2f", d / n }')
 	CPU[$t/$r/load]=$(cut -d' ' -f1 /proc/loadavg)
 	local b v
 	while read -r b v; do
 		BUCKET[$t/$r/$b]=$v
 	done < <(go tool pprof -traces "$prof" 2>/dev/null | "$BIN/loadgen" cpubuckets)
-	log "$t r$r: ${CPU[$t/$r/rps]} req/s, gateway ${CPU[$t/$r/gw]} µs/req, redis ${CPU[$t/$r/redis]}, postgres ${CPU[$t/$r/pg]}, mock ${CPU[$t/$r/mock]}; ${CPU[$t/$r/rcmd]} Redis commands/req (load ${CPU[$t/$r/load]})"
+	log "$t r$r: ${CPU[$t/$r/rps]} req/s, gateway ${CPU[$t/$r/gw]} µs/req, redis ${CPU[$t/$r/redis]}, postgres ${CPU[$t/$r/pg]}, mock ${CPU[$t/$r/mock]}; ${CPU[$t/$r/rcmd]} Redis commands/req; read+write syscalls/req gateway ${CPU[$t/$r/gsys]}, redis ${CPU[$t/$r/rsys]} (load ${CPU[$t/$r/load]})"
 }
 
 # wait_run TARGET LEVEL ROUND: one run reading the plugins' pool waits.
@@ -313,8 +325,8 @@ report_cpu() {
 	echo
 	echo "CPU per request, µs (median of $REPEATS runs; each run's figure in brackets):"
 	echo
-	echo "| target | req/s | gateway | redis-server | postgres | gateway + redis + postgres | mock | Redis commands/request | load avg (1 min) |"
-	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+	echo "| target | req/s | gateway | redis-server | postgres | gateway + redis + postgres | mock | Redis commands/request | gateway read+write syscalls/request | redis-server read+write syscalls/request | load avg (1 min) |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	for t in "${ORDER[@]}"; do
 		for ((r = 1; r <= REPEATS; r++)); do
 			if [[ $(cb_variant "$t") == pg:* ]]; then
@@ -325,11 +337,11 @@ report_cpu() {
 		done
 		line="| $t"
 		local w
-		for w in rps gw redis pg sum mock rcmd load; do
+		for w in rps gw redis pg sum mock rcmd gsys rsys load; do
 			local vs=() prec=0
 			[[ $w == load ]] && prec=1
-			[[ $w == rcmd ]] && prec=2
-			if [[ ($w == redis || $w == pg || $w == rcmd) && $(cb_variant "$t") != pg:* ]]; then
+			[[ $w == rcmd || $w == gsys || $w == rsys ]] && prec=2
+			if [[ ($w == redis || $w == pg || $w == rcmd || $w == rsys) && $(cb_variant "$t") != pg:* ]]; then
 				line+=" | –"
 				continue
 			fi

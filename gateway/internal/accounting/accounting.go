@@ -79,7 +79,7 @@ func New(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer) (_ *Accou
 		}
 		opts := redisx.Options{
 			Addrs: p.Redis.Addrs, Username: p.Redis.Username, Password: p.Redis.Password,
-			DB: p.Redis.DB, Timeout: p.Redis.Timeout, Logger: rlog,
+			DB: p.Redis.DB, Timeout: p.Redis.Timeout, FlushDelay: p.Redis.FlushDelay, Connections: p.Redis.Connections, Logger: rlog,
 		}
 		if a.redisTLS != nil {
 			// A rotated client certificate or CA bundle is used by the
@@ -299,7 +299,7 @@ func (a *Accounting) CheckReload(p *config.Policy) {
 
 func equalRedis(a, b config.Redis) bool {
 	return slices.Equal(a.Addrs, b.Addrs) && a.Username == b.Username && a.Password == b.Password && a.DB == b.DB && a.Timeout == b.Timeout &&
-		a.SameTLS(&b)
+		a.FlushDelay == b.FlushDelay && a.Connections == b.Connections && a.SameTLS(&b)
 }
 
 func equalCallLog(a, b config.CallLog) bool {

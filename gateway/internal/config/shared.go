@@ -28,6 +28,16 @@ type Redis struct {
 	Timeout time.Duration `yaml:"timeout"`
 	// TLS connects over TLS (absent: plain TCP, the password in clear).
 	TLS *RedisTLS `yaml:"tls"`
+	// FlushDelay is how long a connection waits, after a write, for more
+	// commands to share the next one while others are in flight (default
+	// 0s: none). A command sent while none is in flight, as at one request
+	// at a time, never waits. It trades latency under load for system
+	// calls (docs/BENCHMARKS.md, "Redis commands that share a connection").
+	FlushDelay time.Duration `yaml:"flush_delay"`
+	// Connections is how many connections to each Redis node commands are
+	// pipelined on: 1 (the default), 2, 4, ... 256. One carries in each
+	// write the commands of every request in flight; more split them.
+	Connections int `yaml:"connections"`
 
 	Password string `yaml:"-"` // resolved from PasswordEnv; never logged
 }
@@ -76,6 +86,10 @@ type CallLogWAL struct {
 	SegmentBytes ByteSize `yaml:"segment_bytes"`
 }
 
+// MaxRedisFlushDelay bounds redis.flush_delay: it is added to commands'
+// latency under load.
+const MaxRedisFlushDelay = 2 * time.Millisecond
+
 // Defaults of the shared stores.
 const (
 	DefaultRedisTimeout      = 100 * time.Millisecond
@@ -114,6 +128,12 @@ func (p *Policy) validateShared(lookupEnv func(string) (string, bool), ps *Probl
 	}
 	if r.Timeout < 0 || r.Timeout > 10*time.Second {
 		ps.add("redis.timeout", "must be between 0s (default) and 10s, got %s", r.Timeout)
+	}
+	if r.FlushDelay < 0 || r.FlushDelay > MaxRedisFlushDelay {
+		ps.add("redis.flush_delay", "must be between 0s (none, the default) and %s, got %s", MaxRedisFlushDelay, r.FlushDelay)
+	}
+	if n := r.Connections; n < 0 || n > 256 || n&(n-1) != 0 {
+		ps.add("redis.connections", "must be a power of two from 1 to 256 (0: the default, 1), got %d", n)
 	}
 	if r.DB < 0 {
 		ps.add("redis.db", "must not be negative")

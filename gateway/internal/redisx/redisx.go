@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/bits"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -62,6 +63,20 @@ type Options struct {
 	Timeout time.Duration
 	// DialTimeout bounds one connection attempt (default 1s).
 	DialTimeout time.Duration
+	// FlushDelay is how long a connection's writer waits, after a write,
+	// for more commands to send with the next one while others are in
+	// flight (0: every command is written at once). Commands of requests
+	// running together then share write and read system calls, on the
+	// gateway and on Redis; a command sent while none is in flight (one
+	// request at a time) never waits. The cost is up to FlushDelay more
+	// per command under load.
+	FlushDelay time.Duration
+	// Connections is how many connections to each Redis node commands are
+	// pipelined on, a power of two (default 1): one connection's writes
+	// carry the commands of every request in flight, where more split
+	// them (rueidis's own default is up to 4, the commands spread at
+	// random).
+	Connections int
 	// Logger receives connection state changes (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -168,9 +183,11 @@ func (c *Client) redial() {
 				// reads have no deadline): this is what finds a
 				// connection a partition hung, which no error ends.
 				Dialer: net.Dialer{Timeout: c.opts.DialTimeout, KeepAlive: PingInterval},
-				// Writes must not wait for a batch: one request, one round trip.
-				MaxFlushDelay:    0,
-				ConnWriteTimeout: c.opts.DialTimeout,
+				// Under load, commands wait up to FlushDelay to share a
+				// write (rueidis waits only when others are in flight).
+				MaxFlushDelay:     c.opts.FlushDelay,
+				PipelineMultiplex: multiplex(c.opts.Connections),
+				ConnWriteTimeout:  c.opts.DialTimeout,
 			})
 			c.mu.Lock()
 			if c.closed {
@@ -383,4 +400,13 @@ func rejected(err error) bool {
 		ci x509.CertificateInvalidError
 	)
 	return errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &ci)
+}
+
+// multiplex is rueidis's PipelineMultiplex for n connections a node: its
+// base-2 logarithm, where -1 means one (0 would be rueidis's default).
+func multiplex(n int) int {
+	if n <= 1 {
+		return -1
+	}
+	return bits.Len(uint(n)) - 1
 }

@@ -78,6 +78,7 @@ type Proxy struct {
 	closed bool
 
 	accepted atomic.Int64
+	reads    atomic.Int64  // reads that returned bytes from clients
 	done     chan struct{} // closed by Close
 	wg       sync.WaitGroup
 }
@@ -90,6 +91,10 @@ type Stats struct {
 	Open int
 	// Hung is those of Open that a partition hung (for good).
 	Hung int
+	// ClientReads is the reads that returned bytes sent by clients since
+	// the start: bytes a client wrote together, or that arrived together,
+	// are one (how many writes the clients made, when they are spaced).
+	ClientReads int64
 }
 
 // New starts a proxy to target (host:port) on a free port of 127.0.0.1,
@@ -177,7 +182,7 @@ func (p *Proxy) Heal() {
 func (p *Proxy) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Stats{Accepted: p.accepted.Load()}
+	s := Stats{Accepted: p.accepted.Load(), ClientReads: p.reads.Load()}
 	for c := range p.conns {
 		if c.clientGone {
 			continue
@@ -301,6 +306,9 @@ func (c *conn) pipe(src, dst net.Conn, fromClient bool) {
 	for {
 		buf := make([]byte, 32<<10)
 		n, err := src.Read(buf)
+		if n > 0 && fromClient {
+			c.p.reads.Add(1)
+		}
 		if n > 0 {
 			c.p.mu.Lock()
 			if c.p.mode == Blackhole {
