@@ -22,14 +22,7 @@ func TestFlushDelaySharesWrites(t *testing.T) {
 	const n = 30
 	writes := func(flush time.Duration) int64 {
 		p := faultnet.Start(t, srv.Addr())
-		c, err := New(Options{Addrs: []string{p.Addr()}, Timeout: 5 * time.Second, FlushDelay: flush, Connections: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if err := c.Connect(ctxTimeout(t, 5*time.Second)); err != nil {
-			t.Fatal(err)
-		}
+		c := connect(t, Options{Addrs: []string{p.Addr()}, Timeout: 5 * time.Second, FlushDelay: flush, Connections: 1})
 		ctx := context.Background()
 		if err := c.Exec(ctx, incr, []string{"{t}warm"}, []string{"1"}).Error(); err != nil {
 			t.Fatal(err)
@@ -74,13 +67,7 @@ func TestConnections(t *testing.T) {
 	srv := redistest.Start(t)
 	for _, n := range []int{0, 1, 4} {
 		p := faultnet.Start(t, srv.Addr())
-		c, err := New(Options{Addrs: []string{p.Addr()}, Timeout: 5 * time.Second, Connections: n})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Connect(ctxTimeout(t, 5*time.Second)); err != nil {
-			t.Fatal(err)
-		}
+		c := connect(t, Options{Addrs: []string{p.Addr()}, Timeout: 5 * time.Second, Connections: n})
 		var wg sync.WaitGroup
 		for i := range 64 {
 			wg.Add(1)
@@ -92,7 +79,6 @@ func TestConnections(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		c.Close()
 		want := int64(max(n, 1))
 		if got := p.Stats().Accepted; got != want {
 			t.Errorf("Connections %d: %d connections made, want %d", n, got, want)

@@ -105,7 +105,14 @@ func ctxTimeout(t *testing.T, d time.Duration) context.Context {
 // than 100 ms.
 func connected(t *testing.T, srv *redistest.Server) *Client {
 	t.Helper()
-	c, err := New(Options{Addrs: []string{srv.Addr()}, Timeout: 500 * time.Millisecond})
+	return connect(t, Options{Addrs: []string{srv.Addr()}, Timeout: 500 * time.Millisecond})
+}
+
+// connect returns a client made with opts and connected, closed when the
+// test ends.
+func connect(t *testing.T, opts Options) *Client {
+	t.Helper()
+	c, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,14 +132,7 @@ func TestPartitionHeals(t *testing.T) {
 	srv := redistest.Start(t)
 	px := faultnet.Start(t, srv.Addr())
 	const timeout = 100 * time.Millisecond
-	c, err := New(Options{Addrs: []string{px.Addr()}, Timeout: timeout, DialTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.Connect(ctxTimeout(t, 5*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	c := connect(t, Options{Addrs: []string{px.Addr()}, Timeout: timeout, DialTimeout: time.Second})
 	ctx := context.Background()
 	if err := c.Exec(ctx, incr, []string{"k"}, []string{"1"}).Error(); err != nil {
 		t.Fatal(err)
