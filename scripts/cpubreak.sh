@@ -220,6 +220,8 @@ profile_run() {
 		FAILED_NOTES+=("$t, run $r: ${CPU[$t/$r/failed]} of $n requests failed: $(grep -o '"errors":\[[^]]*\]' <<<"$out" | cut -c 1-300)")
 	fi
 	per_req() { awk -v d="$1" -v n="$n" -v hz="$CLK_TCK" 'BEGIN { printf "%.1f", d / hz * 1e6 / n }'; }
+	# each_req COUNT: a count over the run, per request.
+	each_req() { awk -v d="$1" -v n="$n" 'BEGIN { printf "%.2f", d / n }'; }
 	CPU[$t/$r/gw]=$(per_req $((gw1 - gw0)))
 	CPU[$t/$r/redis]=$(per_req $((rd1 - rd0)))
 	CPU[$t/$r/pg]=$(per_req $((pg1 - pg0)))
@@ -228,9 +230,9 @@ profile_run() {
 	# Redis commands a request (a script call is one), as the gateway
 	# counts them; the requests still open when the counter was read make
 	# it approximate.
-	CPU[$t/$r/rcmd]=$(awk -v d=$((rc1 - rc0)) -v n="$n" 'BEGIN { printf "%.2f", d / n }')
-	CPU[$t/$r/gsys]=$(awk -v d=$((gs1 - gs0)) -v n="$n" 'BEGIN { printf "%.2f", d / n }')
-	CPU[$t/$r/rsys]=$(awk -v d=$((rs1 - rs0)) -v n="$n" 'BEGIN { printf "%.2f", d / n }')
+	CPU[$t/$r/rcmd]=$(each_req $((rc1 - rc0)))
+	CPU[$t/$r/gsys]=$(each_req $((gs1 - gs0)))
+	CPU[$t/$r/rsys]=$(each_req $((rs1 - rs0)))
 	CPU[$t/$r/load]=$(cut -d' ' -f1 /proc/loadavg)
 	local b v
 	while read -r b v; do

@@ -306,10 +306,10 @@ func (c *conn) pipe(src, dst net.Conn, fromClient bool) {
 	for {
 		buf := make([]byte, 32<<10)
 		n, err := src.Read(buf)
-		if n > 0 && fromClient {
-			c.p.reads.Add(1)
-		}
 		if n > 0 {
+			if fromClient {
+				c.p.reads.Add(1)
+			}
 			c.p.mu.Lock()
 			if c.p.mode == Blackhole {
 				c.dead = true
