@@ -297,6 +297,67 @@ func TestBudgetExactAcrossReplicas(t *testing.T) {
 	}
 }
 
+// TestBudgetNextRequestSeesSettle: a client's next request finds its
+// previous request settled — the settle is made before the reply's last
+// byte (proxy: exchange.end). Each request holds 1,000 µ$ (max_tokens 100
+// at 10 µ$, the prompt free) and costs 20 µ$ (the mock answers 2 tokens);
+// the budget is one hold and 30 costs. One after the other, requests 1 to
+// 31 fit — each finds the earlier ones settled at 20 µ$ — and the 32nd
+// does not. A settle not yet made when the next request's hold is asked
+// for leaves its 1,000 µ$ held beside the new 1,000: that request is
+// refused long before the 31st (a settle sent beside the reply, unordered
+// with the next admission, failed this within 30 requests in two runs of
+// three). Half the requests come on a kept-alive connection, half on a
+// new one each.
+func TestBudgetNextRequestSeesSettle(t *testing.T) {
+	const (
+		hold   = 100 * outputMicrosPerMTok / 1_000_000 // 1,000 µ$
+		cost   = 2 * outputMicrosPerMTok / 1_000_000   // 20 µ$
+		budget = hold + 30*cost
+		body   = `{"model":"mock-free-prompt","max_tokens":100,"messages":[{"role":"user","content":"hello there"}]}`
+	)
+	w := newBudgetWorld(t, budget)
+	if err := w.store.SetPrice(context.Background(), tenant.Price{Model: "mock-free-prompt", InputMicrosPerMTok: 0,
+		OutputMicrosPerMTok: outputMicrosPerMTok, EffectiveFrom: time.Now().Add(-time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	_, mockURL := startMock(t, mockllm.Config{Tokens: 2, Usage: true})
+	_, gw := w.gateway(t, w.policy(t, mockURL, `{}`, ""))
+	kept := &http.Client{}
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	send := func(c *http.Client) (int, []byte) {
+		req, _ := http.NewRequest("POST", gw+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+w.key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	for i := 1; i <= 32; i++ {
+		c := kept
+		if i%2 == 0 {
+			c = fresh
+		}
+		status, resp := send(c)
+		switch {
+		case i <= 31 && status != 200:
+			spent, holds := w.counter(t)
+			t.Fatalf("request %d: %d %s (Redis now: spent %s, held %s); want 200: the earlier %d requests settled at %d µ$ leave room for a %d µ$ hold",
+				i, status, resp, spent, holds, i-1, cost, hold)
+		case i == 32 && status != 429:
+			t.Fatalf("request 32: %d %s; want 429: 31 requests settled leave %d µ$, less than a hold", status, resp, budget-31*cost)
+		}
+	}
+	w.waitRows(t, 32)
+	if _, sum, _ := w.ledger(t); sum != 31*cost {
+		t.Fatalf("settled %d µ$, want %d", sum, 31*cost)
+	}
+}
+
 // TestBudgetSettlement: the hold is released and the real cost charged on
 // success, on an upstream error and when the client disconnects.
 func TestBudgetSettlement(t *testing.T) {
