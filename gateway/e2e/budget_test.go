@@ -325,24 +325,12 @@ func TestBudgetNextRequestSeesSettle(t *testing.T) {
 	_, gw := w.gateway(t, w.policy(t, mockURL, `{}`, ""))
 	kept := &http.Client{}
 	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	send := func(c *http.Client) (int, []byte) {
-		req, _ := http.NewRequest("POST", gw+"/v1/chat/completions", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+w.key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
-	}
 	for i := 1; i <= 32; i++ {
 		c := kept
 		if i%2 == 0 {
 			c = fresh
 		}
-		status, resp := send(c)
+		status, _, resp := postWith(t, c, gw+"/v1/chat/completions", body, "Authorization", "Bearer "+w.key)
 		switch {
 		case i <= 31 && status != 200:
 			spent, holds := w.counter(t)

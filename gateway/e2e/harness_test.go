@@ -120,6 +120,12 @@ func (w testWriter) Write(p []byte) (int, error) {
 // post sends body to url with headers and returns status, headers and body.
 func post(t *testing.T, url, body string, hdr ...string) (int, http.Header, []byte) {
 	t.Helper()
+	return postWith(t, http.DefaultClient, url, body, hdr...)
+}
+
+// postWith is post through client c.
+func postWith(t *testing.T, c *http.Client, url, body string, hdr ...string) (int, http.Header, []byte) {
+	t.Helper()
 	req, err := http.NewRequest("POST", url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +134,7 @@ func post(t *testing.T, url, body string, hdr ...string) (int, http.Header, []by
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
