@@ -58,12 +58,13 @@ local function purge(holds, leases, now)
 end
 `
 
-// scopesPrelude reads the scopes of a multi-scope call from the keys K
-// and arguments A, locals the script declares before it (KEYS and ARGV in
-// a script of its own; set before each call in a library, package
-// meterstore). K[1] is the request's settled marker and scope i has
-// K[3i-1] spent, K[3i] holds and K[3i+1] leases; n, the number of scopes,
-// is set by loadSpent, which every call runs first. loadSpent reads the
+// scopesPrelude reads the scopes of a multi-scope call from the first NK
+// keys K and the arguments A, locals the script declares before it (KEYS,
+// ARGV and #KEYS in a script of its own; set before each call in a
+// library, package meterstore, whose calls carry the rate limiter's keys
+// and arguments after the budget's). K[1] is the request's settled marker
+// and scope i has K[3i-1] spent, K[3i] holds and K[3i+1] leases; n, the
+// number of scopes, is set by loadSpent, which every call runs first. loadSpent reads the
 // marker and every spent key with one MGET; it returns the spent of every
 // scope and whether the marker exists, or nil and the reply {codeSeed,
 // i...} naming the scopes whose spent key is missing (nothing has been
@@ -72,7 +73,7 @@ const scopesPrelude = prelude + `
 local n
 
 local function loadSpent()
-  n = (#K - 1) / 3
+  n = (NK - 1) / 3
   local ks = {K[1]}
   for i = 1, n do ks[i+1] = K[3*i-1] end
   local v = redis.call('MGET', unpack(ks))
@@ -166,12 +167,12 @@ end
 return reply(1, 0, spent, reserved)
 `
 
-var reserveScript = rueidis.NewLuaScript("local K, A = KEYS, ARGV\nlocal now\n" + scopesPrelude + reserveBody)
+var reserveScript = rueidis.NewLuaScript("local K, A, NK = KEYS, ARGV, #KEYS\nlocal now\n" + scopesPrelude + reserveBody)
 
 // extendScript: as reserveScript, with more for amount. A refusal changes
 // nothing; an admission grows (or makes) the hold in every scope and
 // renews its lease.
-var extendScript = rueidis.NewLuaScript("local K, A = KEYS, ARGV\n" + scopesPrelude + `
+var extendScript = rueidis.NewLuaScript("local K, A, NK = KEYS, ARGV, #KEYS\n" + scopesPrelude + `
 local spent, settled = loadSpent()
 if not spent then return settled end
 local now = clock()
@@ -249,8 +250,9 @@ end
 return r
 `
 
-// HoldSettleLua defines, over the keys K and arguments A (locals declared
-// before it, which the caller sets before each call), the Lua functions
+// HoldSettleLua defines, over the keys K, of which the first NK are the
+// budget's, and arguments A (locals declared before it, which the caller
+// sets before each call), the Lua functions
 // reserve(now), Reserve's work, whose reply a Hold reads, and settle(),
 // Settle's, whose reply a Settlement reads. Package meterstore's library
 // runs reserve after the rate limiter's admission, in one call, with the
@@ -258,7 +260,7 @@ return r
 const HoldSettleLua = scopesPrelude + "local function reserve(now)\n" + reserveBody + "end\n" +
 	"local function settle()\n" + settleBody + "end\n"
 
-var settleScript = rueidis.NewLuaScript("local K, A = KEYS, ARGV\n" + scopesPrelude + settleBody)
+var settleScript = rueidis.NewLuaScript("local K, A, NK = KEYS, ARGV, #KEYS\n" + scopesPrelude + settleBody)
 
 // statusScript: KEYS spent, holds, leases of one scope. Replies
 // {codeAdmitted, spent, reserved} or {codeSeed}.
