@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redis/rueidis"
 )
@@ -48,13 +49,14 @@ func (l *Library) Code() string { return l.code }
 // Function returns the function that body registered as name, for
 // Client.FCall.
 func (l *Library) Function(name string) *Function {
-	return &Function{lib: l, name: name + l.suffix}
+	return &Function{lib: l, name: name + l.suffix, base: name}
 }
 
 // Function is one function of a Library.
 type Function struct {
 	lib  *Library
 	name string
+	base string // name without the library's hash: the durations' label
 }
 
 // Name is the function's name in Redis.
@@ -72,6 +74,7 @@ func (c *Client) FCall(ctx context.Context, f *Function, keys, args []string) ru
 	if err != nil {
 		return rueidis.NewErrorResult(err)
 	}
+	defer since(c.durations.function(f), time.Now())
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
 	call := func() rueidis.RedisResult {

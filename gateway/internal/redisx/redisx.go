@@ -99,6 +99,8 @@ type Client struct {
 	retries  atomic.Int64 // commands sent again after TRYAGAIN or CLUSTERDOWN
 
 	loads singleflight.Group // FUNCTION LOADs, by library name
+
+	durations *durations // how long calls took (CollectDurations)
 }
 
 type clientBox struct{ c rueidis.Client }
@@ -129,7 +131,7 @@ func New(opts Options) (*Client, error) {
 		// connections.
 		opts.TLS = opts.TLSFor()
 	}
-	c := &Client{opts: opts, log: opts.Logger, stop: make(chan struct{})}
+	c := &Client{opts: opts, log: opts.Logger, stop: make(chan struct{}), durations: newDurations()}
 	c.redial()
 	return c, nil
 }
@@ -257,6 +259,7 @@ func (c *Client) Exec(ctx context.Context, s *rueidis.Lua, keys, args []string) 
 	if err != nil {
 		return rueidis.NewErrorResult(err)
 	}
+	defer since(c.durations.script, time.Now())
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
 	res := c.retrying(ctx, func() rueidis.RedisResult { return s.Exec(ctx, counting{rc, &c.commands}, keys, args) })
@@ -271,6 +274,7 @@ func (c *Client) Do(ctx context.Context, build func(rueidis.Builder) rueidis.Com
 	if err != nil {
 		return rueidis.NewErrorResult(err)
 	}
+	defer since(c.durations.command, time.Now())
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
 	res := c.retrying(ctx, func() rueidis.RedisResult {

@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/cancels"
 	"github.com/tollgate/tollgate/gateway/internal/hostsvc"
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
+	"github.com/tollgate/tollgate/gateway/internal/redisx"
 )
 
 // Sources are the components the scrape-time metrics read. Fields are
@@ -87,6 +88,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range stateDescs {
 		ch <- d
 	}
+	redisx.DescribeDurations(ch)
 	describeUpstreams(ch)
 }
 
@@ -127,6 +129,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if rc := src.Accounting.Redis; rc != nil {
 		counter(mRedisCommands, rc.Commands())
 		counter(mRedisFailures, rc.Failures())
+		rc.CollectDurations(ch)
 	}
 	if f := src.Accounting.Fleet; f != nil {
 		gauge(mReplicasLive, int64(f.Live()))
