@@ -64,11 +64,11 @@ end
 // library, package meterstore, whose calls carry the rate limiter's keys
 // and arguments after the budget's). K[1] is the request's settled marker
 // and scope i has K[3i-1] spent, K[3i] holds and K[3i+1] leases; n, the
-// number of scopes, is set by loadSpent, which every call runs first. loadSpent reads the
-// marker and every spent key with one MGET; it returns the spent of every
-// scope and whether the marker exists, or nil and the reply {codeSeed,
-// i...} naming the scopes whose spent key is missing (nothing has been
-// changed then).
+// number of scopes, is set by loadSpent, which every call runs first.
+// loadSpent reads the marker and every spent key with one MGET; it
+// returns the spent of every scope and whether the marker exists, or nil
+// and the reply {codeSeed, i...} naming the scopes whose spent key is
+// missing (nothing has been changed then).
 const scopesPrelude = prelude + `
 local n
 
