@@ -18,7 +18,7 @@ import (
 // without the library's hash), and the time counted is the caller's
 // wait: behind a proxy that delays each chunk 5 ms, a call takes at least
 // 10 ms (its command one way, its reply the other), and the histogram
-// must say so; on a direct connection the same calls take well under it.
+// must say so.
 func TestCallDurations(t *testing.T) {
 	srv := redistest.Start(t)
 	p := faultnet.Start(t, srv.Addr())
