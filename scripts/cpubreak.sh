@@ -11,6 +11,9 @@
 #   - read and write system calls per request of the gateway and
 #     redis-server (syscr + syscw of /proc/PID/io): what batching saves,
 #     whatever the machine's load;
+#   - the mean Redis call as the gateway waited for it
+#     (tollgate_redis_call_duration_seconds, every call label, /metrics
+#     deltas; 0 for a build without the metric);
 #   - the gateway's CPU split into buckets, from a CPU profile
 #     (net/http/pprof, `tollgate serve -pprof`) taken over the same run;
 #     each sample goes to one bucket (`loadgen cpubuckets`, the rules in
@@ -172,6 +175,16 @@ metric_value() {
 	http_get "$1" /metrics | awk -v series="$2" '$1 == series { v = $2 + 0 } END { print v + 0 }'
 }
 
+# redis_calls ADMINPORT prints "seconds calls": the sum and count of
+# tollgate_redis_call_duration_seconds over every call label, the time the
+# gateway's Redis calls took from its side.
+redis_calls() {
+	http_get "$1" /metrics | awk '
+		index($1, "tollgate_redis_call_duration_seconds_sum{") == 1 { s += $2 }
+		index($1, "tollgate_redis_call_duration_seconds_count{") == 1 { n += $2 }
+		END { printf "%.9f %d\n", s, n }'
+}
+
 # plugin_counts ADMINPORT PLUGIN... prints "calls waits rsum rcount" per
 # plugin, one line each: its callbacks, those that waited for an instance,
 # and the sum (s) and count of its request-phase callback durations.
@@ -201,8 +214,9 @@ profile_run() {
 	local gw0 rd0=0 pg0=0 mk0 gw1 rd1=0 pg1=0 mk1
 	secs=$(($(dur_ms "$DURATION") / 1000))
 	((secs >= 1)) || secs=1
-	local rc0 rc1 gs0 gs1 rs0=0 rs1=0
+	local rc0 rc1 gs0 gs1 rs0=0 rs1=0 rt0 rt1
 	rc0=$(metric_value "${ADMINS[$k]}" tollgate_redis_commands_total)
+	rt0=$(redis_calls "${ADMINS[$k]}")
 	gw0=$(cpu_ticks "${GW_PIDS[$k]}") mk0=$(cpu_ticks "$MOCK_PID") gs0=$(io_calls "${GW_PIDS[$k]}")
 	[[ -n ${REDIS_PID:-} ]] && rd0=$(cpu_ticks "$REDIS_PID") pg0=$(cpu_ticks "$PG_PID") rs0=$(io_calls "$REDIS_PID")
 	curl -sf -o "$prof" "http://127.0.0.1:${PPROFS[$k]}/debug/pprof/profile?seconds=$secs" &
@@ -212,6 +226,7 @@ profile_run() {
 	gw1=$(cpu_ticks "${GW_PIDS[$k]}") mk1=$(cpu_ticks "$MOCK_PID") gs1=$(io_calls "${GW_PIDS[$k]}")
 	[[ -n ${REDIS_PID:-} ]] && rd1=$(cpu_ticks "$REDIS_PID") pg1=$(cpu_ticks "$PG_PID") rs1=$(io_calls "$REDIS_PID")
 	rc1=$(metric_value "${ADMINS[$k]}" tollgate_redis_commands_total)
+	rt1=$(redis_calls "${ADMINS[$k]}")
 	wait "$curl_pid" || die "fetching the CPU profile of $t failed"
 	n=$(json_num "$out" '"count":')
 	CPU[$t/$r/failed]=$(json_num "$out" '"failures":')
@@ -231,6 +246,9 @@ profile_run() {
 	# counts them; the requests still open when the counter was read make
 	# it approximate.
 	CPU[$t/$r/rcmd]=$(each_req $((rc1 - rc0)))
+	# The mean Redis call as the gateway waited for it, µs: against
+	# redis-server's own time, what the machine's load adds.
+	CPU[$t/$r/rcall]=$(awk -v a="$rt0" -v b="$rt1" 'BEGIN { split(a, x, " "); split(b, y, " "); n = y[2] - x[2]; printf "%.1f", (n > 0 ? (y[1] - x[1]) / n * 1e6 : 0) }')
 	CPU[$t/$r/gsys]=$(each_req $((gs1 - gs0)))
 	CPU[$t/$r/rsys]=$(each_req $((rs1 - rs0)))
 	CPU[$t/$r/load]=$(cut -d' ' -f1 /proc/loadavg)
@@ -327,8 +345,8 @@ report_cpu() {
 	echo
 	echo "CPU per request, µs (median of $REPEATS runs; each run's figure in brackets):"
 	echo
-	echo "| target | req/s | gateway | redis-server | postgres | gateway + redis + postgres | mock | Redis commands/request | gateway read+write syscalls/request | redis-server read+write syscalls/request | load avg (1 min) |"
-	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	echo "| target | req/s | gateway | redis-server | postgres | gateway + redis + postgres | mock | Redis commands/request | Redis call from the gateway, mean µs | gateway read+write syscalls/request | redis-server read+write syscalls/request | load avg (1 min) |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	for t in "${ORDER[@]}"; do
 		for ((r = 1; r <= REPEATS; r++)); do
 			if [[ $(cb_variant "$t") == pg:* ]]; then
@@ -339,11 +357,11 @@ report_cpu() {
 		done
 		line="| $t"
 		local w
-		for w in rps gw redis pg sum mock rcmd gsys rsys load; do
+		for w in rps gw redis pg sum mock rcmd rcall gsys rsys load; do
 			local vs=() prec=0
 			[[ $w == load ]] && prec=1
 			[[ $w == rcmd || $w == gsys || $w == rsys ]] && prec=2
-			if [[ ($w == redis || $w == pg || $w == rcmd || $w == rsys) && $(cb_variant "$t") != pg:* ]]; then
+			if [[ ($w == redis || $w == pg || $w == rcmd || $w == rcall || $w == rsys) && $(cb_variant "$t") != pg:* ]]; then
 				line+=" | –"
 				continue
 			fi
