@@ -2,6 +2,8 @@ package redisx
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +50,7 @@ func TestCallDurations(t *testing.T) {
 	for _, call := range []string{"incr", CallScript, CallCommand} {
 		a, b := after[call], base[call]
 		if a.buckets == nil {
-			t.Fatalf("no histogram for call %q; have %v", call, labelNames(after))
+			t.Fatalf("no histogram for call %q; have %v", call, slices.Collect(maps.Keys(after)))
 		}
 		calls := a.count - b.count
 		if calls != n {
@@ -64,8 +66,8 @@ func TestCallDurations(t *testing.T) {
 			}
 		}
 	}
-	if strings.Contains(strings.Join(labelNames(after), ","), incrFn.Name()) {
-		t.Errorf("a label carries the library's hash: %v", labelNames(after))
+	if strings.Contains(strings.Join(slices.Collect(maps.Keys(after)), ","), incrFn.Name()) {
+		t.Errorf("a label carries the library's hash: %v", slices.Collect(maps.Keys(after)))
 	}
 }
 
@@ -111,11 +113,3 @@ type durationsOf struct{ c *Client }
 
 func (d durationsOf) Describe(ch chan<- *prometheus.Desc) { DescribeDurations(ch) }
 func (d durationsOf) Collect(ch chan<- prometheus.Metric) { d.c.CollectDurations(ch) }
-
-func labelNames[V any](m map[string]V) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
-}
