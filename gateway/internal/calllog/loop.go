@@ -40,17 +40,18 @@ func (w *Writer) run() {
 
 // fill returns a batch of first and whatever else is queued or arrives
 // within Linger, up to max rows. The batch is valid until the next fill.
+//
+// While it lingers the writer waits for the timer, not for each row:
+// a receive per row would wake this goroutine once a request (a futex
+// wake of another thread when the process was idle). Write signals full
+// once fullAt rows are queued, and the writer then takes them at once.
 func (w *Writer) fill(first Row, max int) []Row {
 	w.buf = append(w.buf[:0], first)
-	for len(w.buf) < max {
-		select {
-		case r := <-w.queue:
-			w.buf = append(w.buf, r)
-			continue
-		default:
-		}
-		break
+	select {
+	case <-w.full: // for rows queued so far, which take takes now
+	default:
 	}
+	w.take(max)
 	// Linger only for Postgres: a spooling writer is catching up.
 	if w.opts.Linger <= 0 || len(w.buf) >= max || w.pool == nil || w.spooling.Load() {
 		return w.buf
@@ -63,15 +64,28 @@ func (w *Writer) fill(first Row, max int) []Row {
 	defer w.linger.Stop()
 	for len(w.buf) < max {
 		select {
-		case r := <-w.queue:
-			w.buf = append(w.buf, r)
+		case <-w.full:
+			w.take(max)
 		case <-w.linger.C:
+			w.take(max)
 			return w.buf
 		case <-w.stop:
 			return w.buf
 		}
 	}
 	return w.buf
+}
+
+// take moves queued rows to w.buf, without waiting, up to max in all.
+func (w *Writer) take(max int) {
+	for len(w.buf) < max {
+		select {
+		case r := <-w.queue:
+			w.buf = append(w.buf, r)
+		default:
+			return
+		}
+	}
 }
 
 // persist stores a batch: in Postgres unless the spool holds rows, else

@@ -121,6 +121,11 @@ type Writer struct {
 
 	queue   chan Row
 	handoff chan handoffReq
+	// full wakes a lingering writer (fill) once fullAt rows are queued:
+	// the rows themselves do not, so a row costs its Write no wake-up of
+	// the writer goroutine while a batch gathers.
+	full   chan struct{}
+	fullAt int
 
 	// ctx bounds every Postgres operation; hurry cancels it when Close's
 	// context ends, sending what is left to the spool at once.
@@ -185,6 +190,8 @@ func New(pool *pgxpool.Pool, opts Options) (*Writer, error) {
 	w := &Writer{
 		pool: pool, opts: o, log: o.Logger.With("component", "calllog"), lock: lock,
 		queue:   make(chan Row, o.QueueSize),
+		full:    make(chan struct{}, 1),
+		fullAt:  max(1, min(o.MaxBatch, o.QueueSize/2)),
 		handoff: make(chan handoffReq),
 		ctx:     ctx, hurry: hurry,
 		idle: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
@@ -309,6 +316,12 @@ func (w *Writer) Write(ctx context.Context, r Row) error {
 	defer w.leave()
 	select {
 	case w.queue <- r:
+		if len(w.queue) >= w.fullAt {
+			select {
+			case w.full <- struct{}{}:
+			default: // already signalled
+			}
+		}
 		return nil
 	default:
 	}

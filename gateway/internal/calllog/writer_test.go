@@ -216,6 +216,35 @@ func TestGroupCommit(t *testing.T) {
 	}
 }
 
+// TestLingerEndsWithFullBatch: the writer lingers for more rows without
+// taking each as it comes; once a batch's worth is queued, Write signals
+// it and the batch is committed at once, not when the linger ends.
+func TestLingerEndsWithFullBatch(t *testing.T) {
+	t.Parallel()
+	pool := newDB(t)
+	const maxBatch = 16
+	w := newWriter(t, pool, Options{Linger: time.Minute, MaxBatch: maxBatch, QueueSize: 1024})
+	for i := range 3 * maxBatch {
+		write(t, w, row(fmt.Sprintf("full-%d", i), "acme", 1))
+	}
+	waitFor(t, 10*time.Second, "two full batches stored while the writer lingers a minute", func() bool {
+		return countRows(t, pool) >= 2*maxBatch
+	})
+	if s := w.Stats(); s.MaxTxRows > maxBatch {
+		t.Errorf("a transaction of %d rows, want at most %d", s.MaxTxRows, maxBatch)
+	}
+	// Fewer than a batch: they wait for the linger (or Close).
+	write(t, w, row("short-1", "acme", 1))
+	time.Sleep(100 * time.Millisecond)
+	if n := queryInt(t, pool, `SELECT count(*) FROM call_log WHERE request_id = 'short-1'`); n != 0 {
+		t.Errorf("a row of a short batch stored within 100 ms of a minute's linger")
+	}
+	closeWriter(t, w)
+	if n := countRows(t, pool); n != 3*maxBatch+1 {
+		t.Errorf("%d rows after Close, want %d", n, 3*maxBatch+1)
+	}
+}
+
 // TestFullQueueWritesInline: with the writer held up, a Write that finds
 // the queue full stores its row itself; nothing is lost.
 func TestFullQueueWritesInline(t *testing.T) {

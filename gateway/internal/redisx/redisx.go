@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/tollgate/tollgate/gateway/internal/sockio"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -166,8 +168,8 @@ func (c *Client) redial() {
 	go func() {
 		backoff := 50 * time.Millisecond
 		logged := false
-		var dial func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error)
-		if c.opts.TLSFor != nil {
+		dial := c.dial
+		if c.opts.TLS != nil {
 			dial = c.dialTLS
 		}
 		for {
@@ -232,12 +234,51 @@ func (c *Client) redial() {
 	}()
 }
 
-// dialTLS makes one TLS connection with the configuration TLSFor returns
-// now (its ServerName, when empty, is dst's host, as rueidis's own dial
-// does).
-func (c *Client) dialTLS(ctx context.Context, dst string, dialer *net.Dialer, _ *tls.Config) (net.Conn, error) {
-	d := tls.Dialer{NetDialer: dialer, Config: c.opts.TLSFor()}
-	return d.DialContext(ctx, "tcp", dst)
+// dial makes one connection to dst, its small reads and writes raw
+// syscalls (package sockio): at one request at a time the process's Ps
+// are all idle between a request's Redis calls, and a read or write
+// through the net package would wake the runtime's monitor thread each
+// time (docs/adr/0006-raw-socket-syscalls.md).
+func (c *Client) dial(ctx context.Context, dst string, dialer *net.Dialer, _ *tls.Config) (net.Conn, error) {
+	nc, err := dialer.DialContext(ctx, "tcp", dst)
+	if err != nil {
+		return nil, err
+	}
+	return sockio.New(nc), nil
+}
+
+// dialTLS makes one TLS connection, over a socket dial made, with the
+// configuration TLSFor returns now, or else cfg (Options.TLS); its
+// ServerName, when empty, is dst's host, as rueidis's own dial does. The
+// dialer's timeout bounds the connection and the handshake together, as
+// tls.Dialer's does.
+func (c *Client) dialTLS(ctx context.Context, dst string, dialer *net.Dialer, cfg *tls.Config) (net.Conn, error) {
+	if dialer.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, dialer.Timeout)
+		defer cancel()
+	}
+	if c.opts.TLSFor != nil {
+		cfg = c.opts.TLSFor()
+	}
+	if cfg.ServerName == "" {
+		host, _, err := net.SplitHostPort(dst)
+		if err != nil {
+			host = dst
+		}
+		cfg = cfg.Clone()
+		cfg.ServerName = host
+	}
+	nc, err := c.dial(ctx, dst, dialer, nil)
+	if err != nil {
+		return nil, err
+	}
+	tc := tls.Client(nc, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return tc, nil
 }
 
 // Raw returns the underlying rueidis client, or ErrUnavailable while there

@@ -31,9 +31,12 @@ type op struct {
 }
 
 // New wraps c when it has a socket file descriptor (TCP, Unix); any other
-// connection (TLS, a pipe) is returned as it is. Wrap a TLS connection's
-// underlying socket instead, before the handshake.
+// connection (TLS, a pipe, one New wrapped already) is returned as it is.
+// Wrap a TLS connection's underlying socket instead, before the handshake.
 func New(c net.Conn) net.Conn {
+	if _, ok := c.(*Conn); ok {
+		return c
+	}
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return c

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tollgate/tollgate/gateway/internal/sockio"
 	"github.com/tollgate/tollgate/gateway/internal/tenant"
 )
 
@@ -61,13 +63,25 @@ const PingTimeout = time.Second
 const ConnectTimeout = 3 * time.Second
 
 // TunePool sets the gateway's defaults on a pool configuration where the
-// DSN left them: PingTimeout and ConnectTimeout.
+// DSN left them: PingTimeout and ConnectTimeout. Its connections' small
+// reads and writes are raw syscalls (package sockio): a query made when
+// the process was idle would otherwise wake the runtime's monitor thread
+// (docs/adr/0006-raw-socket-syscalls.md).
 func TunePool(cfg *pgxpool.Config) {
 	if cfg.PingTimeout == 0 {
 		cfg.PingTimeout = PingTimeout
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = ConnectTimeout
+	}
+	if dial := cfg.ConnConfig.DialFunc; dial != nil {
+		cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return sockio.New(c), nil
+		}
 	}
 }
 
