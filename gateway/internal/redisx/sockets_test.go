@@ -5,15 +5,12 @@ package redisx
 import (
 	"crypto/tls"
 	"net"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/tollgate/tollgate/gateway/internal/sockio"
-	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
-	"github.com/tollgate/tollgate/gateway/internal/testkit/tlstest"
 )
 
 // TestDialRawSockets: the Client's connections, plain and under TLS, are
@@ -21,22 +18,7 @@ import (
 // runtime's monitor thread (docs/adr/0006-raw-socket-syscalls.md), and
 // they carry commands either way.
 func TestDialRawSockets(t *testing.T) {
-	ca := tlstest.NewCA(t, "redis")
-	srvCert := ca.Server(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tlsPort := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	srv := redistest.Start(t,
-		"--tls-port", strconv.Itoa(tlsPort),
-		"--tls-cert-file", srvCert.CertFile,
-		"--tls-key-file", srvCert.KeyFile,
-		"--tls-ca-cert-file", ca.CertFile,
-		"--tls-auth-clients", "no",
-	)
-	tlsAddr := "127.0.0.1:" + strconv.Itoa(tlsPort)
+	ca, srv, tlsAddr := startTLSRedis(t)
 	cfg := &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"}
 	for _, tt := range []struct {
 		name string

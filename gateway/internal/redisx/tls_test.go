@@ -22,23 +22,7 @@ import (
 // the server's certificate stop Connect at once with ErrRejected and say
 // why, rather than retrying as for a Redis that is down.
 func TestTLSAndACL(t *testing.T) {
-	ca := tlstest.NewCA(t, "redis")
-	srvCert := ca.Server(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tlsPort := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	redistest.Start(t,
-		"--tls-port", strconv.Itoa(tlsPort),
-		"--tls-cert-file", srvCert.CertFile,
-		"--tls-key-file", srvCert.KeyFile,
-		"--tls-ca-cert-file", ca.CertFile,
-		"--tls-auth-clients", "no",
-		"--user", "tollgate", "on", ">s3cret-pass", "~*", "&*", "+@all",
-	)
-	addr := "127.0.0.1:" + strconv.Itoa(tlsPort)
+	ca, _, addr := startTLSRedis(t, "--user", "tollgate", "on", ">s3cret-pass", "~*", "&*", "+@all")
 	other := tlstest.NewCA(t, "other")
 
 	tests := []struct {
@@ -92,4 +76,27 @@ func TestTLSAndACL(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startTLSRedis starts a redis-server with args and a TLS port as well as
+// its plain one, serving a certificate for localhost of a CA it makes.
+// It returns the CA, the server and the TLS port's address.
+func startTLSRedis(t *testing.T, args ...string) (ca *tlstest.CA, srv *redistest.Server, tlsAddr string) {
+	t.Helper()
+	ca = tlstest.NewCA(t, "redis")
+	srvCert := ca.Server(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsPort := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	srv = redistest.Start(t, append([]string{
+		"--tls-port", strconv.Itoa(tlsPort),
+		"--tls-cert-file", srvCert.CertFile,
+		"--tls-key-file", srvCert.KeyFile,
+		"--tls-ca-cert-file", ca.CertFile,
+		"--tls-auth-clients", "no",
+	}, args...)...)
+	return ca, srv, "127.0.0.1:" + strconv.Itoa(tlsPort)
 }

@@ -294,7 +294,8 @@ func TestConcurrent(t *testing.T) {
 	}
 }
 
-// Connections without a socket are returned as they are.
+// Connections without a socket, and those New wrapped already, are
+// returned as they are.
 func TestNotSocket(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
@@ -302,31 +303,8 @@ func TestNotSocket(t *testing.T) {
 	if x := New(a); x != a {
 		t.Fatalf("New(pipe) = %T, want the pipe itself", x)
 	}
-}
-
-// TestNewWrapsOnce: wrapping a Conn again returns it as it is.
-func TestNewWrapsOnce(t *testing.T) {
-	a, b := net.Pipe()
-	defer a.Close()
-	defer b.Close()
-	if c := New(a); c != a {
-		t.Fatalf("New(pipe) = %T, want the pipe as it is", c)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	nc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	c := New(nc)
-	if _, ok := c.(*Conn); !ok {
-		t.Fatalf("New(tcp) = %T, want *Conn", c)
-	}
+	c, _ := pair(t) // wrapped, as pair checks
 	if again := New(c); again != c {
-		t.Fatalf("New(New(tcp)) wrapped again")
+		t.Fatalf("New(New(tcp)) wrapped it again")
 	}
 }
