@@ -11,6 +11,9 @@
 #   - read and write system calls per request of the gateway and
 #     redis-server (syscr + syscw of /proc/PID/io): what batching saves,
 #     whatever the machine's load;
+#   - the gateway's context switches per request (voluntary and not, every
+#     thread's, /proc/PID/task/*/status): the wake-ups a hand-off between
+#     goroutines or a woken runtime thread costs;
 #   - the mean Redis call as the gateway waited for it
 #     (tollgate_redis_call_duration_seconds, every call label, /metrics
 #     deltas; 0 for a build without the metric);
@@ -170,6 +173,14 @@ io_calls() {
 	awk '$1 == "syscr:" || $1 == "syscw:" { n += $2 } END { print n + 0 }' "/proc/$1/io" 2>/dev/null || echo 0
 }
 
+# ctx_switches PID prints the context switches of the process's threads
+# (voluntary and not, /proc/PID/task/*/status; a thread that ended takes
+# its count with it, and a Go process's rarely end).
+ctx_switches() {
+	cat "/proc/$1"/task/*/status 2>/dev/null |
+		awk '$1 == "voluntary_ctxt_switches:" || $1 == "nonvoluntary_ctxt_switches:" { n += $2 } END { print n + 0 }'
+}
+
 # metric_value ADMINPORT SERIES prints one series' value, or 0 if absent.
 metric_value() {
 	http_get "$1" /metrics | awk -v series="$2" '$1 == series { v = $2 + 0 } END { print v + 0 }'
@@ -214,16 +225,16 @@ profile_run() {
 	local gw0 rd0=0 pg0=0 mk0 gw1 rd1=0 pg1=0 mk1
 	secs=$(($(dur_ms "$DURATION") / 1000))
 	((secs >= 1)) || secs=1
-	local rc0 rc1 gs0 gs1 rs0=0 rs1=0 rt0 rt1
+	local rc0 rc1 gs0 gs1 rs0=0 rs1=0 rt0 rt1 gc0 gc1
 	rc0=$(metric_value "${ADMINS[$k]}" tollgate_redis_commands_total)
 	rt0=$(redis_calls "${ADMINS[$k]}")
-	gw0=$(cpu_ticks "${GW_PIDS[$k]}") mk0=$(cpu_ticks "$MOCK_PID") gs0=$(io_calls "${GW_PIDS[$k]}")
+	gw0=$(cpu_ticks "${GW_PIDS[$k]}") mk0=$(cpu_ticks "$MOCK_PID") gs0=$(io_calls "${GW_PIDS[$k]}") gc0=$(ctx_switches "${GW_PIDS[$k]}")
 	[[ -n ${REDIS_PID:-} ]] && rd0=$(cpu_ticks "$REDIS_PID") pg0=$(cpu_ticks "$PG_PID") rs0=$(io_calls "$REDIS_PID")
 	curl -sf -o "$prof" "http://127.0.0.1:${PPROFS[$k]}/debug/pprof/profile?seconds=$secs" &
 	local curl_pid=$!
 	# shellcheck disable=SC2046 # unique_for prints one flag or nothing
 	out=$(loadgen -url "${URL[$k]}" -c "$LEVEL" -d "$DURATION" -warmup 0 -json $(unique_for "$t")) || die "loadgen failed against $t"
-	gw1=$(cpu_ticks "${GW_PIDS[$k]}") mk1=$(cpu_ticks "$MOCK_PID") gs1=$(io_calls "${GW_PIDS[$k]}")
+	gw1=$(cpu_ticks "${GW_PIDS[$k]}") mk1=$(cpu_ticks "$MOCK_PID") gs1=$(io_calls "${GW_PIDS[$k]}") gc1=$(ctx_switches "${GW_PIDS[$k]}")
 	[[ -n ${REDIS_PID:-} ]] && rd1=$(cpu_ticks "$REDIS_PID") pg1=$(cpu_ticks "$PG_PID") rs1=$(io_calls "$REDIS_PID")
 	rc1=$(metric_value "${ADMINS[$k]}" tollgate_redis_commands_total)
 	rt1=$(redis_calls "${ADMINS[$k]}")
@@ -251,12 +262,13 @@ profile_run() {
 	CPU[$t/$r/rcall]=$(awk -v a="$rt0" -v b="$rt1" 'BEGIN { split(a, x, " "); split(b, y, " "); n = y[2] - x[2]; printf "%.1f", (n > 0 ? (y[1] - x[1]) / n * 1e6 : 0) }')
 	CPU[$t/$r/gsys]=$(each_req $((gs1 - gs0)))
 	CPU[$t/$r/rsys]=$(each_req $((rs1 - rs0)))
+	CPU[$t/$r/gcsw]=$(each_req $((gc1 - gc0)))
 	CPU[$t/$r/load]=$(cut -d' ' -f1 /proc/loadavg)
 	local b v
 	while read -r b v; do
 		BUCKET[$t/$r/$b]=$v
 	done < <(go tool pprof -traces "$prof" 2>/dev/null | "$BIN/loadgen" cpubuckets)
-	log "$t r$r: ${CPU[$t/$r/rps]} req/s, gateway ${CPU[$t/$r/gw]} µs/req, redis ${CPU[$t/$r/redis]}, postgres ${CPU[$t/$r/pg]}, mock ${CPU[$t/$r/mock]}; ${CPU[$t/$r/rcmd]} Redis commands/req; read+write syscalls/req gateway ${CPU[$t/$r/gsys]}, redis ${CPU[$t/$r/rsys]} (load ${CPU[$t/$r/load]})"
+	log "$t r$r: ${CPU[$t/$r/rps]} req/s, gateway ${CPU[$t/$r/gw]} µs/req, redis ${CPU[$t/$r/redis]}, postgres ${CPU[$t/$r/pg]}, mock ${CPU[$t/$r/mock]}; ${CPU[$t/$r/rcmd]} Redis commands/req; read+write syscalls/req gateway ${CPU[$t/$r/gsys]}, redis ${CPU[$t/$r/rsys]}; gateway context switches/req ${CPU[$t/$r/gcsw]} (load ${CPU[$t/$r/load]})"
 }
 
 # wait_run TARGET LEVEL ROUND: one run reading the plugins' pool waits.
@@ -345,8 +357,8 @@ report_cpu() {
 	echo
 	echo "CPU per request, µs (median of $REPEATS runs; each run's figure in brackets):"
 	echo
-	echo "| target | req/s | gateway | redis-server | postgres | gateway + redis + postgres | mock | Redis commands/request | Redis call from the gateway, mean µs | gateway read+write syscalls/request | redis-server read+write syscalls/request | load avg (1 min) |"
-	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	echo "| target | req/s | gateway | redis-server | postgres | gateway + redis + postgres | mock | Redis commands/request | Redis call from the gateway, mean µs | gateway read+write syscalls/request | redis-server read+write syscalls/request | gateway context switches/request | load avg (1 min) |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	for t in "${ORDER[@]}"; do
 		for ((r = 1; r <= REPEATS; r++)); do
 			if [[ $(cb_variant "$t") == pg:* ]]; then
@@ -357,10 +369,10 @@ report_cpu() {
 		done
 		line="| $t"
 		local w
-		for w in rps gw redis pg sum mock rcmd rcall gsys rsys load; do
+		for w in rps gw redis pg sum mock rcmd rcall gsys rsys gcsw load; do
 			local vs=() prec=0
 			[[ $w == load ]] && prec=1
-			[[ $w == rcmd || $w == gsys || $w == rsys ]] && prec=2
+			[[ $w == rcmd || $w == gsys || $w == rsys || $w == gcsw ]] && prec=2
 			if [[ ($w == redis || $w == pg || $w == rcmd || $w == rcall || $w == rsys) && $(cb_variant "$t") != pg:* ]]; then
 				line+=" | –"
 				continue
