@@ -24,9 +24,9 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/tollgate/tollgate/gateway/internal/sockio"
-	"golang.org/x/sync/singleflight"
 )
 
 // ErrUnavailable is returned while there is no connection to Redis.
@@ -168,13 +168,9 @@ func (c *Client) redial() {
 	go func() {
 		backoff := 50 * time.Millisecond
 		logged := false
-		dial := c.dial
-		if c.opts.TLS != nil {
-			dial = c.dialTLS
-		}
 		for {
 			rc, err := rueidis.NewClient(rueidis.ClientOption{
-				DialCtxFn:    dial,
+				DialCtxFn:    c.dialFunc(),
 				InitAddress:  c.opts.Addrs,
 				Username:     c.opts.Username,
 				Password:     c.opts.Password,
@@ -232,6 +228,15 @@ func (c *Client) redial() {
 			backoff = min(backoff*2, 2*time.Second)
 		}
 	}()
+}
+
+// dialFunc is the dial the Client gives rueidis: dialTLS when the
+// connections are over TLS, else dial.
+func (c *Client) dialFunc() func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error) {
+	if c.opts.TLS != nil {
+		return c.dialTLS
+	}
+	return c.dial
 }
 
 // dial makes one connection to dst, its small reads and writes raw

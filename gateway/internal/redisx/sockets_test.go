@@ -41,12 +41,8 @@ func TestDialRawSockets(t *testing.T) {
 			if err != nil || got != "PONG" {
 				t.Fatalf("PING = %q, %v", got, err)
 			}
-			// The dial the Client gave rueidis, called as rueidis does.
-			dial := c.dial
-			if c.opts.TLS != nil {
-				dial = c.dialTLS
-			}
-			nc, err := dial(ctxTimeout(t, 5*time.Second), tt.opts.Addrs[0], &net.Dialer{Timeout: time.Second}, c.opts.TLS)
+			// The dial the Client gives rueidis, called as rueidis does.
+			nc, err := c.dialFunc()(ctxTimeout(t, 5*time.Second), tt.opts.Addrs[0], &net.Dialer{Timeout: time.Second}, c.opts.TLS)
 			if err != nil {
 				t.Fatal(err)
 			}
