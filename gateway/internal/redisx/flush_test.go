@@ -13,14 +13,25 @@ import (
 
 // TestFlushDelaySharesWrites: commands sent while others are in flight
 // wait up to FlushDelay and go out together. Behind a proxy that delays
-// every chunk 5 ms (so commands stay in flight), 30 commands sent 200 µs
-// apart from their own goroutines reach the proxy in a few writes with a
-// 2 ms FlushDelay, where without it each goes out alone. (The keys share
-// a hash slot, as a tenant's do, so they share a connection.)
+// every chunk 5 ms (so commands stay in flight), 30 commands sent about
+// 200 µs apart from their own goroutines reach the proxy in a handful of
+// writes with a 40 ms FlushDelay. (The keys share a hash slot, as a
+// tenant's do, so they share a connection.)
+//
+// The bound is taken from the spread the sends really had, not the one
+// asked for: on a loaded machine 200 µs sleeps last milliseconds. Each
+// FlushDelay window ends in one write, and a gap longer than the delay
+// can add one more, so the writes are at most 2 + 2·⌈spread/delay⌉ (the
+// first command, sent while nothing else is in flight, goes out alone);
+// the test allows one more for a write the kernel splits.
+// Without the delay the same sends take a write each whenever the writer
+// keeps up with them (logged for comparison, not asserted: how many a
+// machine coalesces on its own depends on its load).
 func TestFlushDelaySharesWrites(t *testing.T) {
 	srv := redistest.Start(t)
 	const n = 30
-	writes := func(flush time.Duration) int64 {
+	const delay = 40 * time.Millisecond
+	writes := func(flush time.Duration) (int64, time.Duration) {
 		p := faultnet.Start(t, srv.Addr())
 		c := connect(t, Options{Addrs: []string{p.Addr()}, Timeout: 5 * time.Second, FlushDelay: flush, Connections: 1})
 		ctx := context.Background()
@@ -33,8 +44,11 @@ func TestFlushDelaySharesWrites(t *testing.T) {
 		before := p.Stats().ClientReads
 		var wg sync.WaitGroup
 		errs := make(chan error, n)
+		start := time.Now()
+		var spread time.Duration
 		for i := range n {
 			wg.Add(1)
+			spread = time.Since(start)
 			go func() {
 				defer wg.Done()
 				errs <- c.Exec(ctx, incr, []string{"{t}k" + strconv.Itoa(i)}, []string{"1"}).Error()
@@ -48,15 +62,27 @@ func TestFlushDelaySharesWrites(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		return p.Stats().ClientReads - before
+		return p.Stats().ClientReads - before, spread
 	}
-	alone := writes(0)
-	shared := writes(2 * time.Millisecond)
-	t.Logf("%d commands: %d writes without a flush delay, %d with 2ms", n, alone, shared)
-	// 30 commands over about 6 ms, in batches at most 2 ms apart: about
-	// 4 writes; half of n leaves room for a slow machine's timers.
-	if shared > n/2 {
-		t.Fatalf("%d commands went out in %d writes with a 2ms flush delay, want at most %d", n, shared, n/2)
+	alone, aloneSpread := writes(0)
+	t.Logf("%d commands: %d writes without a flush delay (sent over %v)", n, alone, aloneSpread.Round(time.Microsecond))
+	// A machine too loaded to send the commands within a few delays
+	// cannot show the sharing; try again, three times at most.
+	for attempt := 1; ; attempt++ {
+		shared, spread := writes(delay)
+		t.Logf("%d commands: %d writes with a %v flush delay (sent over %v)", n, shared, delay, spread.Round(time.Microsecond))
+		bound := 3 + 2*int64((spread+delay-1)/delay)
+		if bound >= n/2 {
+			if attempt < 3 {
+				continue
+			}
+			t.Fatalf("sending %d commands took %v, three times: too long for a %v flush delay to be seen", n, spread, delay)
+		}
+		if shared > bound {
+			t.Fatalf("%d commands sent over %v went out in %d writes with a %v flush delay, want at most %d",
+				n, spread, shared, delay, bound)
+		}
+		return
 	}
 }
 
