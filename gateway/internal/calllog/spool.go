@@ -10,7 +10,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
+
+	"github.com/tollgate/tollgate/gateway/internal/openai"
 )
 
 // Spool file format: a sequence of records, each
@@ -81,8 +84,87 @@ func spoolKinds(k *TokenKinds) *[7]int64 {
 	return &c
 }
 
-// appendRecord appends r's record to dst.
+// appendRecord appends r's record to dst. The payload is spoolRecord's
+// JSON written field by field, in its declared order and with its
+// omitempty rules: encoding/json's reflection took ~4 µs a row on the
+// reply's path, a tenth of what the call log costs a request. readRecord
+// reads it with encoding/json, and TestAppendRecordIsMarshal and
+// FuzzAppendRecord hold the two to the same values.
 func appendRecord(dst []byte, r *Row) []byte {
+	at := r.StartedAt.UTC()
+	if y := at.Year(); y < 0 || y > 9999 {
+		// Outside what RFC 3339 (and time.Time's JSON) can write.
+		return marshalRecord(dst, r)
+	}
+	head := len(dst)
+	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0)
+	start := len(dst)
+	dst = append(dst, `{"rid":`...)
+	dst = openai.AppendJSONString(dst, r.RequestID)
+	dst = append(dst, `,"tid":`...)
+	dst = openai.AppendJSONString(dst, r.TenantID)
+	dst = appendOptString(dst, `,"kid":`, r.KeyID)
+	dst = append(dst, `,"model":`...)
+	dst = openai.AppendJSONString(dst, r.Model)
+	dst = appendOptString(dst, `,"up":`, r.Upstream)
+	dst = append(dst, `,"st":`...)
+	dst = strconv.AppendInt(dst, int64(r.Status), 10)
+	dst = append(dst, `,"at":"`...)
+	dst = at.AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, `","fb":`...)
+	dst = strconv.AppendInt(dst, int64(r.FirstByte), 10)
+	dst = append(dst, `,"tot":`...)
+	dst = strconv.AppendInt(dst, int64(r.Total), 10)
+	dst = append(dst, `,"pt":`...)
+	dst = strconv.AppendInt(dst, r.PromptTokens, 10)
+	dst = append(dst, `,"ct":`...)
+	dst = strconv.AppendInt(dst, r.CompletionTokens, 10)
+	dst = append(dst, `,"cost":`...)
+	dst = strconv.AppendInt(dst, r.CostMicros, 10)
+	dst = appendOptString(dst, `,"ga":`, r.GuardAction)
+	if r.ReplyBytes >= 0 { // optInt
+		dst = append(dst, `,"rb":`...)
+		dst = strconv.AppendInt(dst, r.ReplyBytes, 10)
+	}
+	dst = append(dst, `,"att":`...)
+	dst = strconv.AppendInt(dst, int64(r.Attempts), 10)
+	dst = appendOptString(dst, `,"eu":`, r.EndUser)
+	if r.Kinds.Reported { // spoolKinds
+		dst = append(dst, `,"kinds":[`...)
+		for i, n := range r.Kinds.counts() {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = strconv.AppendInt(dst, n, 10)
+		}
+		dst = append(dst, ']')
+	}
+	dst = appendOptString(dst, `,"cache":`, r.Cache)
+	if r.SavedMicros != 0 {
+		dst = append(dst, `,"saved":`...)
+		dst = strconv.AppendInt(dst, r.SavedMicros, 10)
+	}
+	dst = append(dst, '}')
+	payload := dst[start:]
+	binary.BigEndian.PutUint32(dst[head:], uint32(len(payload)))
+	binary.BigEndian.PutUint32(dst[head+4:], crc32.Checksum(payload, crcTable))
+	return dst
+}
+
+// appendOptString appends name and s as a JSON string unless s is empty
+// (omitempty).
+func appendOptString(dst []byte, name, s string) []byte {
+	if s == "" {
+		return dst
+	}
+	dst = append(dst, name...)
+	return openai.AppendJSONString(dst, s)
+}
+
+// marshalRecord is appendRecord by encoding/json: the reference the tests
+// hold appendRecord to, and the encoding of a start time RFC 3339 cannot
+// write (which encoding/json refuses).
+func marshalRecord(dst []byte, r *Row) []byte {
 	payload, err := json.Marshal(spoolRecord{
 		RequestID: r.RequestID, TenantID: r.TenantID, KeyID: r.KeyID,
 		Model: r.Model, Upstream: r.Upstream, Status: r.Status,
@@ -95,7 +177,8 @@ func appendRecord(dst []byte, r *Row) []byte {
 		Cache:   r.Cache, SavedMicros: r.SavedMicros,
 	})
 	if err != nil {
-		// Only strings, integers and a valid time: cannot fail.
+		// Only strings, integers and a time: it fails only for a year
+		// outside 0–9999, which no clock gives.
 		panic(fmt.Sprintf("calllog: encoding a spool record: %v", err))
 	}
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(payload)))

@@ -164,9 +164,14 @@ func (l *wal) ready() error {
 	return nil
 }
 
+// recordBufs hold the records append encodes before it copies them into
+// the pending batch.
+var recordBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
 // append makes r's record durable (as the mode says) and returns its Mark.
 func (l *wal) append(r *Row) (Mark, error) {
-	rec := appendRecord(nil, r)
+	bp := recordBufs.Get().(*[]byte)
+	rec := appendRecord((*bp)[:0], r)
 	n := int64(len(rec))
 	l.mu.Lock()
 	for l.pending.bytes >= walPendingBytes && !l.closing {
@@ -175,9 +180,11 @@ func (l *wal) append(r *Row) (Mark, error) {
 	switch {
 	case l.closing:
 		l.mu.Unlock()
+		recordBufs.Put(bp)
 		return Mark{}, ErrClosed
 	case l.bytes.Load()+n > l.maxBytes:
 		l.mu.Unlock()
+		recordBufs.Put(bp)
 		return Mark{}, fmt.Errorf("%w: %d of %d bytes hold rows not yet stored", ErrWALFull, l.bytes.Load(), l.maxBytes)
 	}
 	if l.curSize > 0 && l.curSize+n > l.segBytes {
@@ -196,7 +203,7 @@ func (l *wal) append(r *Row) (Mark, error) {
 		b.chunks = b.chunks[:k+1]
 		b.chunks[k].seg, b.chunks[k].b, b.chunks[k].rows = seg, append(b.chunks[k].b[:0], rec...), 1
 	} else {
-		b.chunks = append(b.chunks, walChunk{seg: seg, b: rec, rows: 1})
+		b.chunks = append(b.chunks, walChunk{seg: seg, b: append([]byte(nil), rec...), rows: 1})
 	}
 	b.bytes += n
 	ch := waiterPool.Get().(chan error)
@@ -212,6 +219,8 @@ func (l *wal) append(r *Row) (Mark, error) {
 		l.pending, l.spare = l.spare, nil
 	}
 	l.mu.Unlock()
+	*bp = rec
+	recordBufs.Put(bp)
 	if lead {
 		l.round(b)
 		l.mu.Lock()
