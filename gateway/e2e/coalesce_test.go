@@ -27,6 +27,50 @@ func TestStreamEventsThatArriveTogetherLeaveTogether(t *testing.T) {
 		world = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"mock-1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" world\"},\"finish_reason\":\"stop\"}]}\n\n"
 		done  = "data: [DONE]\n\n"
 	)
+	chunks := streamThrough(t, []string{role, hello}, []string{world, done})
+	if got := strings.Join(chunks, ""); got != role+hello+world+done {
+		t.Fatalf("the stream the client got differs from the upstream's:\n%q", got)
+	}
+	if chunks[0] != role+hello {
+		t.Fatalf("the two events that arrived together left in separate writes: first chunk %q (%d chunks)", chunks[0], len(chunks))
+	}
+}
+
+// TestStreamBatchLeavesAsOneChunk: events that arrive together leave as
+// one chunk however many bytes they make — here 40 events, ~7 KB, past the
+// 4 KB a body stream's read takes at a time — so one write.
+func TestStreamBatchLeavesAsOneChunk(t *testing.T) {
+	var first []string
+	for i := range 40 {
+		first = append(first, fmt.Sprintf("data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"mock-1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"word %03d of the batch \"},\"finish_reason\":null}]}\n\n", i))
+	}
+	done := "data: [DONE]\n\n"
+	chunks := streamThrough(t, first, []string{done})
+	batch := strings.Join(first, "")
+	if got := strings.Join(chunks, ""); got != batch+done {
+		t.Fatalf("the stream the client got differs from the upstream's:\n%q", got)
+	}
+	if len(batch) <= 4096 || len(batch) > 8000 {
+		t.Fatalf("the batch is %d bytes: the test wants one past 4 KB that fits the gateway's 8 KB write buffer", len(batch))
+	}
+	if chunks[0] != batch {
+		t.Fatalf("%d bytes of events that arrived together left in %d chunks (first %d bytes), want one", len(batch), len(chunks)-1, len(chunks[0]))
+	}
+}
+
+// streamThrough runs a stream through a gateway from an upstream that
+// frames every event in its own HTTP chunk: the events of first in one
+// write, then, 100 ms later, those of rest and the end. It returns the
+// chunks the client got, in order, without the last (empty) one.
+func streamThrough(t *testing.T, first, rest []string) []string {
+	t.Helper()
+	frame := func(events []string) string {
+		var b strings.Builder
+		for _, e := range events {
+			b.WriteString(chunk(e))
+		}
+		return b.String()
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -48,9 +92,9 @@ func TestStreamEventsThatArriveTogetherLeaveTogether(t *testing.T) {
 				io.Copy(io.Discard, req.Body)
 				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
 				time.Sleep(20 * time.Millisecond)
-				io.WriteString(c, chunk(role)+chunk(hello)) // one write, two chunks
+				io.WriteString(c, frame(first)) // one write, a chunk per event
 				time.Sleep(100 * time.Millisecond)
-				io.WriteString(c, chunk(world)+chunk(done)+"0\r\n\r\n")
+				io.WriteString(c, frame(rest)+"0\r\n\r\n")
 			}()
 		}
 	}()
@@ -100,10 +144,5 @@ func TestStreamEventsThatArriveTogetherLeaveTogether(t *testing.T) {
 		}
 		chunks = append(chunks, string(data[:n]))
 	}
-	if got := strings.Join(chunks, ""); got != role+hello+world+done {
-		t.Fatalf("the stream the client got differs from the upstream's:\n%q", got)
-	}
-	if chunks[0] != role+hello {
-		t.Fatalf("the two events that arrived together left in separate writes: first chunk %q (%d chunks)", chunks[0], len(chunks))
-	}
+	return chunks
 }

@@ -242,6 +242,36 @@ func (st *Stream) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// SupportsBodyWriteTo implements fasthttp.BodyWriterTo: fasthttp takes the
+// reply through WriteTo.
+func (st *Stream) SupportsBodyWriteTo() bool { return true }
+
+// WriteTo implements io.WriterTo for fasthttp's chunked body writer, which
+// makes each Write one chunk and flushes it: what fill gathered (every
+// event that had arrived) goes out as one chunk, whatever its size, where
+// Read hands fasthttp at most its 4 KB buffer at a time — a chunk and a
+// flush each, and a write of a few bytes when a chunk's framing overflows
+// the connection's buffer.
+func (st *Stream) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for {
+		if st.sent < len(st.out) {
+			n, err := w.Write(st.out[st.sent:])
+			st.sent += n
+			total += int64(n)
+			if err != nil {
+				return total, err
+			}
+			continue
+		}
+		if st.finished {
+			return total, nil
+		}
+		st.out, st.sent = st.out[:0], 0
+		st.fill()
+	}
+}
+
 // fill reads the next event, waiting if none is buffered, then every event
 // that has already arrived (sse.Reader.More: also those still inside the
 // upstream's chunk framing), and leaves what is to be sent in out.
