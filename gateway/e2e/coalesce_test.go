@@ -146,3 +146,62 @@ func streamThrough(t *testing.T, first, rest []string) []string {
 	}
 	return chunks
 }
+
+// TestStreamHeadersGoOutAtOnce: a stream's status and headers reach the
+// client as soon as the upstream's do, not with the first event, when the
+// events are slow to come (here 600 ms after the headers).
+func TestStreamHeadersGoOutAtOnce(t *testing.T) {
+	const event = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"mock-1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"late\"},\"finish_reason\":\"stop\"}]}\n\n"
+	const wait = 600 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				io.Copy(io.Discard, req.Body)
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+				time.Sleep(wait)
+				io.WriteString(c, chunk(event)+chunk("data: [DONE]\n\n")+"0\r\n\r\n")
+			}()
+		}
+	}()
+	_, gw := startGateway(t, policy("http://"+ln.Addr().String(), ""), nil)
+	c, err := net.Dial("tcp", strings.TrimPrefix(gw, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	body := `{"model":"mock-1","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	start := time.Now()
+	fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	status, err := br.ReadString('\n')
+	if err != nil || !strings.Contains(status, " 200 ") {
+		t.Fatalf("status %q %v", status, err)
+	}
+	if took := time.Since(start); took > wait/2 {
+		t.Fatalf("the status line came %v after the request, with the first event; want it at once", took)
+	}
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the event never came: %v", err)
+		}
+		if strings.Contains(line, "late") {
+			return
+		}
+	}
+}

@@ -263,19 +263,22 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 		}
 		ctx.Response.Header.SetContentTypeBytes(ct)
 		ctx.Response.Header.Set("Cache-Control", "no-cache")
-		// The status and headers go out now, not with the first event: a
-		// client knows at once that the request was accepted.
-		ctx.Response.ImmediateHeaderFlush = true
 		copyUpstreamHeaders(ctx, ex)
 		x.applyClientHeaders(ctx)
-		ctx.SetBodyStream(stream.Acquire(stream.Config{
+		st := stream.Acquire(stream.Config{
 			Exchange: x, Counters: &x.up, Start: x.start, Request: x.wr, Pipeline: pipe, Log: s.log,
 			ID: x.id, Model: r.Model, Upstream: ex, Ctx: rctx, Cancel: x.exCancel,
 			Native: ep == endpointMessages, StripUsage: stripUsage,
 			Translation: x.translation(), ReplyModel: model,
 			Responses: ep == endpointResponses, FromChat: x.prov.resp.viaChat,
 			Record: x.recorder(),
-		}), -1)
+		})
+		// The status and headers go out now, not with the first event: a
+		// client knows at once that the request was accepted. When events
+		// came with the upstream's headers (a fast upstream, a cached
+		// reply), they go out with them, in the same write.
+		ctx.Response.ImmediateHeaderFlush = !st.Prefill()
+		ctx.SetBodyStream(st, -1)
 		streamed = true
 		return
 	}

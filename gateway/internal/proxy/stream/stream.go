@@ -242,6 +242,18 @@ func (st *Stream) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// Prefill processes the events that have already arrived, as the first
+// WriteTo would, and reports whether there is something to send. It never
+// waits for the upstream: a reply whose first events came with its
+// headers can send the headers with them, in one write, and one whose
+// events have not come sends its headers at once, alone.
+func (st *Stream) Prefill() bool {
+	if st.rd.More() {
+		st.fill()
+	}
+	return len(st.out) > 0
+}
+
 // SupportsBodyWriteTo implements fasthttp.BodyWriterTo: fasthttp takes the
 // reply through WriteTo.
 func (st *Stream) SupportsBodyWriteTo() bool { return true }
