@@ -58,19 +58,11 @@ func TestStreamBatchLeavesAsOneChunk(t *testing.T) {
 	}
 }
 
-// streamThrough runs a stream through a gateway from an upstream that
-// frames every event in its own HTTP chunk: the events of first in one
-// write, then, 100 ms later, those of rest and the end. It returns the
-// chunks the client got, in order, without the last (empty) one.
-func streamThrough(t *testing.T, first, rest []string) []string {
+// chunkedUpstream starts an upstream that reads each request and answers
+// it with a chunked event stream's status and headers, then hands the
+// connection to events, which writes the body; it returns its address.
+func chunkedUpstream(t *testing.T, events func(c net.Conn)) string {
 	t.Helper()
-	frame := func(events []string) string {
-		var b strings.Builder
-		for _, e := range events {
-			b.WriteString(chunk(e))
-		}
-		return b.String()
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -84,35 +76,41 @@ func streamThrough(t *testing.T, first, rest []string) []string {
 			}
 			go func() {
 				defer c.Close()
-				br := bufio.NewReader(c)
-				req, err := http.ReadRequest(br)
+				req, err := http.ReadRequest(bufio.NewReader(c))
 				if err != nil {
 					return
 				}
 				io.Copy(io.Discard, req.Body)
 				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-				time.Sleep(20 * time.Millisecond)
-				io.WriteString(c, frame(first)) // one write, a chunk per event
-				time.Sleep(100 * time.Millisecond)
-				io.WriteString(c, frame(rest)+"0\r\n\r\n")
+				events(c)
 			}()
 		}
 	}()
-	_, gw := startGateway(t, policy("http://"+ln.Addr().String(), ""), nil)
+	return ln.Addr().String()
+}
 
-	c, err := net.Dial("tcp", strings.TrimPrefix(gw, "http://"))
-	if err != nil {
-		t.Fatal(err)
+// streamThrough runs a stream through a gateway from an upstream that
+// frames every event in its own HTTP chunk: the events of first in one
+// write, then, 100 ms later, those of rest and the end. It returns the
+// chunks the client got, in order, without the last (empty) one.
+func streamThrough(t *testing.T, first, rest []string) []string {
+	t.Helper()
+	frame := func(events []string) string {
+		var b strings.Builder
+		for _, e := range events {
+			b.WriteString(chunk(e))
+		}
+		return b.String()
 	}
-	defer c.Close()
-	body := `{"model":"mock-1","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
-	fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	br := bufio.NewReader(c)
-	status, err := br.ReadString('\n')
-	if err != nil || !strings.Contains(status, " 200 ") {
-		t.Fatalf("status %q %v", status, err)
-	}
+	addr := chunkedUpstream(t, func(c net.Conn) {
+		time.Sleep(20 * time.Millisecond)
+		io.WriteString(c, frame(first)) // one write, a chunk per event
+		time.Sleep(100 * time.Millisecond)
+		io.WriteString(c, frame(rest)+"0\r\n\r\n")
+	})
+	_, gw := startGateway(t, policy("http://"+addr, ""), nil)
+
+	br, _ := postStream(t, gw, `{"model":"mock-1","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
 	for {
 		line, err := br.ReadString('\n')
 		if err != nil {
@@ -147,43 +145,16 @@ func streamThrough(t *testing.T, first, rest []string) []string {
 	return chunks
 }
 
-// TestStreamHeadersGoOutAtOnce: a stream's status and headers reach the
-// client as soon as the upstream's do, not with the first event, when the
-// events are slow to come (here 600 ms after the headers).
-func TestStreamHeadersGoOutAtOnce(t *testing.T) {
-	const event = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"mock-1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"late\"},\"finish_reason\":\"stop\"}]}\n\n"
-	const wait = 600 * time.Millisecond
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				req, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil {
-					return
-				}
-				io.Copy(io.Discard, req.Body)
-				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-				time.Sleep(wait)
-				io.WriteString(c, chunk(event)+chunk("data: [DONE]\n\n")+"0\r\n\r\n")
-			}()
-		}
-	}()
-	_, gw := startGateway(t, policy("http://"+ln.Addr().String(), ""), nil)
+// postStream sends body to the gateway's chat completions on a connection
+// of its own and reads the status line, which must say 200; it returns the
+// reader positioned after it and how long the status line took to come.
+func postStream(t *testing.T, gw, body string) (*bufio.Reader, time.Duration) {
+	t.Helper()
 	c, err := net.Dial("tcp", strings.TrimPrefix(gw, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	body := `{"model":"mock-1","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	t.Cleanup(func() { c.Close() })
 	start := time.Now()
 	fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -192,7 +163,22 @@ func TestStreamHeadersGoOutAtOnce(t *testing.T) {
 	if err != nil || !strings.Contains(status, " 200 ") {
 		t.Fatalf("status %q %v", status, err)
 	}
-	if took := time.Since(start); took > wait/2 {
+	return br, time.Since(start)
+}
+
+// TestStreamHeadersGoOutAtOnce: a stream's status and headers reach the
+// client as soon as the upstream's do, not with the first event, when the
+// events are slow to come (here 600 ms after the headers).
+func TestStreamHeadersGoOutAtOnce(t *testing.T) {
+	const event = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"mock-1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"late\"},\"finish_reason\":\"stop\"}]}\n\n"
+	const wait = 600 * time.Millisecond
+	addr := chunkedUpstream(t, func(c net.Conn) {
+		time.Sleep(wait)
+		io.WriteString(c, chunk(event)+chunk("data: [DONE]\n\n")+"0\r\n\r\n")
+	})
+	_, gw := startGateway(t, policy("http://"+addr, ""), nil)
+	br, took := postStream(t, gw, `{"model":"mock-1","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if took > wait/2 {
 		t.Fatalf("the status line came %v after the request, with the first event; want it at once", took)
 	}
 	for {
