@@ -230,16 +230,25 @@ func Acquire(c Config) *Stream {
 
 // Read implements io.Reader for fasthttp's chunked body writer.
 func (st *Stream) Read(p []byte) (int, error) {
-	for st.sent == len(st.out) {
-		if st.finished {
-			return 0, io.EOF
-		}
-		st.out, st.sent = st.out[:0], 0
-		st.fill()
+	if !st.next() {
+		return 0, io.EOF
 	}
 	n := copy(p, st.out[st.sent:])
 	st.sent += n
 	return n, nil
+}
+
+// next makes sure out holds something not yet sent, filling it again once
+// all of it was; false at the stream's end.
+func (st *Stream) next() bool {
+	for st.sent == len(st.out) {
+		if st.finished {
+			return false
+		}
+		st.out, st.sent = st.out[:0], 0
+		st.fill()
+	}
+	return true
 }
 
 // Prefill processes the events that have already arrived, as the first
@@ -266,22 +275,15 @@ func (st *Stream) SupportsBodyWriteTo() bool { return true }
 // the connection's buffer.
 func (st *Stream) WriteTo(w io.Writer) (int64, error) {
 	var total int64
-	for {
-		if st.sent < len(st.out) {
-			n, err := w.Write(st.out[st.sent:])
-			st.sent += n
-			total += int64(n)
-			if err != nil {
-				return total, err
-			}
-			continue
+	for st.next() {
+		n, err := w.Write(st.out[st.sent:])
+		st.sent += n
+		total += int64(n)
+		if err != nil {
+			return total, err
 		}
-		if st.finished {
-			return total, nil
-		}
-		st.out, st.sent = st.out[:0], 0
-		st.fill()
 	}
+	return total, nil
 }
 
 // fill reads the next event, waiting if none is buffered, then every event
