@@ -142,8 +142,8 @@ func New(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer) (_ *Accou
 		seed = seeder(a.pool)
 	}
 	// Settle markers guard against a double settle, which the host never
-	// retries late; five minutes keeps them to ~50 MB (of Redis, or of the
-	// process) at 1,000 requests a second.
+	// retries late; five minutes keeps them to ~50 MB of Redis (~25 MB of
+	// the process, in-process) at 1,000 requests a second.
 	const settledTTL = 5 * time.Minute
 	if a.Redis != nil {
 		a.Limiter = limiter.NewRedis(a.Redis, limiter.RedisOptions{Fleet: a.Fleet})

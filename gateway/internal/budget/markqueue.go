@@ -1,11 +1,10 @@
 package budget
 
-import "time"
-
-// settledMark is a request id whose Settle marker ends at end.
+// settledMark is a request's Settle marker: the request id's key
+// (markOf) and the end of its window (stamp).
 type settledMark struct {
-	id  string
-	end time.Time
+	key markKey
+	end int64
 }
 
 // markQueue is a FIFO of settle markers in blocks of markBlock: pushing and
@@ -44,7 +43,7 @@ func (q *markQueue) peek() (settledMark, bool) {
 // pop drops the first marker; the queue must not be empty.
 func (q *markQueue) pop() {
 	b := q.blocks[0]
-	b[q.head] = settledMark{} // the id's string is no longer kept alive
+	b[q.head] = settledMark{}
 	q.head++
 	if q.head < len(b) {
 		return
