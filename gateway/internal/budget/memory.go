@@ -125,7 +125,7 @@ func (m *Memory) Reserve(ctx context.Context, tenant, requestID string, scopes [
 	for _, s := range st {
 		s.purge(now)
 	}
-	if m.isSettled(tenant, requestID, now) {
+	if m.isSettled(tenant, markOf(requestID), now) {
 		return Reservation{}, settledError(requestID)
 	}
 	refused, missing := -1, false
@@ -169,7 +169,7 @@ func (m *Memory) Extend(ctx context.Context, tenant, requestID string, scopes []
 	for _, s := range st {
 		s.purge(now)
 	}
-	if m.isSettled(tenant, requestID, now) {
+	if m.isSettled(tenant, markOf(requestID), now) {
 		return Reservation{}, settledError(requestID)
 	}
 	refused := -1
@@ -239,7 +239,8 @@ func (m *Memory) Settle(ctx context.Context, tenant, requestID string, scopes []
 			s.reserved -= h.amount
 		}
 	}
-	if m.isSettled(tenant, requestID, now) {
+	key := markOf(requestID)
+	if m.isSettled(tenant, key, now) {
 		return nil, nil
 	}
 	t := m.tenants[tenant]
@@ -247,7 +248,7 @@ func (m *Memory) Settle(ctx context.Context, tenant, requestID string, scopes []
 		t = &tenantState{settled: make(map[markKey]int64)}
 		m.tenants[tenant] = t
 	}
-	key, end := markOf(requestID), stamp(now.Add(m.settledTTL))
+	end := stamp(now.Add(m.settledTTL))
 	t.settled[key] = end
 	t.settledQ.push(settledMark{key, end})
 	var out []Crossing
@@ -447,15 +448,15 @@ func (s *scopeState) purge(now time.Time) {
 	s.earliest = next
 }
 
-// isSettled reports whether the tenant's request id was settled within
-// the window. m.mu must be held.
-func (m *Memory) isSettled(tenant, id string, now time.Time) bool {
+// isSettled reports whether the tenant's request id, by its key (markOf),
+// was settled within the window. m.mu must be held.
+func (m *Memory) isSettled(tenant string, key markKey, now time.Time) bool {
 	t := m.tenants[tenant]
 	if t == nil {
 		return false
 	}
 	t.expire(now)
-	end, ok := t.settled[markOf(id)]
+	end, ok := t.settled[key]
 	return ok && end > stamp(now)
 }
 
