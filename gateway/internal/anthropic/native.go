@@ -46,7 +46,7 @@ func (p *RequestParser) Parse(body []byte, r *openai.Request) error {
 	*r = openai.Request{}
 	root, err := p.p.ParseBytes(body)
 	if err == nil {
-		err = fastjson.ValidateBytes(body)
+		err = openai.ValidateJSON(body)
 	}
 	if err != nil {
 		return openai.BadRequest("", "The request body is not valid JSON: %s.", err.Error())
@@ -187,7 +187,7 @@ func AppendMessageWithText(dst, message, text []byte, stopReason string) ([]byte
 	var p fastjson.Parser
 	root, err := p.ParseBytes(message)
 	if err == nil {
-		err = fastjson.ValidateBytes(message)
+		err = openai.ValidateJSON(message)
 	}
 	if err != nil {
 		return dst, err

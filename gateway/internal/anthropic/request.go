@@ -140,7 +140,7 @@ func (w *requestWriter) request(body []byte, defaultMaxTokens int) error {
 	// Parse first, then validate: the parser bounds nesting depth, the
 	// validator rejects what the lenient parser accepts ("nan", raw
 	// control characters), so numbers can be copied as written.
-	if err := fastjson.ValidateBytes(body); err != nil {
+	if err := openai.ValidateJSON(body); err != nil {
 		return openai.BadRequest("", "We could not parse the JSON body of your request: %s. %s", err.Error(), badJSONHint)
 	}
 	obj, err := root.Object()

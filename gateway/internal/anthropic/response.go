@@ -58,7 +58,7 @@ func AppendResponse(dst, anthropicBody []byte, model, id string, created int64) 
 	defer w.release()
 	root, err := w.p.ParseBytes(anthropicBody)
 	if err == nil {
-		err = fastjson.ValidateBytes(anthropicBody)
+		err = openai.ValidateJSON(anthropicBody)
 	}
 	if err != nil {
 		return dst, badResponse("not valid JSON")

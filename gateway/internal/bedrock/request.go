@@ -170,7 +170,7 @@ func (w *requestWriter) request(body []byte) error {
 		// The parser bounds nesting depth, the validator rejects what the
 		// lenient parser accepts ("nan", raw control characters), so
 		// numbers can be copied as written.
-		err = fastjson.ValidateBytes(body)
+		err = openai.ValidateJSON(body)
 	}
 	if err != nil {
 		return openai.BadRequest("", "We could not parse the JSON body of your request: %s. %s", err.Error(), badJSONHint)

@@ -67,7 +67,7 @@ func AppendResponse(dst, raw []byte, model, id string, created int64) ([]byte, e
 	defer w.release()
 	root, err := w.p.ParseBytes(raw)
 	if err == nil {
-		err = fastjson.ValidateBytes(raw)
+		err = openai.ValidateJSON(raw)
 	}
 	if err != nil {
 		return dst, badResponse("not valid JSON")

@@ -41,7 +41,7 @@ func (w *requestWriter) toolUseBlock(call *fastjson.Value, at string) error {
 	} else {
 		input, err := w.args.ParseBytes(args)
 		if err == nil {
-			err = fastjson.ValidateBytes(args)
+			err = openai.ValidateJSON(args)
 		}
 		if err != nil {
 			return openai.BadRequest(at+".function.arguments", "'%s.function.arguments' is not valid JSON: %v", at, err)

@@ -61,7 +61,7 @@ func AppendResponse(dst, geminiBody []byte, model, id string, created int64) ([]
 	defer w.release()
 	root, err := w.p.ParseBytes(geminiBody)
 	if err == nil {
-		err = fastjson.ValidateBytes(geminiBody)
+		err = openai.ValidateJSON(geminiBody)
 	}
 	if err != nil {
 		return dst, badResponse("not valid JSON")

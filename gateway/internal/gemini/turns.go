@@ -89,7 +89,7 @@ func (w *requestWriter) functionCall(call *fastjson.Value, at string) error {
 	} else {
 		input, err := w.args.ParseBytes(args)
 		if err == nil {
-			err = fastjson.ValidateBytes(args)
+			err = openai.ValidateJSON(args)
 		}
 		if err != nil {
 			return openai.BadRequest(at+".function.arguments", "'%s.function.arguments' is not valid JSON: %v", at, err)
@@ -140,7 +140,7 @@ func (w *requestWriter) toolMessage(m *fastjson.Value, i int) error {
 	w.part = append(w.part[:0], `{"functionResponse":{"name":`...)
 	w.part = openai.AppendJSONString(w.part, call.name)
 	w.part = append(w.part, `,"response":`...)
-	if v, err := w.args.ParseBytes(text); err == nil && v.Type() == fastjson.TypeObject && fastjson.ValidateBytes(text) == nil {
+	if v, err := w.args.ParseBytes(text); err == nil && v.Type() == fastjson.TypeObject && openai.ValidateJSON(text) == nil {
 		w.part = appendValue(w.part, v)
 	} else {
 		w.part = append(w.part, `{"output":`...)

@@ -1,6 +1,11 @@
 package openai
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"errors"
+
+	"github.com/valyala/fastjson"
+)
 
 // rawControlInString reports whether body, valid JSON to fastjson, holds a
 // raw control character (U+0000 to U+001F) inside a string, which JSON
@@ -47,4 +52,21 @@ func hasControlByte(b []byte) bool {
 		}
 	}
 	return false
+}
+
+// errRawControl is ValidateJSON's complaint about a raw control character.
+var errRawControl = errors.New("a string contains a raw control character (escape it, e.g. \\n)")
+
+// ValidateJSON reports whether b is valid JSON: fastjson.ValidateBytes, and
+// no raw control character inside a string, which that validator misses
+// before an escape sequence (rawControlInString). Every parser of a body or
+// of a JSON value a client or an upstream sent validates with it.
+func ValidateJSON(b []byte) error {
+	if err := fastjson.ValidateBytes(b); err != nil {
+		return err
+	}
+	if rawControlInString(b) {
+		return errRawControl
+	}
+	return nil
 }

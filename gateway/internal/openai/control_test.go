@@ -35,3 +35,15 @@ func TestRawControlInString(t *testing.T) {
 		}
 	}
 }
+
+// FuzzValidateJSON checks ValidateJSON against encoding/json's verdict.
+func FuzzValidateJSON(f *testing.F) {
+	for _, s := range []string{`{"a":"b\nc"}`, "{\"a\":\"\x10\\b0000\"}", `[1,"x",{"y":null}]`, "\"\x01\\u0041\""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := ValidateJSON(b) == nil, json.Valid(b); got != want {
+			t.Fatalf("%q: ValidateJSON says valid %v, encoding/json %v", b, got, want)
+		}
+	})
+}

@@ -209,11 +209,8 @@ func (p *RequestParser) Parse(body []byte, ep Endpoint, r *Request) error {
 	if err != nil {
 		return badJSON(err.Error())
 	}
-	if err := fastjson.ValidateBytes(body); err != nil {
+	if err := ValidateJSON(body); err != nil {
 		return badJSON(err.Error())
-	}
-	if rawControlInString(body) {
-		return badJSON("a string contains a raw control character (escape it, e.g. \\n)")
 	}
 	if root.Type() != fastjson.TypeObject {
 		return BadRequest("", "the body must be a JSON object")

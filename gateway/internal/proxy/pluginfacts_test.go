@@ -127,3 +127,19 @@ func FuzzPluginFacts(f *testing.F) {
 		}
 	})
 }
+
+// TestParsersRefuseRawControl: every endpoint's parser refuses a body with
+// a raw control character in a string, also before an escape sequence,
+// which fastjson's validator misses.
+func TestParsersRefuseRawControl(t *testing.T) {
+	for _, ep := range []openai.Endpoint{openai.ChatCompletions, openai.Completions, openai.Embeddings, endpointMessages, endpointResponses} {
+		for _, body := range []string{
+			"{\"model\":\"m\",\"messages\":[{\"role\":\"\x10\\b0000\",\"content\":\"x\"}],\"prompt\":\"p\",\"input\":\"i\"}",
+			"{\"model\":\"m\x01\\n\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"prompt\":\"p\",\"input\":\"i\"}",
+		} {
+			if _, ok := gatewayFacts([]byte(body), ep); ok {
+				t.Errorf("%s accepts %q", endpointNames[ep], body)
+			}
+		}
+	}
+}

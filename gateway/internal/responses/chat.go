@@ -49,7 +49,7 @@ func AppendChatRequest(dst, body []byte) ([]byte, error) {
 	defer parsers.Put(p)
 	root, err := p.ParseBytes(body)
 	if err == nil {
-		err = fastjson.ValidateBytes(body)
+		err = openai.ValidateJSON(body)
 	}
 	if err != nil || root.Type() != fastjson.TypeObject {
 		return dst, openai.BadRequest("", "The request body must be a JSON object.")

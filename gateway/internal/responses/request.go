@@ -46,7 +46,7 @@ func (p *RequestParser) Parse(body []byte, r *openai.Request) error {
 	*r = openai.Request{}
 	root, err := p.p.ParseBytes(body)
 	if err == nil {
-		err = fastjson.ValidateBytes(body)
+		err = openai.ValidateJSON(body)
 	}
 	if err != nil {
 		return openai.BadRequest("", "We could not parse the JSON body of your request: %s.", err.Error())
