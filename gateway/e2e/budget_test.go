@@ -310,6 +310,14 @@ func TestBudgetExactAcrossReplicas(t *testing.T) {
 // three). Half the requests come on a kept-alive connection, half on a
 // new one each.
 func TestBudgetNextRequestSeesSettle(t *testing.T) {
+	t.Run("budget alone", func(t *testing.T) { budgetNextRequestSeesSettle(t, false) })
+	// With ratelimit the admission and the hold are made together, and the
+	// end goes after the reply: the next request's admission carries it
+	// (docs/adr/0030-ends-after-the-reply.md).
+	t.Run("with ratelimit", func(t *testing.T) { budgetNextRequestSeesSettle(t, true) })
+}
+
+func budgetNextRequestSeesSettle(t *testing.T, ratelimit bool) {
 	const (
 		hold   = 100 * outputMicrosPerMTok / 1_000_000 // 1,000 µ$
 		cost   = 2 * outputMicrosPerMTok / 1_000_000   // 20 µ$
@@ -322,7 +330,14 @@ func TestBudgetNextRequestSeesSettle(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, mockURL := startMock(t, mockllm.Config{Tokens: 2, Usage: true})
-	_, gw := w.gateway(t, w.policy(t, mockURL, `{}`, ""))
+	pol := w.policy(t, mockURL, `{}`, "")
+	if ratelimit {
+		pol += fmt.Sprintf("  - name: ratelimit\n    path: %s\n", pluginPath(t, "ratelimit"))
+		if err := w.store.UpdatePlan(context.Background(), tenant.Plan{ID: "metered", MonthlyBudgetMicros: budget, Limits: tenant.Limits{RPM: 10_000, TPM: 10_000_000}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv, gw := w.gateway(t, pol)
 	kept := &http.Client{}
 	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	for i := 1; i <= 32; i++ {
@@ -343,6 +358,20 @@ func TestBudgetNextRequestSeesSettle(t *testing.T) {
 	w.waitRows(t, 32)
 	if _, sum, _ := w.ledger(t); sum != 31*cost {
 		t.Fatalf("settled %d µ$, want %d", sum, 31*cost)
+	}
+	m := httptest.NewServer(srv.MetricsHandler())
+	defer m.Close()
+	text, err := httpGet(m.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mv := metricValues(t, text)
+	after, before := mv[`tollgate_meter_ends_total{when="after_reply"}`], mv[`tollgate_meter_ends_total{when="before_last_byte"}`]
+	t.Logf("ends after the reply %v, before the last byte %v, carried %v", after, before, mv["tollgate_meter_ends_carried_total"])
+	// 31 settles; with ratelimit the refused 32nd request's token
+	// correction too, an end without a settle, made before its last byte.
+	if ratelimit && (after < 25 || after+before != 32) || !ratelimit && (after != 0 || before != 31) {
+		t.Errorf("ends: %v after the reply, %v before the last byte; want 31 settled, after the reply with ratelimit", after, before)
 	}
 }
 

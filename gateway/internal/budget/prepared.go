@@ -177,6 +177,38 @@ func (st *Settlement) Seeded(ctx context.Context, reply rueidis.RedisMessage) ([
 	return st.alone(ctx)
 }
 
+// ReadOnce reads the reply of a settle that may have run before (package
+// meterstore's end_once): applied says this call added the cost, and
+// crossed are then its crossings; a repeat (the request was settled
+// already) is neither applied nor cold. cold: seed (Seed) and call again.
+func (st *Settlement) ReadOnce(reply rueidis.RedisMessage) (crossed []Crossing, applied, cold bool, err error) {
+	v, err := st.r.ints("settle", reply)
+	if err != nil {
+		return nil, false, false, err
+	}
+	switch {
+	case v[0] == codeSeed:
+		return nil, false, true, nil
+	case v[0] == codeRefused && len(v) == 1:
+		return nil, false, false, nil // a repeat known by its marker alone
+	}
+	crossed, err = st.read(v)
+	return crossed, err == nil && v[0] == codeAdmitted, false, err
+}
+
+// Seed seeds the scopes a cold reply named, for the settle to be called
+// again.
+func (st *Settlement) Seed(ctx context.Context, reply rueidis.RedisMessage) error {
+	v, err := st.r.ints("settle", reply)
+	if err != nil {
+		return err
+	}
+	if v[0] != codeSeed {
+		return fmt.Errorf("budget settle: seeding after a warm reply %v", v)
+	}
+	return st.r.seedScopes(ctx, st.tenant, st.scopes, st.keys, 1, v[1:])
+}
+
 // Failed is the error of a Settlement whose script call failed with err.
 func (st *Settlement) Failed(err error) error { return redisError("settle", err) }
 

@@ -187,6 +187,7 @@ func (b *Budget) Reserve(c *Session, r *wasmhost.Request, req []byte) ([]byte, e
 	if out != nil || err != nil {
 		return out, err
 	}
+	c.set.meter.Before(context.Background(), h.Tenant)
 	res, err := b.counter.Reserve(context.Background(), h.Tenant, h.RequestID, h.Scopes, h.Amount, h.Lease)
 	return b.reserved(c, r, &h, completion, res, err)
 }
@@ -271,6 +272,7 @@ func (b *Budget) Extend(c *Session, r *wasmhost.Request, req []byte) ([]byte, er
 	if !ok {
 		return []byte("noprice"), nil
 	}
+	c.set.meter.Before(context.Background(), r.Tenant.ID)
 	res, err := b.counter.Extend(context.Background(), r.Tenant.ID, b.holdID(c, r), scopes, amount,
 		time.Duration(leaseMs)*time.Millisecond)
 	if err == nil && res.Admitted {

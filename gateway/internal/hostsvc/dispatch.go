@@ -140,11 +140,12 @@ func (c *Session) admitReserve(r *wasmhost.Request, admitReq, reserveReq []byte)
 			return textResult(out, err), skipped
 		}
 		admit = textResult(out, err)
-		out, err = set.budget.Reserve(c, r, reserveReq)
+		out, err = set.budget.Reserve(c, r, reserveReq) // runs the tenant's pending ends first
 		return admit, textResult(out, err)
 	}
 	h, completion, rout, rerr := set.budget.prepareReserve(c, r, reserveReq)
 	if rout != nil || rerr != nil { // no hold to make
+		set.meter.Before(context.Background(), lr.Tenant)
 		d, err := set.rate.limiter.Admit(context.Background(), &lr)
 		out, err := set.rate.answer(c, r, &lr, d, err)
 		if refused(out, err) {
@@ -153,6 +154,7 @@ func (c *Session) admitReserve(r *wasmhost.Request, admitReq, reserveReq []byte)
 		return textResult(out, err), textResult(rout, rerr)
 	}
 	res := set.meter.AdmitReserve(context.Background(), &lr, &h)
+	c.meter.paired, c.meter.seq = true, res.Seq
 	out, err = set.rate.answer(c, r, &lr, res.Decision, res.AdmitErr)
 	admit = textResult(out, err)
 	if !res.Reserved {

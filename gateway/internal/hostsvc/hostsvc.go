@@ -123,6 +123,8 @@ func NewSet(cfg Config) *Set {
 	s.budget = &Budget{log: cfg.Log, prices: cfg.Prices, counter: cfg.Budget, counts: cfg.Counts, now: cfg.Now, newID: cfg.NewID,
 		alerts: cfg.Alerts, userHeader: []byte(cfg.EndUserHeader), refuseUnpriced: cfg.RefuseUnpriced}
 	s.meter = meterstore.New(cfg.Limiter, cfg.Budget)
+	s.meter.OnEnd(s.ended)
+	s.meter.CountEnds(&cfg.Counts.Ends)
 	s.Register("budget.reserve", ServiceFunc(s.budget.Reserve))
 	s.Register("budget.extend", ServiceFunc(s.budget.Extend))
 	s.together = true
@@ -240,8 +242,11 @@ func (c *Session) NeedsUsage() bool { return c.meter.needsUsage() }
 // Settle corrects the request's rate-limit charge and settles its budget
 // hold with the real usage (prompt and completion tokens), recording the
 // cost in r for the call log: both in one round trip to Redis
-// (meterstore.Store.AdjustSettle). It runs before the reply's last byte goes
-// out, so a client's next request sees the counters already corrected.
+// (meterstore.Store.AdjustSettle), before the reply's last byte goes out —
+// or, when the request's admission and hold were made together, in a call
+// the reply does not wait for and which the tenant's next admission on
+// this gateway carries in its own round trip (meterstore.Store.End). Either
+// way a client's next request sees the counters already corrected.
 func (c *Session) Settle(r *wasmhost.Request, prompt, completion int64) {
 	if c.set == nil {
 		return
@@ -252,14 +257,31 @@ func (c *Session) Settle(r *wasmhost.Request, prompt, completion int64) {
 	if corr == nil && st == nil {
 		return
 	}
-	out := set.meter.AdjustSettle(context.Background(), corr, st)
-	if out.AdjustErr != nil {
-		set.log.Warn("rate limit: token correction failed", "tenant", corr.Tenant, "err", out.AdjustErr)
+	if c.meter.paired {
+		if out, deferred := set.meter.End(corr, st, c.meter.seq); !deferred {
+			set.ended(corr, st, out)
+		}
+		return
+	}
+	set.budget.counts.Ends.Before.Add(1)
+	set.ended(corr, st, set.meter.AdjustSettle(context.Background(), corr, st))
+}
+
+// ended logs what a request's end (token correction, settle) did and hands
+// the alert thresholds it crossed on, whether it was made before the
+// reply's last byte or after it (meterstore.Store.End).
+func (s *Set) ended(corr *meterstore.Correction, st *meterstore.Settlement, out meterstore.Settled) {
+	if out.AdjustErr != nil && corr != nil {
+		s.log.Warn("rate limit: token correction failed", "tenant", corr.Tenant, "err", out.AdjustErr)
 	}
 	if st != nil {
-		set.budget.settled(st.Tenant, out.Crossed, out.SettleErr)
+		s.budget.settled(st.Tenant, out.Crossed, out.SettleErr)
 	}
 }
+
+// WaitEnds waits for the ends made after the reply's last byte to be
+// answered; call it before the Redis client closes.
+func (s *Set) WaitEnds() { s.meter.Wait() }
 
 // ModelFacts implements wasmhost.ModelFacter: the request's model's facts
 // from its price (nothing known without a Set or a price).
@@ -297,6 +319,9 @@ type Counts struct {
 	BudgetOverruns, BudgetOverrunMicros atomic.Int64
 	// Cache counts the response cache's services.
 	Cache CacheCounts
+	// Ends counts the requests' ends (token correction and settle) made
+	// before the reply's last byte and after it, and the copies carried.
+	Ends meterstore.EndCounts
 }
 
 // Budget service operations and results, as indices of Counts.Budget.

@@ -29,6 +29,12 @@ type Meter struct {
 	replicas int
 	tenant   string
 	charged  bool // tokens were charged to a TPM limit
+	// paired: the admission and the hold were made together
+	// (meterstore.Store.AdmitReserve), which carries a tenant's pending
+	// ends: the request's own end may then be deferred (Store.End, which
+	// reads the admission's seq).
+	paired bool
+	seq    uint64
 	// correct and settlement are the end's requests to the counters,
 	// made here so that settling allocates none.
 	correct    meterstore.Correction
@@ -91,6 +97,7 @@ func (rl *RateLimits) Serve(c *Session, r *wasmhost.Request, req []byte) ([]byte
 	if out != nil || err != nil {
 		return out, err
 	}
+	c.set.meter.Before(context.Background(), lr.Tenant)
 	d, err := rl.limiter.Admit(context.Background(), &lr)
 	return rl.answer(c, r, &lr, d, err)
 }

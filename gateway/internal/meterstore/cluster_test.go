@@ -148,6 +148,33 @@ func clusterLoadPaced(t *testing.T, gws []*clusterGateway, tenants []string, gat
 	}
 	ctx := context.Background()
 	limits := []limiter.Limit{{Key: "t", RPM: clRPM}}
+	failed := func(tl *tally, err error) {
+		now := time.Now().UnixNano()
+		tl.errAt[0].CompareAndSwap(0, now)
+		tl.errAt[1].Store(now)
+		tl.errs.Add(1)
+		s := err.Error()
+		tl.lastErr.Store(&s)
+	}
+	ended := func(tl *tally, out meterstore.Settled) {
+		if out.SettleErr != nil {
+			failed(tl, out.SettleErr)
+		} else {
+			tl.settled.Add(1)
+		}
+	}
+	// The ends go as a gateway's do: after the reply when they may
+	// (End), the tenant's next admissions carrying them.
+	for _, g := range gws {
+		g.m.OnEnd(func(_ *meterstore.Correction, st *meterstore.Settlement, out meterstore.Settled) {
+			ended(tallies[st.Tenant], out)
+		})
+	}
+	defer func() {
+		for _, g := range gws {
+			g.m.Wait()
+		}
+	}()
 	start := time.Now()
 	one := func(i int64, w int) {
 		tn := tenants[i%int64(len(tenants))]
@@ -157,14 +184,7 @@ func clusterLoadPaced(t *testing.T, gws []*clusterGateway, tenants []string, gat
 		tl := tallies[tn]
 		g := gws[int(i)%len(gws)]
 		id := fmt.Sprintf("r%d-w%d", i, w)
-		fail := func(err error) {
-			now := time.Now().UnixNano()
-			tl.errAt[0].CompareAndSwap(0, now)
-			tl.errAt[1].Store(now)
-			tl.errs.Add(1)
-			s := err.Error()
-			tl.lastErr.Store(&s)
-		}
+		fail := func(err error) { failed(tl, err) }
 		a := g.m.AdmitReserve(ctx, &limiter.Request{Tenant: tn, Limits: limits, Tokens: 1, OnError: limiter.FailClosed},
 			&meterstore.Hold{Tenant: tn, RequestID: id, Scopes: []budget.Scope{scopeOf()}, Amount: clCost, Lease: time.Minute})
 		switch {
@@ -179,11 +199,8 @@ func clusterLoadPaced(t *testing.T, gws []*clusterGateway, tenants []string, gat
 		default:
 			tl.rate.Add(1)
 			tl.held.Add(1)
-			out := g.m.AdjustSettle(ctx, nil, &meterstore.Settlement{Tenant: tn, RequestID: id, Scopes: []budget.Scope{scopeOf()}, Actual: clCost})
-			if out.SettleErr != nil {
-				fail(out.SettleErr)
-			} else {
-				tl.settled.Add(1)
+			if out, deferred := g.m.End(nil, &meterstore.Settlement{Tenant: tn, RequestID: id, Scopes: []budget.Scope{scopeOf()}, Actual: clCost}, g.m.LastSeq()); !deferred {
+				ended(tl, out)
 			}
 		}
 		if tn == gated && disturbing.Load() {

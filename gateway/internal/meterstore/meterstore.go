@@ -17,7 +17,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/tollgate/tollgate/gateway/internal/budget"
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
@@ -43,6 +46,8 @@ type Admitted struct {
 	Reserved    bool
 	Reservation budget.Reservation
 	ReserveErr  error
+	// Seq numbers the admission among the Store's (End reads it).
+	Seq uint64
 }
 
 // Correction is the rate limiter's token correction at the end of a
@@ -73,6 +78,8 @@ type Settled struct {
 // Store runs the pairs on a limiter and a budget counter. Safe for
 // concurrent use.
 type Store struct {
+	ends    ends // deferred ends (End)
+	admits  atomic.Uint64
 	limiter limiter.Limiter
 	budget  budget.Counter
 	// Both set when the two counters share a Redis client: the pairs are
@@ -100,7 +107,21 @@ func (s *Store) OneTrip() bool { return s.rl != nil }
 // Reserve, in one function call when the Store is OneTrip (and a second one
 // plus seeding when a budget scope is cold, as Reserve alone).
 func (s *Store) AdmitReserve(ctx context.Context, lr *limiter.Request, h *Hold) Admitted {
-	if s.rl == nil || lr.Tenant != h.Tenant {
+	seq := s.admits.Add(1)
+	out := s.admitReserve(ctx, lr, h)
+	out.Seq = seq
+	return out
+}
+
+func (s *Store) admitReserve(ctx context.Context, lr *limiter.Request, h *Hold) Admitted {
+	if s.rl == nil {
+		return s.admitThenReserve(ctx, lr, h)
+	}
+	var buf [maxPending]*endCall
+	carried := s.ends.carried(h.Tenant, buf[:0])
+	if lr.Tenant != h.Tenant {
+		s.runCarried(ctx, carried)
+		s.Before(ctx, lr.Tenant)
 		return s.admitThenReserve(ctx, lr, h)
 	}
 	a, err := s.rl.PrepareAdmit(lr)
@@ -109,11 +130,13 @@ func (s *Store) AdmitReserve(ctx context.Context, lr *limiter.Request, h *Hold) 
 	}
 	defer a.Release()
 	if d, ok := a.Local(); ok {
+		s.runCarried(ctx, carried)
 		return s.reserve(ctx, Admitted{Decision: d}, h)
 	}
 	p, err := s.rb.PrepareReserve(h.Tenant, h.RequestID, h.Scopes, h.Amount, h.Lease)
 	if err != nil {
 		// Nothing to hold in Redis: admit alone, then answer as Reserve.
+		s.runCarried(ctx, carried)
 		out := Admitted{}
 		out.Decision, out.AdmitErr = s.rl.Admit(ctx, lr)
 		if out.AdmitErr == nil && out.Decision.Allowed {
@@ -122,7 +145,12 @@ func (s *Store) AdmitReserve(ctx context.Context, lr *limiter.Request, h *Hold) 
 		return out
 	}
 	keys, args := joinCall(p.Keys(), p.Args(), a.Keys(), a.Args())
-	res := s.rl.Client().FCall(ctx, admitReserve, keys, args)
+	var res rueidis.RedisResult
+	if len(carried) > 0 {
+		res = s.admitCarrying(ctx, carried, keys, args)
+	} else {
+		res = s.rl.Client().FCall(ctx, admitReserve, keys, args)
+	}
 	parts, err := res.ToArray()
 	if err == nil && len(parts) == 0 {
 		err = errors.New("empty reply")
@@ -273,6 +301,21 @@ register('admit_reserve', function(keys, args)
   return {a, b}
 end)
 
+register('end_once', function(keys, args)
+  -- A copy of an end that has run: its marker is there, nothing to do.
+  if redis.call('EXISTS', keys[1]) == 1 then return {0, {0}} end
+  local ko, ao, n = split(keys, args)
+  local ok, b = pcall(settle)
+  if not ok then return {0, failed(b)} end
+  if b[1] ~= 1 then return {0, b} end
+  local a = n
+  if n > 0 then
+    ok, a = pcall(adjust, keys, args, ko, ao, n)
+    if not ok then a = failed(a) end
+  end
+  return {a, b}
+end)
+
 register('adjust_settle', function(keys, args)
   local ko, ao, n = split(keys, args)
   local ok, a = pcall(adjust, keys, args, ko, ao, n)
@@ -300,3 +343,11 @@ var admitReserve = library.Function("admit_reserve")
 // budget's settle, each whatever the other did. It replies {adjust's
 // reply, settle's reply}, each an error reply if it failed.
 var adjustSettle = library.Function("adjust_settle")
+
+// endOnce is adjustSettle made to run once however often it is called:
+// the budget's settle first, and the token correction only when the settle
+// was not a repeat (its marker did not exist). It replies {adjust's reply
+// or 0, settle's reply}, or {0, {0}} when the marker exists (a repeat
+// known without reading the scopes); nothing is corrected when the settle
+// was a repeat, cold (seed and call again) or failed.
+var endOnce = library.Function("end_once")

@@ -44,7 +44,7 @@ func (s *Server) openTenants(st *state, p *config.Policy) error {
 		Alerts: s.acct.Alerts, EndUserHeader: p.Server.EndUserHeader,
 		RefuseUnpriced: p.Pricing.Unpriced == config.UnpricedRefuse, Callout: co,
 		OpenCache: openCache})
-	st.closers = append(st.closers, st.services.CloseCache)
+	st.closers = append(st.closers, st.services.CloseCache, st.services.WaitEnds)
 	return nil
 }
 

@@ -143,3 +143,49 @@ func IsFunctionMissing(err error) bool {
 	re, ok := rueidis.IsRedisErr(err)
 	return ok && strings.Contains(re.Error(), "Function not found")
 }
+
+// Call is one function call of FCallMulti.
+type Call struct {
+	F          *Function
+	Keys, Args []string
+}
+
+// FCallMulti sends calls in one write, in their order, within the command
+// timeout, and returns their replies: one round trip for all. Redis runs
+// them one after the other in that order, as the calls of one connection
+// (on Redis Cluster every call must be in one hash slot). A call Redis
+// refused (Refused) or did not know the function of (the library is then
+// loaded, as by FCall) is sent again alone, after the others: the caller
+// must not need such a call to run before the ones after it, as it did
+// not run at all in the first write. The replies are appended to out.
+func (c *Client) FCallMulti(ctx context.Context, calls []Call, out []rueidis.RedisResult) []rueidis.RedisResult {
+	rc, err := c.Raw()
+	if err != nil {
+		for range calls {
+			out = append(out, rueidis.NewErrorResult(err))
+		}
+		return out
+	}
+	if len(calls) > 0 {
+		defer since(c.durations.function(calls[len(calls)-1].F), time.Now())
+	}
+	tctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	cmds := make(rueidis.Commands, len(calls))
+	for i, call := range calls {
+		cmds[i] = fcall(rc, call.F, call.Keys, call.Args)
+	}
+	c.commands.Add(int64(len(calls)))
+	base := len(out)
+	out = append(out, rc.DoMulti(tctx, cmds...)...)
+	for i, call := range calls {
+		res := out[base+i]
+		if err := res.Error(); Refused(err) || IsFunctionMissing(err) {
+			res = c.FCall(ctx, call.F, call.Keys, call.Args)
+			out[base+i] = res
+			continue
+		}
+		c.note(res.Error())
+	}
+	return out
+}

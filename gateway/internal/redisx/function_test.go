@@ -141,3 +141,43 @@ func TestLibraryNames(t *testing.T) {
 		t.Fatalf("function name %q, want f_ and 12 hex digits", a.Function("f").Name())
 	}
 }
+
+// TestFCallMulti sends calls in one write and wants their replies in
+// order, Redis's order being theirs (each reply sees the ones before);
+// with the library missing, every call is loaded and sent again, in order.
+func TestFCallMulti(t *testing.T) {
+	srv := redistest.Start(t)
+	c := connected(t, srv)
+	ctx := context.Background()
+	calls := []Call{{incrFn, []string{"k"}, []string{"1"}}, {incrFn, []string{"k"}, []string{"10"}}, {incrFn, []string{"k"}, []string{"100"}}}
+	check := func(step string, want ...int64) {
+		t.Helper()
+		res := c.FCallMulti(ctx, calls, nil)
+		if len(res) != len(want) {
+			t.Fatalf("%s: %d replies, want %d", step, len(res), len(want))
+		}
+		for i, r := range res {
+			if n, err := r.AsInt64(); err != nil || n != want[i] {
+				t.Fatalf("%s: reply %d = %d, %v; want %d", step, i, n, err, want[i])
+			}
+		}
+	}
+	check("missing library", 1, 11, 111)
+	before := c.Commands()
+	check("warm", 112, 122, 222)
+	if d := c.Commands() - before; d != 3 {
+		t.Errorf("warm: %d commands, want 3", d)
+	}
+	if _, err := srv.Do("FUNCTION", "FLUSH"); err != nil {
+		t.Fatal(err)
+	}
+	check("after FUNCTION FLUSH", 223, 233, 333)
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range c.FCallMulti(ctx, calls, nil) {
+		if !IsUnavailable(r.Error()) {
+			t.Fatalf("Redis down: reply %d: %v, want unavailable", i, r.Error())
+		}
+	}
+}

@@ -177,12 +177,14 @@ var (
 	mRespCacheSaved = desc("tollgate_response_cache_saved_micros_total", "What the replies served from the response cache would have cost from the upstream, less what the hits were charged, in USD micros at the current prices.")
 	mRespCacheStore = desc("tollgate_response_cache_stores_total", "Replies the response cache tried to store, by result: stored, failed (Redis down or slow, or over cache.max_entry_bytes).", "result")
 	mRespCacheCoal  = desc("tollgate_response_cache_coalesced_total", "Requests that waited for an identical request's reply instead of calling the upstream (coalesce).")
+	mMeterEnds      = desc("tollgate_meter_ends_total", "Requests' ends on the counters (token correction and budget settle), by when they were made: before_last_byte (the reply waited for them) or after_reply (made after it, the tenant's next admission carrying it: docs/adr/0030-ends-after-the-reply.md).", "when")
+	mMeterCarried   = desc("tollgate_meter_ends_carried_total", "Copies of pending ends that admissions carried ahead of themselves in their own round trip (a copy of an end that has run already changes nothing).")
 	mLedgerDups     = desc("tollgate_calllog_duplicate_rows_total", "Committed rows Postgres already held (a replayed spool), skipped without adding their cost again.")
 )
 
 var stateDescs = []*prometheus.Desc{mRateRejections, mBudgetResults, mBudgetOverruns, mBudgetOverrun, mPGStatements, mCacheLookups, mCacheLoads, mCacheLoadErrs,
 	mCacheEvictions, mPluginOverdue, mPluginCreated, mPluginDropped, mLedgerTxRows, mLedgerDups,
-	mRespCache, mRespCacheBytes, mRespCacheSaved, mRespCacheStore, mRespCacheCoal}
+	mRespCache, mRespCacheBytes, mRespCacheSaved, mRespCacheStore, mRespCacheCoal, mMeterEnds, mMeterCarried}
 
 // txRowBuckets are the upper bounds of the rows-per-transaction buckets of
 // calllog.Stats.TxSizes: bucket i holds 2^i to 2^(i+1)-1 rows.
@@ -258,6 +260,9 @@ func (o *Metrics) collectServices(ch chan<- prometheus.Metric, c *hostsvc.Counts
 	}
 	counter(mBudgetOverruns, c.BudgetOverruns.Load())
 	counter(mBudgetOverrun, c.BudgetOverrunMicros.Load())
+	counter(mMeterEnds, c.Ends.Before.Load(), "before_last_byte")
+	counter(mMeterEnds, c.Ends.After.Load(), "after_reply")
+	counter(mMeterCarried, c.Ends.Carried.Load())
 	rc := &c.Cache
 	for _, o := range []hostsvc.CacheOutcome{hostsvc.CacheHit, hostsvc.CacheMiss, hostsvc.CacheBypass} {
 		counter(mRespCache, rc.Lookups[o].Load(), o.String())
