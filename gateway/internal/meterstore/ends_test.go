@@ -36,6 +36,17 @@ func (r *endResults) of(id string) []meterstore.Settled {
 	return slices.Clone(r.got[id])
 }
 
+// newEndStore is a one-trip Store on a server of its own, its ends'
+// results recorded.
+func newEndStore(t *testing.T) (*meterstore.Store, *budget.Redis, *endResults) {
+	c := newClient(t, redistest.Start(t))
+	b := budget.NewRedis(c, nil, budget.RedisOptions{Prefix: "b:"})
+	m := meterstore.New(limiter.NewRedis(c, limiter.RedisOptions{Prefix: "rl:"}), b)
+	res := new(endResults)
+	m.OnEnd(res.on)
+	return m, b, res
+}
+
 // TestEndCarriedByNextAdmission holds a deferred end's own call back and
 // wants the tenant's next admission to run it first, in its own round
 // trip: the next hold fits only in the budget the end gives back, the
@@ -43,12 +54,7 @@ func (r *endResults) of(id string) []meterstore.Settled {
 // once, and the end's own call, let go, changes nothing more.
 func TestEndCarriedByNextAdmission(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	c := newClient(t, srv)
-	b := budget.NewRedis(c, nil, budget.RedisOptions{Prefix: "b:"})
-	m := meterstore.New(limiter.NewRedis(c, limiter.RedisOptions{Prefix: "rl:"}), b)
-	var res endResults
-	m.OnEnd(res.on)
+	m, b, res := newEndStore(t)
 	release := make(chan struct{})
 	m.SetBeforeSend(func() { <-release })
 	ctx := context.Background()
@@ -105,12 +111,7 @@ func TestEndCarriedByNextAdmission(t *testing.T) {
 // once (AdjustSettle), not deferred.
 func TestEndOwnCall(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	c := newClient(t, srv)
-	b := budget.NewRedis(c, nil, budget.RedisOptions{Prefix: "b:"})
-	m := meterstore.New(limiter.NewRedis(c, limiter.RedisOptions{Prefix: "rl:"}), b)
-	var res endResults
-	m.OnEnd(res.on)
+	m, b, res := newEndStore(t)
 	release := make(chan struct{})
 	m.SetBeforeSend(func() { <-release })
 	ctx := context.Background()
@@ -155,13 +156,8 @@ func TestEndOwnCall(t *testing.T) {
 // result reaches OnEnd once.
 func TestEndsExactUnderConcurrency(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	c := newClient(t, srv)
-	b := budget.NewRedis(c, nil, budget.RedisOptions{Prefix: "b:"})
-	m := meterstore.New(limiter.NewRedis(c, limiter.RedisOptions{Prefix: "rl:"}), b)
-	var res endResults
+	m, b, res := newEndStore(t)
 	var deferredN atomic.Int64
-	m.OnEnd(res.on)
 	ctx := context.Background()
 	scopes := []budget.Scope{tenantScope(1 << 40)}
 	limits := []limiter.Limit{{Key: "t", RPM: 1 << 20, TPM: 1 << 30}}
@@ -221,12 +217,7 @@ func TestEndsExactUnderConcurrency(t *testing.T) {
 // the correction is not made twice, the cost not added twice.
 func TestEndCarriedAfterItRan(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	c := newClient(t, srv)
-	b := budget.NewRedis(c, nil, budget.RedisOptions{Prefix: "b:"})
-	m := meterstore.New(limiter.NewRedis(c, limiter.RedisOptions{Prefix: "rl:"}), b)
-	var res endResults
-	m.OnEnd(res.on)
+	m, b, res := newEndStore(t)
 	answered, release := make(chan struct{}), make(chan struct{})
 	m.SetBeforeAck(func() { close(answered); <-release })
 	ctx := context.Background()
