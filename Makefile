@@ -193,14 +193,16 @@ fuzz:
 # bench: the latency the gateway adds over direct-to-mock (no plugins, and
 # all four built-in plugins), beside a plain fasthttp proxy and nginx, at
 # 1/8/32/128 concurrent, non-streaming and streaming; writes the table into
-# docs/BENCHMARKS.md (and BENCH_OUT if set). BENCH_STORES=pg adds the
-# Postgres + Redis stores; BENCH_PIN=1 pins each target to one CPU and the
+# docs/BENCHMARKS.md (and BENCH_OUT if set). It measures the production
+# stack too (all four plugins on Postgres + Redis, started by the script,
+# installed with apt when missing); BENCH_STORES=memory leaves it out.
+# BENCH_PIN=1 pins each target to one CPU and the
 # load generator, mocks, Redis and Postgres to the other(s), BENCH_PIN=both
 # measures both ways in one run; BENCH_QUICK=1 checks the harness in about
 # two minutes without touching the docs; BENCH_PLAN=1 prints the plan.
 # Where a gateway's CPU goes per request: scripts/cpubreak.sh.
 bench:
-	@BENCH_INVOKED="make bench" BENCH_DOC_DEFAULT=docs/BENCHMARKS.md scripts/bench.sh
+	@BENCH_INVOKED="make bench" BENCH_DOC_DEFAULT=docs/BENCHMARKS.md BENCH_STORES=$${BENCH_STORES:-pg} scripts/bench.sh
 
 # drills: the reliability drills (gateway/e2e/drills_*_test.go) in their
 # long form: more load, longer faults. Each passing drill writes its
