@@ -154,7 +154,7 @@ func (c *Session) admitReserve(r *wasmhost.Request, admitReq, reserveReq []byte)
 		return textResult(out, err), textResult(rout, rerr)
 	}
 	res := set.meter.AdmitReserve(context.Background(), &lr, &h)
-	c.meter.paired, c.meter.seq = true, res.Seq
+	c.meter.seq = res.Seq
 	out, err = set.rate.answer(c, r, &lr, res.Decision, res.AdmitErr)
 	admit = textResult(out, err)
 	if !res.Reserved {

@@ -257,14 +257,9 @@ func (c *Session) Settle(r *wasmhost.Request, prompt, completion int64) {
 	if corr == nil && st == nil {
 		return
 	}
-	if c.meter.paired {
-		if out, deferred := set.meter.End(corr, st, c.meter.seq); !deferred {
-			set.ended(corr, st, out)
-		}
-		return
+	if out, deferred := set.meter.End(corr, st, c.meter.seq); !deferred {
+		set.ended(corr, st, out)
 	}
-	set.budget.counts.Ends.Before.Add(1)
-	set.ended(corr, st, set.meter.AdjustSettle(context.Background(), corr, st))
 }
 
 // ended logs what a request's end (token correction, settle) did and hands

@@ -29,12 +29,11 @@ type Meter struct {
 	replicas int
 	tenant   string
 	charged  bool // tokens were charged to a TPM limit
-	// paired: the admission and the hold were made together
-	// (meterstore.Store.AdmitReserve), which carries a tenant's pending
-	// ends: the request's own end may then be deferred (Store.End, which
-	// reads the admission's seq).
-	paired bool
-	seq    uint64
+	// seq is the admission's number (meterstore.Admitted.Seq) when it and
+	// the hold were made together (Store.AdmitReserve, which carries a
+	// tenant's pending ends), else 0: the request's own end may then be
+	// deferred (Store.End).
+	seq uint64
 	// correct and settlement are the end's requests to the counters,
 	// made here so that settling allocates none.
 	correct    meterstore.Correction

@@ -102,7 +102,7 @@ func (s *Store) Wait() { s.ends.senders.Wait() }
 // End is AdjustSettle for a request whose reply need not wait for it: when
 // the Store is OneTrip, OnEnd was set, the request has a settlement, no
 // admission has started on the Store since the request's own (seq, its
-// Admitted.Seq) and its tenant has fewer than maxPending ends pending, it
+// Admitted.Seq; 0 for a request admitted otherwise) and its tenant has fewer than maxPending ends pending, it
 // returns deferred at once and the result goes to the OnEnd function later
 // (see above). Otherwise it is AdjustSettle and returns its result.
 //
@@ -111,7 +111,7 @@ func (s *Store) Wait() { s.ends.senders.Wait() }
 // concurrency its end's round trip overlaps the other requests' and
 // carrying it would only cost Redis repeats.
 func (s *Store) End(c *Correction, st *Settlement, seq uint64) (out Settled, deferred bool) {
-	if s.rl == nil || s.ends.onEnd == nil || st == nil || (c != nil && c.Tenant != st.Tenant) || s.admits.Load() != seq {
+	if seq == 0 || s.rl == nil || s.ends.onEnd == nil || st == nil || (c != nil && c.Tenant != st.Tenant) || s.admits.Load() != seq {
 		return s.endNow(c, st), false
 	}
 	e, ok := s.prepareEnd(c, st)
@@ -333,18 +333,24 @@ func endParts(res rueidis.RedisResult) ([]rueidis.RedisMessage, error) {
 	return parts, err
 }
 
-// admitCarrying is AdmitReserve's call when the tenant has ends pending:
-// the ends' calls and then the admission's, in one write.
-func (s *Store) admitCarrying(ctx context.Context, carried []*endCall, keys, args []string) rueidis.RedisResult {
+// carry runs the carried ends' calls and then, unless nil, admit's, in
+// one write, and returns admit's reply: AdmitReserve's call when the
+// tenant has ends pending, or (admit nil) the ends alone.
+func (s *Store) carry(ctx context.Context, carried []*endCall, admit *redisx.Call) rueidis.RedisResult {
 	var callBuf [maxPending + 1]redisx.Call
 	var resBuf [maxPending + 1]rueidis.RedisResult
 	calls := callBuf[:0]
 	for _, e := range carried {
 		calls = append(calls, redisx.Call{F: endOnce, Keys: e.keys, Args: e.args})
 	}
-	calls = append(calls, redisx.Call{F: admitReserve, Keys: keys, Args: args})
+	if admit != nil {
+		calls = append(calls, *admit)
+	}
 	res := s.rl.Client().FCallMulti(ctx, calls, resBuf[:0])
 	s.carriedReplies(carried, res)
+	if admit == nil {
+		return rueidis.RedisResult{}
+	}
 	return res[len(res)-1]
 }
 
@@ -358,14 +364,7 @@ func (s *Store) Before(ctx context.Context, tenant string) {
 
 // runCarried runs carried ends in one write of their own.
 func (s *Store) runCarried(ctx context.Context, carried []*endCall) {
-	if len(carried) == 0 {
-		return
+	if len(carried) > 0 {
+		s.carry(ctx, carried, nil)
 	}
-	var callBuf [maxPending]redisx.Call
-	var resBuf [maxPending]rueidis.RedisResult
-	calls := callBuf[:0]
-	for _, e := range carried {
-		calls = append(calls, redisx.Call{F: endOnce, Keys: e.keys, Args: e.args})
-	}
-	s.carriedReplies(carried, s.rl.Client().FCallMulti(ctx, calls, resBuf[:0]))
 }

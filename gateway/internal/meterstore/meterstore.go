@@ -46,7 +46,7 @@ type Admitted struct {
 	Reserved    bool
 	Reservation budget.Reservation
 	ReserveErr  error
-	// Seq numbers the admission among the Store's (End reads it).
+	// Seq numbers the admission among the Store's, from 1 (End reads it).
 	Seq uint64
 }
 
@@ -147,7 +147,7 @@ func (s *Store) admitReserve(ctx context.Context, lr *limiter.Request, h *Hold) 
 	keys, args := joinCall(p.Keys(), p.Args(), a.Keys(), a.Args())
 	var res rueidis.RedisResult
 	if len(carried) > 0 {
-		res = s.admitCarrying(ctx, carried, keys, args)
+		res = s.carry(ctx, carried, &redisx.Call{F: admitReserve, Keys: keys, Args: args})
 	} else {
 		res = s.rl.Client().FCall(ctx, admitReserve, keys, args)
 	}
