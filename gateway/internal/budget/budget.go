@@ -50,10 +50,15 @@
 // twice the time of one (see BenchmarkRedisReserveSettle).
 //
 // Monthly keys live KeyTTL (40 days) and daily ones DayKeyTTL (3 days):
-// spent from its seed or correction, holds and leases from the last
-// Reserve or Extend. A period's keys are not used after the period, except
-// by late settles, so these outlive their use; a key that expires anyway is
-// seeded again.
+// spent from its seed or correction, holds and leases from the last Extend,
+// or the last Reserve that made the scope's first hold (the sum of holds
+// 0: the leases set, deleted by Redis when it empties, may be new), or one
+// Reserve in 64 (by the server clock's microseconds) that renews anyway.
+// Renewing only then spares a Reserve two PEXPIREs while holds are
+// outstanding, and no hold key is ever left without a TTL (the set is only
+// made again with the sum 0; TestRedisHoldKeysNeverWithoutTTL). A period's
+// keys are not used after the period, except by late settles, so these
+// outlive their use; a key that expires anyway is seeded again.
 //
 // A request's hold is one field in the holds hash of each of its scopes,
 // all made, grown, shrunk and removed by the same script call with the

@@ -24,9 +24,11 @@ type RedisOptions struct {
 	// of Settle (default DefaultSettledTTL, 1h). Rounded down to ms.
 	SettledTTL time.Duration
 	// KeyTTL is how long a monthly scope's keys live: spent from when it
-	// is seeded or corrected, holds and leases from the last Reserve or
-	// Extend (default DefaultKeyTTL, 40 days, longer than any month).
-	// Rounded down to ms.
+	// is seeded or corrected, holds and leases from the last Extend or
+	// Reserve that made the scope's first hold (no other outstanding), or
+	// from one Reserve in 64 (default DefaultKeyTTL, 40 days, longer than
+	// any month and its late settles, so a scope that always has holds
+	// outstanding keeps its keys for its whole period). Rounded down to ms.
 	KeyTTL time.Duration
 	// DayKeyTTL is the same for a daily scope (default DefaultDayKeyTTL,
 	// 3 days: the day, and late settles after it).

@@ -2,7 +2,9 @@ package budget_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
@@ -143,4 +145,100 @@ func TestRedisPrefixWithBracePanics(t *testing.T) {
 	}
 	defer c.Close()
 	budget.NewRedis(c, nil, budget.RedisOptions{Prefix: "tg:{x}:"})
+}
+
+// TestRedisHoldKeysNeverWithoutTTL: a reserve restarts the TTL of a
+// scope's holds and leases keys only when it makes the scope's first hold
+// (the sum of holds 0), not with every hold. The invariant that makes that
+// sound: after every operation each of the two keys is either gone or has
+// a TTL. The sequence is chosen to break it: holds of 0 (a sum of 0 with
+// holds), leases that end (the leases set emptied and deleted by a later
+// reserve's purge while the holds hash stays), settles of every hold (the
+// set deleted by ZREM), shrinks and extends, on two scopes.
+func TestRedisHoldKeysNeverWithoutTTL(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	c := budget.NewRedis(newClient(t, srv), newLedger(nil).seed, budget.RedisOptions{KeyTTL: time.Hour})
+	scopes := []budget.Scope{tenantMonth(month, 1<<40), {Kind: budget.ScopeKey, ID: "k", Window: budget.Month, Period: month, Limit: 1 << 40}}
+	keys := []string{
+		"tollgate:budget:{acme}:tenant::" + month + ":holds", "tollgate:budget:{acme}:tenant::" + month + ":leases",
+		"tollgate:budget:{acme}:key:k:" + month + ":holds", "tollgate:budget:{acme}:key:k:" + month + ":leases",
+	}
+	rng := rand.New(rand.NewPCG(7, 27))
+	var gen [3]int // a settled id is refused: its slot takes a fresh one
+	for i := range 1000 {
+		slot := rng.IntN(len(gen))
+		id := fmt.Sprintf("r%d.%d", slot, gen[slot])
+		amount := int64(rng.IntN(3)) * 100 // a third of the holds are 0
+		lease := time.Minute
+		if rng.IntN(4) == 0 {
+			lease = time.Millisecond // ends before a later reserve purges it
+		}
+		var op string
+		var err error
+		switch k := rng.IntN(20); {
+		case k < 9:
+			op = "reserve"
+			_, err = c.Reserve(ctx, "acme", id, scopes, amount, lease)
+		case k < 10:
+			op = "extend"
+			_, err = c.Extend(ctx, "acme", id, scopes, amount, lease)
+		case k < 12:
+			op = "shrink"
+			err = c.Shrink(ctx, "acme", id, scopes, amount/2)
+		default:
+			op = "settle"
+			_, err = c.Settle(ctx, "acme", id, scopes, amount)
+			gen[slot]++
+		}
+		if err != nil && !errors.Is(err, budget.ErrSettled) {
+			t.Fatalf("step %d: %s %s: %v", i, op, id, err)
+		}
+		if rng.IntN(3) == 0 {
+			time.Sleep(2 * time.Millisecond)
+		}
+		for _, k := range keys {
+			if got, err := srv.Do("PTTL", k); err != nil || got == "-1" {
+				t.Fatalf("step %d (%s %s, amount %d): PTTL %s = %q, %v: a key left without a TTL", i, op, id, amount, k, got, err)
+			}
+		}
+	}
+}
+
+// TestRedisReserveRenewsTTLOnFirstHold: with holds outstanding a reserve
+// sends no PEXPIRE (but for the one reserve in 64 that renews anyway); the
+// first hold after they are all settled renews both keys of each scope.
+func TestRedisReserveRenewsTTLOnFirstHold(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	c := budget.NewRedis(newClient(t, srv), newLedger(nil).seed, budget.RedisOptions{})
+	scopes := []budget.Scope{tenantMonth(month, 1<<40)}
+	if _, err := c.Reserve(ctx, "acme", "first", scopes, 10, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	resetStats(t, srv)
+	const n = 200
+	for i := range n {
+		if _, err := c.Reserve(ctx, "acme", fmt.Sprintf("r%d", i), scopes, 10, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := commandStats(t, srv)["pexpire"]; got > 2*n/8 {
+		t.Errorf("%d reserves with holds outstanding sent %d PEXPIREs, want about 2 in 64 of them", n, got)
+	}
+	for i := range n {
+		if _, err := c.Settle(ctx, "acme", fmt.Sprintf("r%d", i), scopes, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Settle(ctx, "acme", "first", scopes, 10); err != nil {
+		t.Fatal(err)
+	}
+	resetStats(t, srv)
+	if _, err := c.Reserve(ctx, "acme", "again", scopes, 10, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got := commandStats(t, srv)["pexpire"]; got != 2 {
+		t.Errorf("the first hold after all were settled sent %d PEXPIREs, want 2", got)
+	}
 }

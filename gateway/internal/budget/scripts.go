@@ -70,13 +70,23 @@ end
 // and the reply {codeSeed, i...} naming the scopes whose spent key is
 // missing (nothing has been changed then).
 const scopesPrelude = prelude + `
-local n
+local n, pre
+
+-- spentKeys returns the marker and every scope's spent key, the keys
+-- loadSpent reads.
+local function spentKeys()
+  local ks = {K[1]}
+  for i = 1, (NK - 1) / 3 do ks[i+1] = K[3*i-1] end
+  return ks
+end
 
 local function loadSpent()
   n = (NK - 1) / 3
-  local ks = {K[1]}
-  for i = 1, n do ks[i+1] = K[3*i-1] end
-  local v = redis.call('MGET', unpack(ks))
+  -- pre: the values of spentKeys() (and any keys after them) that the
+  -- caller read with a command of its own just before, in the same call.
+  local v = pre
+  pre = nil
+  if not v then v = redis.call('MGET', unpack(spentKeys())) end
   local spent, missing = {}, {-1}
   for i = 1, n do
     -- MGET reads a key of another type as missing: GET (cold path)
@@ -125,18 +135,19 @@ local function tightest(need, amount, spent, reserved)
   return worst
 end
 
--- hold adds A[2] to the hold of A[1] in scope i (held before,
--- reserved the sum before), sets its lease end and restarts the key TTL
--- (A[3+2i]); it returns the scope's reserved. The hold and the sum are
--- written with one HSET; a new hold is A[2] as it came (Go formatted it).
-local function hold(i, held, reserved, leaseEnd)
-  local amount = tonumber(A[2])
-  reserved = reserved + amount
-  redis.call('HSET', K[3*i], A[1], held and int(held + amount) or A[2], '', int(reserved))
+-- hold adds amount (A[2], as a number) to the hold of A[1] in scope i
+-- (held before, reserved the sum before), sets its lease end and, when
+-- renew, restarts the key TTL (A[3+2i]); it returns the scope's reserved.
+-- The hold and the sum are written with one HSET; a new hold is A[2] as
+-- it came (Go formatted it).
+local function hold(i, held, reserved, leaseEnd, renew, amount)
+  redis.call('HSET', K[3*i], A[1], held and int(held + amount) or A[2], '', int(reserved + amount))
   redis.call('ZADD', K[3*i+1], leaseEnd, A[1])
-  redis.call('PEXPIRE', K[3*i], A[3+2*i])
-  redis.call('PEXPIRE', K[3*i+1], A[3+2*i])
-  return reserved
+  if renew then
+    redis.call('PEXPIRE', K[3*i], A[3+2*i])
+    redis.call('PEXPIRE', K[3*i+1], A[3+2*i])
+  end
+  return reserved + amount
 end
 `
 
@@ -161,8 +172,15 @@ local amount = tonumber(A[2])
 local refused = tightest(need, amount, spent, reserved)
 if refused > 0 then return reply(0, refused, spent, reserved) end
 local leaseEnd = int(now + tonumber(A[3]))
+-- A scope's first hold restarts its keys' TTL: with no hold (the sum 0)
+-- the leases key may be gone (an empty set is deleted) or the holds key
+-- new, and neither must be left without one. A scope that always has a
+-- hold keeps the TTL its keys got then, which outlives the period
+-- (KeyTTL); one reserve in 64, by the clock's microseconds, restarts it
+-- anyway, for a KeyTTL shorter than a period.
+local renew = now % 64 == 0
 for i = 1, n do
-  if need[i] then reserved[i] = hold(i, nil, reserved[i], leaseEnd) end
+  if need[i] then reserved[i] = hold(i, nil, reserved[i], leaseEnd, renew or reserved[i] == 0, amount) end
 end
 return reply(1, 0, spent, reserved)
 `
@@ -187,7 +205,7 @@ local code = 1
 local leaseEnd = int(now + tonumber(A[3]))
 for i = 1, n do
   if not held[i] then code = 3 end
-  reserved[i] = hold(i, held[i], reserved[i], leaseEnd)
+  reserved[i] = hold(i, held[i], reserved[i], leaseEnd, true, more)
 end
 return reply(code, 0, spent, reserved)
 `)

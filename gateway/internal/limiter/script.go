@@ -10,12 +10,15 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// AdmitLua defines the Lua function admit(K, A, ko, ao, n), which checks
-// the n cells and charges all or none:
+// AdmitLua defines the Lua function admit(K, A, ko, ao, n, v, vo), which
+// checks the n cells and charges all or none:
 //
 //	K[ko+i]      a cell: its TAT, µs of the server clock
 //	A[ao+2i-1]   the cell's cost, µs
 //	A[ao+2i]     the cell's tolerance, µs
+//	v[vo+i]      the cell's value, when the caller read the cells (in an
+//	             MGET of its own, with other keys, just before): else
+//	             v is nil and admit reads them
 //
 // The offsets let a call of several parts (package meterstore) pass its
 // KEYS and ARGV as they are: copying them into tables of their own cost
@@ -32,24 +35,27 @@ import (
 // admitScript calls it on KEYS and ARGV; package meterstore's library
 // on the part of its call that holds an Admission's Keys and Args.
 const AdmitLua = intLua + `
-local function admit(K, A, ko, ao, n)
+local function admit(K, A, ko, ao, n, v, vo)
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
   local out = {1, now}
-  local v = n > 0 and redis.call('MGET', unpack(K, ko + 1, ko + n)) or {}
+  if not v then
+    v, vo = n > 0 and redis.call('MGET', unpack(K, ko + 1, ko + n)) or {}, 0
+  end
+  local cost = {}
   for i = 1, n do
     -- MGET reads a key of another type as missing: GET makes that the
     -- WRONGTYPE error it is (a missing cell costs the second call).
-    local tat = tonumber(v[i] or redis.call('GET', K[ko + i])) or now
+    local tat = tonumber(v[vo + i] or redis.call('GET', K[ko + i])) or now
     if tat < now then tat = now end
     out[i + 2] = tat
-    if tat + tonumber(A[ao + 2 * i - 1]) - now > tonumber(A[ao + 2 * i]) then out[1] = 0 end
+    cost[i] = tonumber(A[ao + 2 * i - 1])
+    if tat + cost[i] - now > tonumber(A[ao + 2 * i]) then out[1] = 0 end
   end
   if out[1] == 1 then
     for i = 1, n do
-      local cost = tonumber(A[ao + 2 * i - 1])
-      if cost > 0 then
-        local tat = out[i + 2] + cost
+      if cost[i] > 0 then
+        local tat = out[i + 2] + cost[i]
         redis.call('SET', K[ko + i], int(tat), 'PX', int(math.floor((tat - now) / 1000) + 1000))
       end
     end
@@ -60,23 +66,27 @@ end
 
 var admitScript = rueidis.NewLuaScript(AdmitLua + "return admit(KEYS, ARGV, 0, 0, #KEYS)\n")
 
-// AdjustLua defines the Lua function adjust(K, A, ko, ao, n), which moves
-// the TATs of n token cells:
+// AdjustLua defines the Lua function adjust(K, A, ko, ao, n, v, vo), which
+// moves the TATs of n token cells:
 //
 //	K[ko+i]   a token cell
 //	A[ao+i]   how far to move its TAT, µs: positive is debt, negative a
 //	          give-back, which stops at now (a full cell, deleted)
+//	v[vo+i]   the cell's value, when the caller read it (as in admit);
+//	          v nil: adjust reads it
 //
 // It returns n. Numbers are written as in AdmitLua
 // (it needs AdmitLua's int defined before it). adjustScript calls it on
 // KEYS and ARGV; package meterstore on an Adjustment's Keys and Args.
 const AdjustLua = `
-local function adjust(K, A, ko, ao, n)
+local function adjust(K, A, ko, ao, n, v, vo)
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
   for i = 1, n do
     local shift = tonumber(A[ao + i])
-    local old = tonumber(redis.call('GET', K[ko + i]))
+    -- As in admit: a value the caller read, else (missing, or of another
+    -- type) GET.
+    local old = tonumber(v and v[vo + i] or redis.call('GET', K[ko + i]))
     if old or shift > 0 then
       local tat = old or now
       if tat < now then tat = now end

@@ -292,25 +292,42 @@ local function failed(e)
   return redis.error_reply(tostring(e))
 end
 `+limiter.AdmitLua+limiter.AdjustLua+budget.HoldSettleLua+`
+-- readSpent reads the budget's marker and spent keys and then the n keys
+-- K[ko+1..ko+n] (the rate limiter's cells) with one MGET, and returns the
+-- values and where the cells' start. loadSpent (budget.HoldSettleLua)
+-- takes the values as pre instead of reading them again.
+local function readSpent(ko, n)
+  pre = nil
+  local ks = spentKeys()
+  local nb = #ks
+  for i = 1, n do ks[nb + i] = K[ko + i] end
+  return redis.call('MGET', unpack(ks)), nb
+end
+
 register('admit_reserve', function(keys, args)
   local ko, ao, n = split(keys, args)
-  local a = admit(keys, args, ko, ao, n)
+  local v, vo = readSpent(ko, n)
+  local a = admit(keys, args, ko, ao, n, v, vo)
   if a[1] ~= 1 then return {a} end
+  pre = v
   local ok, b = pcall(reserve, a[2])
   if not ok then b = failed(b) end
   return {a, b}
 end)
 
 register('end_once', function(keys, args)
-  -- A copy of an end that has run: its marker is there, nothing to do.
-  if redis.call('EXISTS', keys[1]) == 1 then return {0, {0}} end
   local ko, ao, n = split(keys, args)
+  local v, vo = readSpent(ko, n)
+  -- A copy of an end that has run: its marker is there, nothing to do.
+  if v[1] then return {0, {0}} end
+  pre = v
   local ok, b = pcall(settle)
   if not ok then return {0, failed(b)} end
   if b[1] ~= 1 then return {0, b} end
   local a = n
   if n > 0 then
-    ok, a = pcall(adjust, keys, args, ko, ao, n)
+    -- settle wrote no cell: the values read before it are current.
+    ok, a = pcall(adjust, keys, args, ko, ao, n, v, vo)
     if not ok then a = failed(a) end
   end
   return {a, b}
@@ -318,8 +335,12 @@ end)
 
 register('adjust_settle', function(keys, args)
   local ko, ao, n = split(keys, args)
-  local ok, a = pcall(adjust, keys, args, ko, ao, n)
+  local v, vo = readSpent(ko, n)
+  local ok, a = pcall(adjust, keys, args, ko, ao, n, v, vo)
   if not ok then a = failed(a) end
+  -- adjust wrote no key of the budget's: the values read before it are
+  -- current.
+  pre = v
   local ok2, b = pcall(settle)
   if not ok2 then b = failed(b) end
   return {a, b}
