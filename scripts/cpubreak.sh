@@ -23,7 +23,9 @@
 #     gateway/internal/testkit/loadgen/cpubuckets.go): the leaf decides
 #     guest wasm and copies, a syscall frame syscalls, the runtime's frames
 #     the scheduler + GC; otherwise the innermost frame outside Go's
-#     standard library does;
+#     standard library does; the samples taken inside a plugin's callbacks
+#     (the gateway labels them with -pprof) split again by plugin: its own
+#     guest code, and the host's work for it inside them;
 #   - per plugin, the callbacks that waited for a free instance
 #     (tollgate_plugin_pool_waits_total ÷ tollgate_plugin_calls_total,
 #     /metrics deltas) and the mean request-phase callback (from asking for
@@ -387,6 +389,30 @@ report_cpu() {
 	done
 }
 
+# bucket_row LABEL KEY... writes one row of report_buckets' table: per
+# target, the buckets KEY... summed (per mille of each run's samples).
+bucket_row() {
+	local label=$1 t r k line
+	shift
+	line="| $label"
+	for t in "${ORDER[@]}"; do
+		local vs=() pooled pms=()
+		for ((r = 1; r <= REPEATS; r++)); do
+			local sum=0
+			for k in "$@"; do sum=$((sum + ${BUCKET[$t/$r/$k]:-0})); done
+			pms+=("$sum")
+			vs+=("$(awk -v pm="$sum" 'BEGIN { printf "%.0f", pm / 10 }')")
+		done
+		pooled=$(for ((r = 1; r <= REPEATS; r++)); do echo "${pms[r - 1]} ${BUCKET[$t/$r/samples]:-0}"; done |
+			awk '{ s += $1 * $2; n += $2 } END { printf "%.1f", n ? s / n : 0 }')
+		line+=" | $(awk -v pm="$pooled" -v g="$(med "$t" gw)" 'BEGIN { printf "%.0f µs (%.0f%%)", pm * g / 1000, pm / 10 }') [$(
+			IFS=/
+			echo "${vs[*]}"
+		)]"
+	done
+	echo "$line |"
+}
+
 # report_buckets writes the table of the gateway's CPU by bucket.
 report_buckets() {
 	local t r b line
@@ -398,19 +424,25 @@ report_buckets() {
 	for t in "${ORDER[@]}"; do line+=" | $t"; sep+="|---:"; done
 	echo "$line |"
 	echo "$sep|"
+	# The plugins whose callbacks the profiles labelled (tollgate -pprof).
+	local plugins=() k p
+	for k in "${!BUCKET[@]}"; do
+		[[ $k == */plugin:*:guest ]] || continue
+		p=${k#*/plugin:}
+		p=${p%:guest}
+		[[ " ${plugins[*]} " == *" $p "* ]] || plugins+=("$p")
+	done
+	mapfile -t plugins < <(printf '%s\n' "${plugins[@]}" | sort)
+	local host="wasmhost hostsvc rueidis pgx fasthttp json memmove syscall sched_gc other"
 	for b in guest wasmhost hostsvc rueidis pgx fasthttp json memmove syscall sys_fasthttp sys_rueidis sys_pgx sys_other sched_gc other; do
-		line="| ${BUCKET_NAME[$b]}"
-		for t in "${ORDER[@]}"; do
-			local vs=() pooled
-			for ((r = 1; r <= REPEATS; r++)); do vs+=("$(awk -v pm="${BUCKET[$t/$r/$b]:-0}" 'BEGIN { printf "%.0f", pm / 10 }')"); done
-			pooled=$(for ((r = 1; r <= REPEATS; r++)); do echo "${BUCKET[$t/$r/$b]:-0} ${BUCKET[$t/$r/samples]:-0}"; done |
-				awk '{ s += $1 * $2; n += $2 } END { printf "%.1f", n ? s / n : 0 }')
-			line+=" | $(awk -v pm="$pooled" -v g="$(med "$t" gw)" 'BEGIN { printf "%.0f µs (%.0f%%)", pm * g / 1000, pm / 10 }') [$(
-				IFS=/
-				echo "${vs[*]}"
-			)]"
-		done
-		echo "$line |"
+		bucket_row "${BUCKET_NAME[$b]}" "$b"
+		if [[ $b == guest ]]; then
+			for p in "${plugins[@]}"; do bucket_row "… of which $p's own code" "plugin:$p:guest"; done
+		fi
+	done
+	for p in "${plugins[@]}"; do
+		# shellcheck disable=SC2086
+		bucket_row "inside $p's callbacks, the host's work for it (all buckets but guest wasm; included above)" $(printf "plugin:$p:%s " $host)
 	done
 	line="| profile samples (10 ms of CPU each), per run"
 	for t in "${ORDER[@]}"; do

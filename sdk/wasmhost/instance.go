@@ -337,7 +337,13 @@ func (p *Plugin) call(r *Request, phase Phase, name string, stack []uint64) erro
 	p.stats.Calls.Add(1)
 	inst.req, inst.phase = r, phase
 	inst.started.Store(monoNow())
+	if p.labels != nil {
+		p.labels.set(name)
+	}
 	err = f.CallWithStack(inst.ctx, stack)
+	if p.labels != nil {
+		p.labels.clear()
+	}
 	inst.started.Store(0)
 	inst.req, inst.phase = nil, 0
 	if err == nil && inst.killed.Load() {

@@ -136,6 +136,8 @@ type Plugin struct {
 	stopDog chan struct{}
 
 	metricNames sync.Map // validated metric names
+
+	labels callbackLabels // profiler labels of its callbacks (labels.go); nil: none
 }
 
 // Stats counts a plugin's runtime events. Fields are updated atomically.
@@ -181,7 +183,7 @@ func (h *Host) Load(ctx context.Context, spec Spec) (*Plugin, error) {
 		WithMemoryLimitPages(pages)
 	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
 	p := &Plugin{spec: spec, log: h.log.With("plugin", spec.Name), rt: rt, stats: &Stats{},
-		live: make(map[*instance]struct{}), stopDog: make(chan struct{})}
+		live: make(map[*instance]struct{}), stopDog: make(chan struct{}), labels: newCallbackLabels(spec.Name)}
 	if err := p.load(ctx); err != nil {
 		rt.Close(ctx)
 		return nil, fmt.Errorf("plugin %q: %w", spec.Name, err)

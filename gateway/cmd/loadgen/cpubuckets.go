@@ -14,7 +14,9 @@ Reads the output of "go tool pprof -traces PROFILE" (stdin without a file)
 and prints, one a line, "BUCKET PER-MILLE" for each bucket of a gateway's
 CPU (guest wasm, plugin host, host services, Redis client, Postgres client,
 fasthttp + proxy, JSON/SSE, copies, syscalls, scheduler + GC, other), then
-"sys_OWNER PER-MILLE" for the syscalls by who made them, then "samples N"
+"sys_OWNER PER-MILLE" for the syscalls by who made them, then
+"plugin:NAME:BUCKET PER-MILLE" for the samples taken inside plugin NAME's
+callbacks (labelled plugin=NAME: tollgate serve -pprof), then "samples N"
 (10 ms each). scripts/cpubreak.sh reads these lines.
 `
 

@@ -28,6 +28,7 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/config"
 	"github.com/tollgate/tollgate/gateway/internal/proxy"
+	"github.com/tollgate/tollgate/sdk/wasmhost"
 )
 
 const usage = `tollgate: an LLM edge gateway
@@ -181,6 +182,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *pprofAddr != "" {
+		// The plugins' callbacks labelled by plugin, so that a CPU profile
+		// splits the guests' time (scripts/cpubreak.sh).
+		wasmhost.SetProfileLabels(true)
 		go func() {
 			if err := http.ListenAndServe(*pprofAddr, nil); err != nil {
 				log.Error("pprof listener", "err", err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +24,12 @@ type CPUSplit struct {
 	// Syscalls splits By["syscall"] by the owner of the frames that made
 	// the call (a bucket of owner: fasthttp, rueidis, pgx, other, ...).
 	Syscalls map[string]time.Duration
+	// Plugins splits the samples taken inside a plugin's callback by
+	// plugin and bucket: those labelled plugin=NAME (the gateway labels
+	// its callbacks with -pprof, wasmhost.SetProfileLabels). Its guest
+	// bucket is the plugin's own code; the others are the host's work for
+	// the plugin inside the callback (host functions, services).
+	Plugins map[string]map[string]time.Duration
 }
 
 var (
@@ -104,10 +111,11 @@ func BucketOf(stack []string) (bucket, syscallOwner string) {
 // dashed lines, each "  10ms   leaf" then one caller a line) and sums the
 // samples by bucket.
 func SplitCPU(r io.Reader) (CPUSplit, error) {
-	s := CPUSplit{By: map[string]time.Duration{}, Syscalls: map[string]time.Duration{}}
+	s := CPUSplit{By: map[string]time.Duration{}, Syscalls: map[string]time.Duration{}, Plugins: map[string]map[string]time.Duration{}}
 	var (
-		stack []string
-		w     time.Duration
+		stack  []string
+		w      time.Duration
+		plugin string // the sample's plugin label
 	)
 	flush := func() {
 		if len(stack) > 0 && w > 0 {
@@ -116,9 +124,15 @@ func SplitCPU(r io.Reader) (CPUSplit, error) {
 			if b == "syscall" {
 				s.Syscalls[o] += w
 			}
+			if plugin != "" {
+				if s.Plugins[plugin] == nil {
+					s.Plugins[plugin] = map[string]time.Duration{}
+				}
+				s.Plugins[plugin][b] += w
+			}
 			s.Total += w
 		}
-		stack, w = stack[:0], 0
+		stack, w, plugin = stack[:0], 0, ""
 	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -130,6 +144,12 @@ func SplitCPU(r io.Reader) (CPUSplit, error) {
 			flush()
 		case len(fields) == 0:
 		case !strings.HasPrefix(line, " "): // File:, Type:, Duration: ...
+		case len(stack) == 0 && w == 0 && strings.HasSuffix(fields[0], ":"):
+			// A label of the sample, "key:  value" (pprof joins a key's
+			// values with commas, in brackets when there are several).
+			if fields[0] == "plugin:" && len(fields) == 2 {
+				plugin = fields[1]
+			}
 		case len(stack) == 0 && w == 0 && len(fields) >= 2:
 			d, err := parseSampleValue(fields[0])
 			if err != nil {
@@ -156,8 +176,10 @@ func parseSampleValue(v string) (time.Duration, error) {
 }
 
 // WritePermille prints "bucket per-mille" for every bucket, then
-// "sys_OWNER per-mille" for the syscalls by owner, then "samples N" (of
-// 10 ms), the lines scripts/cpubreak.sh reads.
+// "sys_OWNER per-mille" for the syscalls by owner, then
+// "plugin:NAME:BUCKET per-mille" for the samples labelled with a plugin
+// (buckets with none left out), then "samples N" (of 10 ms), the lines
+// scripts/cpubreak.sh reads.
 func (s CPUSplit) WritePermille(w io.Writer) error {
 	pm := func(d time.Duration) float64 {
 		if s.Total <= 0 {
@@ -171,6 +193,18 @@ func (s CPUSplit) WritePermille(w io.Writer) error {
 	}
 	for _, k := range Buckets {
 		fmt.Fprintf(&b, "sys_%s %.0f\n", k, pm(s.Syscalls[k]))
+	}
+	plugins := make([]string, 0, len(s.Plugins))
+	for p := range s.Plugins {
+		plugins = append(plugins, p)
+	}
+	sort.Strings(plugins)
+	for _, p := range plugins {
+		for _, k := range Buckets {
+			if d := s.Plugins[p][k]; d > 0 {
+				fmt.Fprintf(&b, "plugin:%s:%s %.0f\n", p, k, pm(d))
+			}
+		}
 	}
 	fmt.Fprintf(&b, "samples %d\n", s.Total/(10*time.Millisecond))
 	_, err := io.WriteString(w, b.String())
