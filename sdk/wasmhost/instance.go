@@ -157,22 +157,30 @@ func (inst *instance) fn(name string) api.Function { return inst.fns[name] }
 // callbackExports are the exports the pipeline calls per request.
 var callbackExports = [...]string{"on_request", "on_response_headers", "on_chunk", "on_end", "on_call_response"}
 
-// callback is export name, one of callbackExports or any other export.
-// The names are constants at the call sites, so the switch compares
-// lengths and a few bytes where a map lookup would hash the name (7% of a
-// minimal callback's host time, BenchmarkPhaseCall/request).
-func (inst *instance) callback(name string) api.Function {
+// callbackIndex is name's index in callbackExports, or -1 for any other
+// export. The names are constants at the call sites, so the switch
+// compares lengths and a few bytes where a map lookup would hash the name
+// (7% of a minimal callback's host time, BenchmarkPhaseCall/request).
+func callbackIndex(name string) int {
 	switch name {
 	case "on_request":
-		return inst.callbacks[0]
+		return 0
 	case "on_response_headers":
-		return inst.callbacks[1]
+		return 1
 	case "on_chunk":
-		return inst.callbacks[2]
+		return 2
 	case "on_end":
-		return inst.callbacks[3]
+		return 3
 	case "on_call_response":
-		return inst.callbacks[4]
+		return 4
+	}
+	return -1
+}
+
+// callback is export name, one of callbackExports or any other export.
+func (inst *instance) callback(name string) api.Function {
+	if i := callbackIndex(name); i >= 0 {
+		return inst.callbacks[i]
 	}
 	return inst.fns[name]
 }

@@ -23,29 +23,27 @@ var profileLabels atomic.Bool
 func SetProfileLabels(on bool) { profileLabels.Store(on) }
 
 // callbackLabels are a plugin's label sets by callback (the index of its
-// export in callbackExports), nil when labels are off.
+// export in callbackExports; the last, for any other export, names the
+// plugin alone), nil when labels are off.
 type callbackLabels []context.Context
 
 func newCallbackLabels(plugin string) callbackLabels {
 	if !profileLabels.Load() {
 		return nil
 	}
-	l := make(callbackLabels, len(callbackExports))
+	l := make(callbackLabels, len(callbackExports)+1)
 	for i, name := range callbackExports {
 		l[i] = pprof.WithLabels(context.Background(), pprof.Labels("plugin", plugin, "callback", name))
 	}
+	l[len(callbackExports)] = pprof.WithLabels(context.Background(), pprof.Labels("plugin", plugin))
 	return l
 }
 
-// set labels the goroutine for the callback named name (one of
-// callbackExports; another export is labelled as its plugin's first).
+// set labels the goroutine for the export named name.
 func (l callbackLabels) set(name string) {
-	i := 0
-	for j, n := range callbackExports {
-		if n == name {
-			i = j
-			break
-		}
+	i := callbackIndex(name)
+	if i < 0 {
+		i = len(callbackExports)
 	}
 	pprof.SetGoroutineLabels(l[i])
 }
