@@ -11,7 +11,8 @@ var profileLabels atomic.Bool
 
 // SetProfileLabels makes the callbacks of the plugins loaded afterwards
 // run with their goroutine's profiler labels (runtime/pprof) set to
-// plugin=<the plugin's name> and callback=<the export called>, so that a
+// plugin=<the plugin's name> and callback=<the export called> (one of the
+// request callbacks; another export gets the plugin alone), so that a
 // CPU profile splits the guests' time, and the host calls they make
 // inside a callback, by plugin (the guest's own code has no Go symbols:
 // without the labels its samples are one runtime._ExternalCode). Like the
