@@ -125,6 +125,7 @@ func NewSet(cfg Config) *Set {
 	s.meter = meterstore.New(cfg.Limiter, cfg.Budget)
 	s.meter.OnEnd(s.ended)
 	s.meter.CountEnds(&cfg.Counts.Ends)
+	s.meter.CountShared(&cfg.Counts.Shared[0], &cfg.Counts.Shared[1])
 	s.Register("budget.reserve", ServiceFunc(s.budget.Reserve))
 	s.Register("budget.extend", ServiceFunc(s.budget.Extend))
 	s.together = true
@@ -317,6 +318,9 @@ type Counts struct {
 	// Ends counts the requests' ends (token correction and settle) made
 	// before the reply's last byte and after it, and the copies carried.
 	Ends meterstore.EndCounts
+	// Shared counts the admissions (0) and the ends made before the last
+	// byte (1) that shared a Redis call, and the calls.
+	Shared [2]meterstore.SharedCounts
 }
 
 // Budget service operations and results, as indices of Counts.Budget.

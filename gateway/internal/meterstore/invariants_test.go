@@ -169,7 +169,8 @@ func isBudgetUnavailable(err error) bool { return errors.Is(err, budget.ErrUnava
 // rate limits and budgets that refuse most of them, with the budget's
 // scopes cold at the start, on the one-trip Store and on the in-process
 // counters: at most RPM requests are admitted, the settled cost stays
-// within every budget, and no request the rate limiter refused has a hold.
+// within every budget, and no request the rate limiter refused has a hold
+// — with the admissions and the ends that arrive together sharing calls.
 func TestUnderContention(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -195,10 +196,17 @@ func TestUnderContention(t *testing.T) {
 	}
 	mb := budget.NewMemory(seed, nil)
 	backends[1].m, backends[1].b = meterstore.New(limiter.NewMemory(nil), mb), mb
+	var shared, ends meterstore.SharedCounts
+	backends[0].m.CountShared(&shared, &ends)
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
 			contend(t, be.m, be.b, c, be.name == "redis")
 		})
+	}
+	// The limits hold with admissions sharing calls (admit_reserve_many).
+	t.Logf("shared calls: admissions %d in %d calls, ends %d in %d", shared.Shared.Load(), shared.Calls.Load(), ends.Shared.Load(), ends.Calls.Load())
+	if shared.Calls.Load() == 0 || ends.Calls.Load() == 0 {
+		t.Error("no admissions or no ends shared a call: the contention must make some")
 	}
 }
 

@@ -39,8 +39,9 @@ func benchRequest(b *testing.B, m *meterstore.Store, id string) {
 }
 
 // BenchmarkRequestCounters compares a request's counter traffic in one
-// call per pair (onetrip: 2 round trips) with the same calls made
-// one after the other (twocalls: 4), against a real Redis on loopback:
+// call per pair (onetrip: 2 round trips; the admissions that arrive
+// together share a call) with each admission in a call of its own (alone)
+// and with the same calls made one after the other (twocalls: 4), against a real Redis on loopback:
 // one request at a time (serial, the latency a request sees) and 32 at
 // once (parallel, where round trips are pipelined). server-ns/op is Redis's
 // own time in the scripts (wall clock: it grows when the machine is busy);
@@ -50,15 +51,16 @@ func benchRequest(b *testing.B, m *meterstore.Store, id string) {
 func BenchmarkRequestCounters(b *testing.B) {
 	srv := redistest.Start(b)
 	for _, mode := range []string{"serial", "parallel"} {
-		for _, trip := range []string{"onetrip", "twocalls"} {
+		for _, trip := range []string{"onetrip", "alone", "twocalls"} {
 			b.Run(mode+"/"+trip, func(b *testing.B) {
 				if _, err := srv.Do("FLUSHALL"); err != nil {
 					b.Fatal(err)
 				}
 				c1 := newClient(b, srv)
 				var m *meterstore.Store
-				if trip == "onetrip" {
+				if trip != "twocalls" {
 					m = meterstore.New(limiter.NewRedis(c1, limiter.RedisOptions{}), budget.NewRedis(c1, nil, budget.RedisOptions{}))
+					m.SetShared(trip == "onetrip")
 				} else {
 					m = meterstore.New(limiter.NewRedis(newClient(b, srv), limiter.RedisOptions{}), budget.NewRedis(c1, nil, budget.RedisOptions{}))
 				}

@@ -179,12 +179,14 @@ var (
 	mRespCacheCoal  = desc("tollgate_response_cache_coalesced_total", "Requests that waited for an identical request's reply instead of calling the upstream (coalesce).")
 	mMeterEnds      = desc("tollgate_meter_ends_total", "Requests' ends on the counters (token correction and budget settle), by when they were made: before_last_byte (the reply waited for them) or after_reply (made after it, the tenant's next admission carrying it: docs/adr/0030-ends-after-the-reply.md).", "when")
 	mMeterCarried   = desc("tollgate_meter_ends_carried_total", "Copies of pending ends that admissions carried ahead of themselves in their own round trip (a copy of an end that has run already changes nothing).")
+	mMeterShared    = desc("tollgate_meter_shared_total", "Requests' counter calls sent to Redis in one call with others of the same tenant, limits and budgets, by call: admit_reserve (the admission and hold) or adjust_settle (the end before the last byte). Those that arrived while their group's previous call was in flight share one (docs/adr/0031-counter-calls-share-a-call.md).", "call")
+	mMeterCalls     = desc("tollgate_meter_shared_calls_total", "Calls that carried shared counter calls, by call; tollgate_meter_shared_total divided by it is their mean size.", "call")
 	mLedgerDups     = desc("tollgate_calllog_duplicate_rows_total", "Committed rows Postgres already held (a replayed spool), skipped without adding their cost again.")
 )
 
 var stateDescs = []*prometheus.Desc{mRateRejections, mBudgetResults, mBudgetOverruns, mBudgetOverrun, mPGStatements, mCacheLookups, mCacheLoads, mCacheLoadErrs,
 	mCacheEvictions, mPluginOverdue, mPluginCreated, mPluginDropped, mLedgerTxRows, mLedgerDups,
-	mRespCache, mRespCacheBytes, mRespCacheSaved, mRespCacheStore, mRespCacheCoal, mMeterEnds, mMeterCarried}
+	mRespCache, mRespCacheBytes, mRespCacheSaved, mRespCacheStore, mRespCacheCoal, mMeterEnds, mMeterCarried, mMeterShared, mMeterCalls}
 
 // txRowBuckets are the upper bounds of the rows-per-transaction buckets of
 // calllog.Stats.TxSizes: bucket i holds 2^i to 2^(i+1)-1 rows.
@@ -263,6 +265,10 @@ func (o *Metrics) collectServices(ch chan<- prometheus.Metric, c *hostsvc.Counts
 	counter(mMeterEnds, c.Ends.Before.Load(), "before_last_byte")
 	counter(mMeterEnds, c.Ends.After.Load(), "after_reply")
 	counter(mMeterCarried, c.Ends.Carried.Load())
+	for i, call := range [2]string{"admit_reserve", "adjust_settle"} {
+		counter(mMeterShared, c.Shared[i].Shared.Load(), call)
+		counter(mMeterCalls, c.Shared[i].Calls.Load(), call)
+	}
 	rc := &c.Cache
 	for _, o := range []hostsvc.CacheOutcome{hostsvc.CacheHit, hostsvc.CacheMiss, hostsvc.CacheBypass} {
 		counter(mRespCache, rc.Lookups[o].Load(), o.String())
