@@ -3,6 +3,7 @@ package meterstore_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/budget"
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
 	"github.com/tollgate/tollgate/gateway/internal/meterstore"
+	"github.com/tollgate/tollgate/gateway/internal/redisx"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
 )
 
@@ -24,11 +26,12 @@ type sharedReq struct {
 	tokens, amount int64
 }
 
-// holdFirst returns together(n, f), which runs f(0) .. f(n-1) on
+// holdFirst returns together(n, f, then), which runs f(0) .. f(n-1) on
 // goroutines of their own, each making one counter call on m: f(0)'s
 // call is held back until every other one waits for it, in order, so
-// that they go in one shared call when it returns.
-func holdFirst(m *meterstore.Store) func(n int, f func(i int)) {
+// that they go in one shared call when it returns; then, unless nil, runs
+// just before f(0)'s call is let go.
+func holdFirst(m *meterstore.Store) func(n int, f func(i int), then func()) {
 	var hold atomic.Pointer[chan struct{}]
 	entered := make(chan struct{}, 1)
 	m.SetBeforeFirstCall(func() {
@@ -37,7 +40,7 @@ func holdFirst(m *meterstore.Store) func(n int, f func(i int)) {
 			<-*ch
 		}
 	})
-	return func(n int, f func(i int)) {
+	return func(n int, f func(i int), then func()) {
 		release := make(chan struct{})
 		hold.Store(&release)
 		var wg sync.WaitGroup
@@ -48,6 +51,9 @@ func holdFirst(m *meterstore.Store) func(n int, f func(i int)) {
 			for m.Waiting() < i {
 				time.Sleep(50 * time.Microsecond)
 			}
+		}
+		if then != nil {
+			then()
 		}
 		close(release)
 		wg.Wait()
@@ -123,7 +129,7 @@ func TestSharedCallAsOneAfterAnother(t *testing.T) {
 				&meterstore.Hold{Tenant: tenant, RequestID: r.id, Scopes: scopes, Amount: r.amount, Lease: time.Minute})
 		}
 		got := make([]meterstore.Admitted, n)
-		together(n, func(i int) { got[i] = admit(s.one, reqs[i]) })
+		together(n, func(i int) { got[i] = admit(s.one, reqs[i]) }, nil)
 		if n-1 > 1 {
 			wantShared += int64(n - 1)
 			wantCalls++
@@ -298,7 +304,7 @@ return tonumber(redis.call('GET', KEYS[1])) - (t[1] * 1000000 + t[2])`).Numkeys(
 				&meterstore.Settlement{Tenant: tenant, RequestID: e.id, Scopes: scopes, Actual: e.actual})
 		}
 		got := make([]meterstore.Settled, n)
-		together(n, func(i int) { got[i] = endOn(s.one, plan[i]) })
+		together(n, func(i int) { got[i] = endOn(s.one, plan[i]) }, nil)
 		if n-1 > 1 {
 			wantShared += int64(n - 1)
 			wantCalls++
@@ -362,5 +368,131 @@ return tonumber(redis.call('GET', KEYS[1])) - (t[1] * 1000000 + t[2])`).Numkeys(
 	}
 	if ends.Shared.Load() != wantShared || ends.Calls.Load() != wantCalls {
 		t.Errorf("shared %d ends in %d calls, want %d in %d", ends.Shared.Load(), ends.Calls.Load(), wantShared, wantCalls)
+	}
+}
+
+// TestSharedCallWaiterCancelled cancels an admission while it waits for
+// its group's call in flight: it returns at once, leaves the group and is
+// never sent — no hold, no charge — while the call in flight and the next
+// admissions go on.
+func TestSharedCallWaiterCancelled(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	s := newStores(t, srv, nil)
+	release := make(chan struct{})
+	var held atomic.Bool
+	entered := make(chan struct{})
+	s.one.SetBeforeFirstCall(func() {
+		if held.CompareAndSwap(false, true) {
+			close(entered)
+			<-release
+		}
+	})
+	const tenant = "cancel"
+	limits := []limiter.Limit{{Key: "t", RPM: 10}}
+	scopes := []budget.Scope{tenantScope(1_000_000)}
+	admit := func(ctx context.Context, id string) meterstore.Admitted {
+		return s.one.AdmitReserve(ctx, &limiter.Request{Tenant: tenant, Limits: limits},
+			&meterstore.Hold{Tenant: tenant, RequestID: id, Scopes: scopes, Amount: 1_000, Lease: time.Minute})
+	}
+	first := make(chan meterstore.Admitted, 1)
+	go func() { first <- admit(context.Background(), "first") }()
+	<-entered
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := make(chan meterstore.Admitted, 1)
+	go func() { gone <- admit(ctx, "cancelled") }()
+	for s.one.Waiting() < 1 {
+		time.Sleep(50 * time.Microsecond)
+	}
+	cancel()
+	select {
+	case a := <-gone:
+		if a.Reserved || a.Reservation.Admitted {
+			t.Errorf("the cancelled admission held: %+v", a)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the cancelled admission still waits for the call in flight")
+	}
+	if n := s.one.Waiting(); n != 0 {
+		t.Errorf("%d still waiting after the cancellation", n)
+	}
+	close(release)
+	if a := <-first; !a.Decision.Allowed || !a.Reservation.Admitted || a.Decision.RemainingRequests != 9 {
+		t.Fatalf("the call in flight: %+v", a)
+	}
+	// The cancelled admission was never sent: the next one is the second
+	// the limit counts, and the budget holds only the first and the next.
+	if a := admit(context.Background(), "next"); !a.Reservation.Admitted || a.Decision.RemainingRequests != 8 {
+		t.Fatalf("the next admission: %+v", a)
+	}
+	if _, reserved, err := s.oneB.Status(context.Background(), tenant, scopes[0]); err != nil || reserved != 2_000 {
+		t.Errorf("reserved %d (%v), want 2000: the first's hold and the next's", reserved, err)
+	}
+}
+
+// TestSharedCallRedisDown kills Redis while admissions and ends wait
+// behind their groups' first calls: every one of them gets what a call of
+// its own would have got — under fail_open a fallback admission and an
+// unavailable hold, under fail_closed an unavailable refusal, and
+// unavailable ends — within two command timeouts, and none is left
+// waiting.
+func TestSharedCallRedisDown(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	const timeout = 200 * time.Millisecond
+	c, err := redisx.New(redisx.Options{Addrs: []string{srv.Addr()}, Timeout: timeout, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m := meterstore.New(limiter.NewRedis(c, limiter.RedisOptions{}), budget.NewRedis(c, nil, budget.RedisOptions{}))
+	together := holdFirst(m)
+	scopes := []budget.Scope{tenantScope(1_000_000)}
+	limits := []limiter.Limit{{Key: "t", RPM: 1_000, TPM: 1_000_000}}
+	const n = 6
+	for k, mode := range []limiter.FailMode{limiter.FailOpen, limiter.FailClosed} {
+		got := make([]meterstore.Admitted, n)
+		took := make([]time.Duration, n)
+		together(n, func(i int) {
+			t0 := time.Now()
+			got[i] = m.AdmitReserve(ctx, &limiter.Request{Tenant: "down", Limits: limits, Tokens: 10, OnError: mode},
+				&meterstore.Hold{Tenant: "down", RequestID: fmt.Sprint("r", k, "-", i), Scopes: scopes, Amount: 1, Lease: time.Minute})
+			took[i] = time.Since(t0)
+		}, func() {
+			if k == 0 {
+				// Every call waits: Redis goes before the first is let go.
+				if err := srv.Kill(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+		for i, a := range got {
+			switch {
+			case mode == limiter.FailOpen && (a.AdmitErr != nil || !a.Decision.Fallback || !a.Reserved || !isBudgetUnavailable(a.ReserveErr)):
+				t.Errorf("fail_open, admission %d: %+v, want a fallback admission and an unavailable hold", i, a)
+			case mode == limiter.FailClosed && (a.Reserved || !isUnavailable(a.AdmitErr)):
+				t.Errorf("fail_closed, admission %d: %+v, want unavailable and no hold", i, a)
+			}
+			if took[i] > 2*timeout+time.Second {
+				t.Errorf("admission %d took %v, more than two timeouts of %v", i, took[i], timeout)
+			}
+		}
+	}
+	outs := make([]meterstore.Settled, n)
+	together(n, func(i int) {
+		outs[i] = m.AdjustSettle(ctx, &meterstore.Correction{Tenant: "down", Limits: limits, Delta: 5},
+			&meterstore.Settlement{Tenant: "down", RequestID: fmt.Sprint("e", i), Scopes: scopes, Actual: 1})
+	}, nil)
+	for i, out := range outs {
+		if !isUnavailable(out.AdjustErr) || !isBudgetUnavailable(out.SettleErr) {
+			t.Errorf("end %d: %+v, want both unavailable", i, out)
+		}
+	}
+	if w := m.Waiting(); w != 0 {
+		t.Errorf("%d calls still waiting", w)
 	}
 }
