@@ -37,8 +37,8 @@ import (
 // batch, and one tenant's counters, which live in one Redis core (one hash
 // slot), serve more requests a second (docs/adr/0031-counter-calls-share-a-call.md).
 
-// maxBatch is the most admissions one call carries; more wait for the
-// next.
+// maxBatch is the most requests' calls one shared call carries; more
+// wait for the next.
 const maxBatch = 64
 
 // SharedCounts count the calls that shared a call with others; they
@@ -59,7 +59,7 @@ func (s *Store) CountShared(admits, ends *SharedCounts) {
 type callWait struct {
 	keys, args []string
 	ready      chan struct{} // closed once parts and err are set, or lead
-	lead       []*callWait   // set when this admission makes the next call, for these
+	lead       []*callWait   // set when this call makes the group's next call, for these
 	parts      []rueidis.RedisMessage
 	err        error
 }
@@ -75,7 +75,7 @@ type groups struct {
 	one, many *redisx.Function // the call alone, shared
 	carry     bool             // a call carries its tenant's pending ends
 	counts    *SharedCounts
-	off       bool // every admission makes its own call (tests)
+	off       bool // every call goes alone (tests)
 	// beforeFirst, when set (tests), runs before a group's first call.
 	beforeFirst func()
 	mu          sync.Mutex
@@ -93,7 +93,7 @@ func groupKey(buf []byte, keys []string) []byte {
 
 // join registers a call of keys: it reports true when no call of its
 // group is in flight (the caller makes it now, then calls done), else it
-// returns the admission's place among the waiters.
+// returns the call's place among the waiters.
 func (g *groups) join(key []byte, keys, args []string) (*callWait, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -142,7 +142,10 @@ func (g *groups) leave(key []byte, w *callWait) bool {
 	}
 	for i, x := range grp.waiting {
 		if x == w {
-			grp.waiting = append(grp.waiting[:i], grp.waiting[i+1:]...)
+			n := len(grp.waiting) - 1
+			copy(grp.waiting[i:], grp.waiting[i+1:])
+			grp.waiting[n] = nil // the slot keeps no waiter that left
+			grp.waiting = grp.waiting[:n]
 			return true
 		}
 	}
@@ -244,9 +247,9 @@ func (s *Store) callShared(ctx context.Context, g *groups, tenant string, key []
 	}
 }
 
-// joinMany makes the keys and arguments of admit_reserve_many for the
-// admissions in lead, whose calls (joinCall's) have the same keys but the
-// first and the same numbers of arguments.
+// joinMany makes the keys and arguments of the shared function
+// (admit_reserve_many, adjust_settle_many) for the calls in lead, whose
+// keys are the same but the first and whose arguments are as many.
 func joinMany(lead []*callWait) (keys, args []string) {
 	first := lead[0]
 	keys = make([]string, 0, len(first.keys)+len(lead)-1)
