@@ -271,7 +271,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 			Native: ep == endpointMessages, StripUsage: stripUsage,
 			Translation: x.translation(), ReplyModel: model,
 			Responses: ep == endpointResponses, FromChat: x.prov.resp.viaChat,
-			Record: x.recorder(),
+			Record: x.recorder(), Panics: &s.panics[1],
 		})
 		// The status and headers go out now, not with the first event: a
 		// client knows at once that the request was accepted. When events

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -88,6 +89,9 @@ type Server struct {
 	ready             atomic.Bool
 	draining          atomic.Bool
 	inflight          atomic.Int64
+	// panics counts the requests whose handling panicked: in the handler,
+	// in a stream's sending (observe.Sources.Panics).
+	panics [2]atomic.Int64
 	// conns counts open client connections (fasthttp's own count is off
 	// by one once a shutdown has returned).
 	conns atomic.Int64
@@ -146,7 +150,7 @@ func New(p *config.Policy, log *slog.Logger, opts ...Option) (*Server, error) {
 	s.cancels = cancels.New(log.With("component", "cancel"), s.acct.Redis, p.Server.CancelPollInterval, replica)
 	s.fin = new(finisher)
 	s.obs.SetSources(observe.Sources{
-		Inflight: &s.inflight, Reloads: &s.reloads, Accounting: s.acct, Cancels: s.cancels,
+		Inflight: &s.inflight, Reloads: &s.reloads, Panics: &s.panics, Accounting: s.acct, Cancels: s.cancels,
 		Services: &s.svcCounts, Upstreams: s.readUpstreams,
 	})
 	if s.tracing, err = obs.NewTracing(context.Background(), p.Tracing, log); err != nil {
@@ -290,7 +294,40 @@ func (s *Server) retire() {
 	s.host.Close()
 }
 
+// handle is the server's handler. A panic while it serves a request — a
+// bug, never the client's or the upstream's doing — fails that request
+// alone: fasthttp, unlike net/http, recovers none, and the process would
+// end with every request it was serving.
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	defer s.survive(ctx)
+	s.serve(ctx)
+}
+
+// survive recovers a panic of the handler: the request is answered 500
+// internal_error, its connection closed, and the panic logged with its
+// stack and counted (tollgate_panics_total{where="handler"}). What the
+// request had started is left as a crash of the gateway would leave it,
+// for that request alone: its budget hold lapses at its lease, and the
+// end work it had not reached (the call-log row, the settle) is not done.
+func (s *Server) survive(ctx *fasthttp.RequestCtx) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	s.panics[0].Add(1)
+	s.log.Error("request handling panicked; answered 500 internal_error",
+		"method", string(ctx.Method()), "path", string(ctx.Path()), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+	ctx.Response.Reset() // a body stream set before the panic is closed
+	writeError(ctx, &openai.Error{Status: fasthttp.StatusInternalServerError, Type: "server_error", Code: "internal_error",
+		Message: "The gateway failed while handling this request, which was not completed. If it recurs, report it with the time of the request."})
+	if string(ctx.Path()) == "/v1/messages" {
+		nativeErrors(ctx)
+	}
+	ctx.SetConnectionClose()
+}
+
+// serve routes a request by its path.
+func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 	if msg := looseFraming(ctx.Request.Header.RawHeaders()); msg != "" {
 		// RFC 9112 lets a server unfold folded lines (§5.2) and take a
 		// bare LF for CRLF (§2.2), or refuse them. A proxy in front that

@@ -21,6 +21,9 @@ type Sources struct {
 	// Inflight counts requests being forwarded; Reloads successful
 	// policy reloads.
 	Inflight, Reloads *atomic.Int64
+	// Panics counts the requests whose handling panicked, by where:
+	// Panics[0] while the handler ran, Panics[1] while a stream was sent.
+	Panics *[2]atomic.Int64
 	Accounting        *accounting.Accounting
 	Cancels           *cancels.Registry
 	// Services are the host services' decisions; they outlive reloads.
@@ -45,6 +48,7 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 var (
 	mInflight        = desc("tollgate_inflight_requests", "Requests being forwarded (streams included).")
 	mReloads         = desc("tollgate_policy_reloads_total", "Successful policy reloads.")
+	mPanics          = desc("tollgate_panics_total", "Requests whose handling panicked (a bug, logged with its stack): the request failed, the gateway went on. where: handler (answered 500 internal_error), stream (the connection closed mid-stream).", "where")
 	mLedgerRows      = desc("tollgate_calllog_rows_total", "Call-log rows committed to Postgres.")
 	mLedgerTx        = desc("tollgate_calllog_transactions_total", "Call-log transactions committed.")
 	mLedgerInline    = desc("tollgate_calllog_inline_writes_total", "Rows written by the request's goroutine because the queue was full.")
@@ -79,7 +83,7 @@ var (
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{mInflight, mReloads, mLedgerRows, mLedgerTx, mLedgerInline, mLedgerSpooled,
+	for _, d := range []*prometheus.Desc{mInflight, mReloads, mPanics, mLedgerRows, mLedgerTx, mLedgerInline, mLedgerSpooled,
 		mLedgerReplayed, mLedgerRejected, mLedgerLost, mLedgerQueue, mLedgerSpool, mReconcileRuns, mReconcileDrift,
 		mCancelPolls, mCancelFailures, mCancelFallbacks, mCancelRemote, mRedisCommands, mRedisFailures, mReplicasLive, mLimiter,
 		mLimiterErrors, mPluginCalls, mPluginTraps, mPluginTimeouts, mPluginWaits, mPluginEvents} {
@@ -102,6 +106,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(mInflight, src.Inflight.Load())
 	counter(mReloads, src.Reloads.Load())
+	if p := src.Panics; p != nil {
+		counter(mPanics, p[0].Load(), "handler")
+		counter(mPanics, p[1].Load(), "stream")
+	}
 
 	a := src.Accounting.Stats()
 	l := a.Ledger

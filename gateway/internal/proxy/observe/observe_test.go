@@ -39,7 +39,7 @@ func newTestMetrics(t *testing.T) (*Metrics, *atomic.Int64) {
 // zeroSources are scrape-time sources that are all zero.
 func zeroSources() Sources {
 	var inflight, reloads atomic.Int64
-	return Sources{Inflight: &inflight, Reloads: &reloads, Accounting: &accounting.Accounting{},
+	return Sources{Inflight: &inflight, Reloads: &reloads, Panics: new([2]atomic.Int64), Accounting: &accounting.Accounting{},
 		Cancels: &cancels.Registry{}, Services: &hostsvc.Counts{}}
 }
 

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tollgate/tollgate/gateway/internal/anthropic"
@@ -65,6 +68,10 @@ type Stream struct {
 	stopped    bool
 	finished   bool
 	endFlags   uint32
+	// broken: sending panicked (WriteTo); the stream and its readers are
+	// not reused.
+	broken bool
+	panics *atomic.Int64
 
 	// usage is the last usage the upstream reported.
 	usage openai.Usage
@@ -166,6 +173,8 @@ type Config struct {
 	// completions stream as it arrived (after a provider's translation,
 	// before the chunk phase): the response cache keeps a reply to store.
 	Record Recorder
+	// Panics, when set, counts the streams whose sending panicked.
+	Panics *atomic.Int64
 }
 
 // Recorder is told a stream's events (Config.Record).
@@ -183,7 +192,7 @@ func Acquire(c Config) *Stream {
 	st := streamPool.Get().(*Stream)
 	ex := c.Upstream
 	st.x, st.up, st.wr, st.log, st.id, st.model, st.start = c.Exchange, c.Counters, c.Request, c.Log, c.ID, c.Model, c.Start
-	st.ex, st.ctx, st.cancel, st.stripUsage, st.rec = ex, c.Ctx, c.Cancel, c.StripUsage, c.Record
+	st.ex, st.ctx, st.cancel, st.stripUsage, st.rec, st.panics = ex, c.Ctx, c.Cancel, c.StripUsage, c.Record, c.Panics
 	if c.Pipeline.Wants(c.Request, wasmhost.PhaseChunk) {
 		st.pipe = c.Pipeline
 	}
@@ -273,8 +282,21 @@ func (st *Stream) SupportsBodyWriteTo() bool { return true }
 // Read hands fasthttp at most its 4 KB buffer at a time — a chunk and a
 // flush each, and a write of a few bytes when a chunk's framing overflows
 // the connection's buffer.
-func (st *Stream) WriteTo(w io.Writer) (int64, error) {
-	var total int64
+//
+// A panic while the stream is sent — a bug, never the client's or the
+// upstream's doing — ends this stream alone: WriteTo returns
+// ErrPanicked, on which fasthttp closes the connection (the status and
+// headers are out; an error event could not be told from the reply), and
+// Close runs the request's end as for a client gone mid-stream. fasthttp
+// would recover the panic too, but knows nothing of the stream: here it
+// is logged with its stack and counted, the upstream is cancelled, and
+// nothing the panic may have left half way is reused.
+func (st *Stream) WriteTo(w io.Writer) (total int64, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = st.panicked(p)
+		}
+	}()
 	for st.next() {
 		n, err := w.Write(st.out[st.sent:])
 		st.sent += n
@@ -284,6 +306,27 @@ func (st *Stream) WriteTo(w io.Writer) (int64, error) {
 		}
 	}
 	return total, nil
+}
+
+// ErrPanicked is WriteTo's error when sending the stream panicked.
+var ErrPanicked = errors.New("sending the stream panicked (a bug: the panic and its stack are logged)")
+
+// panicked handles a panic of WriteTo: it is logged with its stack and
+// counted, the upstream's reply is cancelled, and the stream is marked so
+// that nothing of it is reused.
+func (st *Stream) panicked(p any) error {
+	st.broken = true
+	if st.panics != nil {
+		st.panics.Add(1)
+	}
+	if st.log != nil {
+		st.log.Error("sending a stream panicked; its connection is closed",
+			"request_id", string(st.id), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+	}
+	if st.cancel != nil {
+		st.cancel(cancels.ErrClientGone)
+	}
+	return ErrPanicked
 }
 
 // fill reads the next event, waiting if none is buffered, then every event
@@ -574,6 +617,13 @@ func (st *Stream) Close() error {
 		st.endFlags |= wasmhost.EndClientGone
 	}
 	st.x.StreamClosed(st.endFlags, st.usage)
+	if st.broken {
+		// What panicked may have left the stream or its readers half
+		// way: none of them goes back to a pool.
+		st.tr, st.trPool, st.rs.tr = nil, nil, nil
+		*st = Stream{}
+		return nil
+	}
 	st.rd.Reset(nil)
 	if st.tr != nil {
 		st.tr.Reset(nil, "", "", 0, false)
