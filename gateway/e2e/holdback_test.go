@@ -10,13 +10,13 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tollgate/tollgate/gateway/internal/config"
 	"github.com/tollgate/tollgate/gateway/internal/proxy"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/syncbuf"
 	"github.com/tollgate/tollgate/sdk/wasmbuild"
 )
 
@@ -39,22 +39,8 @@ type hbGateway struct {
 	logs *lockedBuffer
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// lockedBuffer collects output that goroutines write at once.
+type lockedBuffer = syncbuf.Buffer
 
 func startHoldbackGateway(t *testing.T, mockURL, holdbackConfig string) *hbGateway {
 	t.Helper()

@@ -24,7 +24,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,6 +32,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/pgtest"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/syncbuf"
 )
 
 // The scenarios' steps in order (console.mjs prints one line for each).
@@ -68,23 +68,8 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// syncBuffer collects a process's output for the failure message.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer collects output that goroutines write at once.
+type syncBuffer = syncbuf.Buffer
 
 // world is a gateway process and what the script needs to reach it.
 type world struct {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/store/pg"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/pgtest"
+	"github.com/tollgate/tollgate/gateway/internal/testkit/syncbuf"
 )
 
 // tenants exist in every test database; spend_month references tenants.
@@ -100,23 +101,8 @@ func (w tWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer collects output that goroutines write at once.
+type syncBuffer = syncbuf.Buffer
 
 // thisMonth is a time in the current UTC month, whose partition the
 // migration created.
