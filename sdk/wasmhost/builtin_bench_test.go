@@ -2,6 +2,7 @@ package wasmhost
 
 import (
 	"context"
+	"strings"
 	"testing"
 )
 
@@ -57,19 +58,58 @@ func BenchmarkBuiltinPlugins(b *testing.B) {
 	})
 }
 
+// BenchmarkBuiltinPluginsEach is BenchmarkBuiltinPlugins/warm with some of
+// the plugins: none, each of them (ratelimit and budget after preflight,
+// which gives them their tenant), and all four. The differences are what
+// each plugin adds to an exchange:
+//
+//	go test -run '^$' -bench BuiltinPluginsEach -count 3 ./sdk/wasmhost
+func BenchmarkBuiltinPluginsEach(b *testing.B) {
+	for _, set := range [][]string{nil, {"preflight"}, {"preflight", "ratelimit"}, {"preflight", "budget"}, {"holdback"}, builtinNames} {
+		name := "none"
+		if len(set) > 0 {
+			name = strings.Join(set, "+")
+		}
+		b.Run(name, func(b *testing.B) {
+			pl := builtinPipelineOf(b, false, set...)
+			defer pl.Close()
+			exchange := builtinExchange(b, pl)
+			for range 1000 {
+				exchange()
+			}
+			defer reportCPU(b)()
+			for b.Loop() {
+				exchange()
+			}
+		})
+	}
+}
+
+// builtinNames are the four built-in plugins in policies/bench-all4.yaml's
+// order.
+var builtinNames = []string{"preflight", "ratelimit", "budget", "holdback"}
+
 // builtinPipeline loads the four built-in plugins as
 // policies/bench-all4.yaml configures them.
 func builtinPipeline(b *testing.B, uninterruptible bool) *Pipeline {
-	load := func(name string) []byte { return builtModule(b, "../../plugins/"+name) }
-	specs := []Spec{
-		{Name: "preflight", Module: load("preflight")},
-		{Name: "ratelimit", Module: load("ratelimit"), Config: []byte(`{"default_max_tokens":64}`)},
-		{Name: "budget", Module: load("budget"), Config: []byte(`{"default_max_tokens":64}`)},
-		{Name: "holdback", Module: load("holdback"), OnError: FailClosed,
+	return builtinPipelineOf(b, uninterruptible, builtinNames...)
+}
+
+// builtinPipelineOf loads the built-in plugins named, configured as
+// policies/bench-all4.yaml configures them.
+func builtinPipelineOf(b *testing.B, uninterruptible bool, names ...string) *Pipeline {
+	config := map[string]Spec{
+		"preflight": {},
+		"ratelimit": {Config: []byte(`{"default_max_tokens":64}`)},
+		"budget":    {Config: []byte(`{"default_max_tokens":64}`)},
+		"holdback": {OnError: FailClosed,
 			Config: []byte(`{"markers":["oaidalleapiprodscus.blob.core.windows.net","files.oaiusercontent.com"],"case_insensitive":true}`)},
 	}
-	for i := range specs {
-		specs[i].Uninterruptible = uninterruptible
+	var specs []Spec
+	for _, name := range names {
+		spec := config[name]
+		spec.Name, spec.Module, spec.Uninterruptible = name, builtModule(b, "../../plugins/"+name), uninterruptible
+		specs = append(specs, spec)
 	}
 	pl, err := NewPipeline(context.Background(), testHost(b), specs)
 	if err != nil {
