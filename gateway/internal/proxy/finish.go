@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"net"
 	"sync/atomic"
 	"time"
@@ -117,10 +118,40 @@ func (s *Server) startExchange(ctx *fasthttp.RequestCtx, ep openai.Endpoint) *ex
 // releaseUnstreamed is deferred by every handler: an exchange whose reply
 // is not a stream (a stream's relay releases it when it closes) withholds
 // what could not be logged and is released when the handler returns.
+//
+// A panic on its way out of forward (a bug; Server.survive answers it)
+// passes through here: the exchange lets go of what would leak, then the
+// panic goes on.
 func (x *exchange) releaseUnstreamed(ctx *fasthttp.RequestCtx, streamed *bool) {
+	if p := recover(); p != nil {
+		if !*streamed { // a stream's Close, when the handler's recovery resets the response, ends it
+			x.abandon()
+		}
+		panic(p)
+	}
 	if !*streamed {
 		x.withholdUnlogged(ctx)
 		x.release()
+	}
+}
+
+// errPanicked is the cancel cause of an upstream reply abandoned because
+// the request's handling panicked.
+var errPanicked = errors.New("the request's handling panicked")
+
+// abandon lets go, for a request whose handling panicked, of what would
+// otherwise leak: its place in flight and in the cancel registry, the
+// disconnect watch, the upstream reply, whose connection is closed rather
+// than reused, and the policy state it held (a shutdown waits for every
+// state). Its end work does not run (it would read what the panic left),
+// and x is not reused.
+func (x *exchange) abandon() {
+	x.leave()
+	x.dropUpstream(errPanicked)
+	x.abandonTrace()
+	if x.st != nil {
+		x.st.release()
+		x.st = nil
 	}
 }
 

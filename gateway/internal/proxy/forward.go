@@ -134,6 +134,10 @@ func (x *exchange) free() {
 	exchangePool.Put(x)
 }
 
+// testHookFirstByte, set by tests only, runs once an upstream's reply
+// headers are in.
+var testHookFirstByte func()
+
 // forward runs one OpenAI-style POST: parse, route, plugins, send upstream,
 // and either stream the reply back event by event or copy it whole.
 func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path string) {
@@ -242,6 +246,9 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 		return
 	}
 	x.firstByte = time.Since(x.start)
+	if testHookFirstByte != nil {
+		testHookFirstByte()
+	}
 	status := ex.StatusCode()
 	if pipe.Wants(x.wr, wasmhost.PhaseResponseHeaders) {
 		x.wr.UpstreamHeader, x.wr.Status = ex.Header(), status

@@ -2,12 +2,14 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,5 +84,90 @@ routes: [{models: [m], upstream: a}]
 		if !strings.Contains(rec.Body.String(), want) {
 			t.Errorf("metrics lack %s", want)
 		}
+	}
+}
+
+// A panic after the upstream answered lets go of what the request held:
+// it leaves the in-flight count and the cancel registry, its upstream
+// connection is closed rather than reused, and its policy state does not
+// hold a shutdown. The gateway serves on.
+func TestHandlerPanicMidExchange(t *testing.T) {
+	var closed atomic.Int64
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
+	}))
+	up.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateClosed {
+			closed.Add(1)
+		}
+	}
+	up.Start()
+	defer up.Close()
+	p, err := config.Parse([]byte(`
+version: 1
+server: {drain_timeout: 1s}
+upstreams: [{name: a, base_url: '`+up.URL+`/v1'}]
+routes: [{models: [m], upstream: a}]
+`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncbuf.Buffer
+	s, err := New(p, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	chat := func() (int, string) {
+		t.Helper()
+		resp, err := http.Post("http://"+ln.Addr().String()+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	testHookFirstByte = func() { panic("bug after the first byte") }
+	status, body := chat()
+	testHookFirstByte = nil
+	if status != 500 || !strings.Contains(body, `"code":"internal_error"`) {
+		t.Fatalf("%d %s; want 500 internal_error", status, body)
+	}
+	if n := s.InFlight(); n != 0 {
+		t.Errorf("%d requests still in flight after the panic", n)
+	}
+	if listed, err := s.cancels.List(context.Background()); err != nil || len(listed) != 0 {
+		t.Errorf("the cancel registry lists %v (%v), want none", listed, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for closed.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if closed.Load() != 1 {
+		t.Errorf("upstream connections closed: %d, want the panicked request's", closed.Load())
+	}
+	if l := logs.String(); !strings.Contains(l, "bug after the first byte") || !strings.Contains(l, "panic_test.go") {
+		t.Errorf("log has no panic or stack: %s", l)
+	}
+	if status, body := chat(); status != 200 || !strings.Contains(body, `"content":"hi"`) {
+		t.Errorf("after the panic: %d %s", status, body)
+	}
+	if n := s.InFlight(); n != 0 {
+		t.Errorf("%d requests in flight after the last reply", n)
+	}
+	// Nothing of the panicked request holds the shutdown: it waits for
+	// every policy state a request holds.
+	start := time.Now()
+	if err := s.Shutdown(0, time.Second); err != nil || time.Since(start) > 5*time.Second {
+		t.Errorf("shutdown took %v: %v", time.Since(start), err)
 	}
 }

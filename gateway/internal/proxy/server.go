@@ -305,10 +305,12 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 
 // survive recovers a panic of the handler: the request is answered 500
 // internal_error, its connection closed, and the panic logged with its
-// stack and counted (tollgate_panics_total{where="handler"}). What the
-// request had started is left as a crash of the gateway would leave it,
-// for that request alone: its budget hold lapses at its lease, and the
-// end work it had not reached (the call-log row, the settle) is not done.
+// stack and counted (tollgate_panics_total{where="handler"}). A forwarded
+// request lets go of its place in flight and its upstream connection on
+// the way (exchange.abandon); its end work is left as a crash of the
+// gateway would leave it, for that request alone: the call-log row and the
+// settle it had not reached are not done, and its budget hold lapses at
+// its lease.
 func (s *Server) survive(ctx *fasthttp.RequestCtx) {
 	p := recover()
 	if p == nil {
