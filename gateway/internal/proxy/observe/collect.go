@@ -23,9 +23,9 @@ type Sources struct {
 	Inflight, Reloads *atomic.Int64
 	// Panics counts the requests whose handling panicked, by where:
 	// Panics[0] while the handler ran, Panics[1] while a stream was sent.
-	Panics *[2]atomic.Int64
-	Accounting        *accounting.Accounting
-	Cancels           *cancels.Registry
+	Panics     *[2]atomic.Int64
+	Accounting *accounting.Accounting
+	Cancels    *cancels.Registry
 	// Services are the host services' decisions; they outlive reloads.
 	Services *hostsvc.Counts
 	// Upstreams calls read with the current policy's upstreams, in

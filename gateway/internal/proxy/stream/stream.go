@@ -3,8 +3,8 @@ package stream
 import (
 	"context"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"log/slog"
 	"runtime/debug"
 	"sync"
