@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -135,8 +136,8 @@ func (x *exchange) free() {
 }
 
 // testHookFirstByte, set by tests only, runs once an upstream's reply
-// headers are in.
-var testHookFirstByte func()
+// headers are in (atomic: a test sets it while servers read it).
+var testHookFirstByte atomic.Pointer[func()]
 
 // forward runs one OpenAI-style POST: parse, route, plugins, send upstream,
 // and either stream the reply back event by event or copy it whole.
@@ -246,8 +247,8 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, ep openai.Endpoint, path stri
 		return
 	}
 	x.firstByte = time.Since(x.start)
-	if testHookFirstByte != nil {
-		testHookFirstByte()
+	if hook := testHookFirstByte.Load(); hook != nil {
+		(*hook)()
 	}
 	status := ex.StatusCode()
 	if pipe.Wants(x.wr, wasmhost.PhaseResponseHeaders) {

@@ -136,9 +136,10 @@ routes: [{models: [m], upstream: a}]
 		return resp.StatusCode, string(b)
 	}
 
-	testHookFirstByte = func() { panic("bug after the first byte") }
+	hook := func() { panic("bug after the first byte") }
+	testHookFirstByte.Store(&hook)
 	status, body := chat()
-	testHookFirstByte = nil
+	testHookFirstByte.Store(nil)
 	if status != 500 || !strings.Contains(body, `"code":"internal_error"`) {
 		t.Fatalf("%d %s; want 500 internal_error", status, body)
 	}
