@@ -199,12 +199,14 @@ func (s *Store) Price(ctx context.Context, model string, at time.Time) (*tenant.
 		dst = append(dst, &extras[i])
 	}
 	dst = append(dst, &reasoning)
-	err := s.pool.QueryRow(ctx, `
+	err := s.read(ctx, func() error {
+		return s.pool.QueryRow(ctx, `
 SELECT input_micros_per_mtok, output_micros_per_mtok, effective_from, `+priceExtraColumns+`, reasoning
 FROM model_prices
 WHERE model = $1 AND effective_from <= $2
 ORDER BY effective_from DESC
 LIMIT 1`, model, at).Scan(dst...)
+	})
 	for i, v := range priceExtras(p) {
 		*v = extras[i].Int64 // 0 when NULL
 	}

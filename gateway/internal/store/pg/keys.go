@@ -47,13 +47,15 @@ func (s *Store) KeyByHash(ctx context.Context, h tenant.KeyHash) (*tenant.Snapsh
 		budgets, tPlugins, pPlugins []byte
 	)
 	k, t, p := &snap.Key, &snap.Tenant, &snap.Plan
-	err := s.pool.QueryRow(ctx, keyByHashSQL, h[:]).Scan(
-		&k.ID, &k.TenantID, &k.Prefix, &k.Status, &expires,
-		&k.Limits.RPM, &k.Limits.TPM, &k.Limits.MaxTokens,
-		&k.Budget.LimitMicros, &k.Budget.Window,
-		&t.Status, &t.PlanID, &tPlugins,
-		&p.MonthlyBudgetMicros, &p.RPM, &p.TPM, &p.MaxTokens, &p.AllowedModels, &budgets, &pPlugins,
-	)
+	err := s.read(ctx, func() error {
+		return s.pool.QueryRow(ctx, keyByHashSQL, h[:]).Scan(
+			&k.ID, &k.TenantID, &k.Prefix, &k.Status, &expires,
+			&k.Limits.RPM, &k.Limits.TPM, &k.Limits.MaxTokens,
+			&k.Budget.LimitMicros, &k.Budget.Window,
+			&t.Status, &t.PlanID, &tPlugins,
+			&p.MonthlyBudgetMicros, &p.RPM, &p.TPM, &p.MaxTokens, &p.AllowedModels, &budgets, &pPlugins,
+		)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("key %x…: %w", h[:4], tenant.ErrNotFound)
 	}

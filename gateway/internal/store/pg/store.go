@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -93,6 +96,7 @@ type Store struct {
 	// without the tracer.
 	listenConfig *pgx.ConnConfig
 	log          *slog.Logger
+	lost         atomic.Uint64 // reads run again after a lost connection
 }
 
 var _ tenant.Store = (*Store)(nil)
@@ -161,8 +165,25 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // inTx runs fn in a transaction, committed if fn returns nil and rolled back
 // otherwise. Notifications of the triggers are sent on commit.
+//
+// A BEGIN that finds its connection gone (connLost) is sent again on a new
+// one, as a read is: nothing of the transaction has run yet. A connection
+// lost later fails the transaction, since a COMMIT that got no answer may
+// or may not have taken effect.
 func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, s.pool, fn)
+	var tx pgx.Tx
+	err := s.read(ctx, func() (err error) {
+		tx, err = s.pool.Begin(ctx)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(ctx) }() // after Commit, a no-op
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 // SQLSTATE classes and codes this package maps to its errors.
@@ -193,3 +214,51 @@ func classify(err error) error {
 	}
 	return err
 }
+
+// connLost reports whether err says that the connection a statement ran on
+// was gone: the server ended it (SQLSTATE class 08, or 57P01–57P03: a
+// shutdown, a crash, pg_terminate_backend, a server still starting) or the
+// socket was closed or reset under it. A failure to connect is not one: a
+// new connection would fail the same way, after the same wait.
+func connLost(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case len(pgErr.Code) == 5 && pgErr.Code[:2] == "08",
+			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03":
+			return true
+		}
+		return false
+	}
+	return pgconn.SafeToRetry(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed)
+}
+
+// read runs read, a read-only statement or a BEGIN, and runs it once more
+// when the connection it ran on was lost (connLost). Before the second run it
+// resets the pool: a server that ended one idle connection (a restart, a
+// failover) has ended them all, and the pool checks an idle connection
+// only once it has been idle for a second, so under load each dead
+// connection would otherwise fail one request. Connections in use finish
+// what they are doing and are closed when released.
+func (s *Store) read(ctx context.Context, read func() error) error {
+	err := read()
+	if !connLost(err) || ctx.Err() != nil {
+		return err
+	}
+	s.pool.Reset()
+	s.lost.Add(1)
+	s.log.Warn("Postgres ended a connection of the pool; reconnecting and reading again", "err", err)
+	return read()
+}
+
+// LostConnections counts the reads that found their connection gone and
+// were run again on a new one (see read).
+func (s *Store) LostConnections() uint64 { return s.lost.Load() }
