@@ -34,19 +34,22 @@ fuzz_package() {
   local mod=$1 pkg=$2 dir=$3 n=$4 f before after
   shift 4
   local bin=$work/$n.test log=$work/$n.log
+  local start=$SECONDS
   if ! (cd "$mod" && go test -c -fuzz=. -o "$bin" "$pkg") >"$log" 2>&1; then
     echo "build $pkg"
     cat "$log"
     return 1
   fi
+  echo "build $pkg: $((SECONDS - start)) s"
   for f in "$@"; do
-    echo "fuzz $pkg $f ($budget)"
-    local corpus="$dir/testdata/fuzz/$f"
+    local corpus="$dir/testdata/fuzz/$f" start=$SECONDS
     before=$(find "$corpus" -type f 2>/dev/null | wc -l || true)
     if (cd "$dir" && "$bin" -test.run='^$' -test.fuzz="^${f}\$" -test.fuzztime="$budget" \
       -test.fuzzcachedir="$fuzzcache/$pkg" -test.paniconexit0) >"$log" 2>&1; then
+      echo "fuzz $pkg $f ($budget): $((SECONDS - start)) s"
       continue
     fi
+    echo "fuzz $pkg $f ($budget): $((SECONDS - start)) s, failed"
     after=$(find "$corpus" -type f 2>/dev/null | wc -l || true)
     if [[ $budget != *x && $after == "$before" ]] &&
       grep -q '^    context deadline exceeded$' "$log" &&

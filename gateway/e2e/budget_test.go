@@ -54,7 +54,7 @@ func newBudgetWorld(t *testing.T, budgetMicros int64) *budgetWorld {
 	t.Helper()
 	srv := pgtest.Start(t)
 	ctx := context.Background()
-	if err := pg.Migrate(ctx, srv.DSN()); err != nil {
+	if err := pgtest.Migrate(ctx, srv.DSN()); err != nil {
 		t.Fatal(err)
 	}
 	st, err := pg.Open(ctx, srv.DSN())

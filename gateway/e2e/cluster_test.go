@@ -54,7 +54,7 @@ func newClusterWorld(t *testing.T) *clusterWorld {
 	srv := pgtest.Start(t)
 	w.dsn = srv.DSN()
 	ctx := context.Background()
-	if err := pg.Migrate(ctx, w.dsn); err != nil {
+	if err := pgtest.Migrate(ctx, w.dsn); err != nil {
 		t.Fatal(err)
 	}
 	st, err := pg.Open(ctx, w.dsn)

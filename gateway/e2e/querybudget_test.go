@@ -58,7 +58,7 @@ func (c *countingTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx
 
 func (c *countingTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-var migrated = &pgtest.Template{Name: "migrated", Prepare: pg.Migrate}
+var migrated = &pgtest.Template{Name: "migrated", Prepare: pgtest.Migrate}
 
 // seedTenant creates a plan, a tenant and a key, and returns the key.
 func seedTenant(t *testing.T, st *pg.Store, id string) (string, *tenant.Key) {

@@ -17,7 +17,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/testkit/pgtest"
 )
 
-var keysMigrated = &pgtest.Template{Name: "migrated", Prepare: pg.Migrate}
+var keysMigrated = &pgtest.Template{Name: "migrated", Prepare: pgtest.Migrate}
 
 // keysServer runs the admin API on a migrated database holding tenant
 // "acme", with $TOLLGATE_ADMIN_URL and $TOLLGATE_ADMIN_TOKEN pointing at it.

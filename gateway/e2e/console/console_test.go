@@ -27,7 +27,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/gateway/internal/store/pg"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/gobin"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/mockllm"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/pgtest"
@@ -160,7 +159,7 @@ admin:
 func TestConsoleInBrowser(t *testing.T) {
 	t.Parallel()
 	db := pgtest.Start(t)
-	if err := pg.Migrate(context.Background(), db.DSN()); err != nil {
+	if err := pgtest.Migrate(context.Background(), db.DSN()); err != nil {
 		t.Fatal(err)
 	}
 	rd := redistest.Start(t)

@@ -12,12 +12,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tollgate/tollgate/gateway/internal/budget"
-	"github.com/tollgate/tollgate/gateway/internal/store/pg"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/faultnet"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/pgtest"
 )
 
-var migrated = &pgtest.Template{Name: "accounting", Prepare: pg.Migrate}
+var migrated = &pgtest.Template{Name: "accounting", Prepare: pgtest.Migrate}
 
 // ledgerWithScopes is a ledger with plan team (key budgets per day, user
 // budgets per month, tenant budget per day, 5 USD a month), tenant acme on

@@ -23,7 +23,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/testkit/pgtest"
 )
 
-var migrated = &pgtest.Template{Name: "migrated", Prepare: pg.Migrate}
+var migrated = &pgtest.Template{Name: "migrated", Prepare: pgtest.Migrate}
 
 const token = "s3cret-admin-token"
 

@@ -11,11 +11,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tollgate/tollgate/gateway/internal/budget"
-	"github.com/tollgate/tollgate/gateway/internal/store/pg"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/pgtest"
 )
 
-var migrated = &pgtest.Template{Name: "migrated", Prepare: pg.Migrate}
+var migrated = &pgtest.Template{Name: "migrated", Prepare: pgtest.Migrate}
 
 func newPool(t testing.TB, dsn string) *pgxpool.Pool {
 	t.Helper()
@@ -102,7 +101,7 @@ func TestTwoWorkersDeliverOnce(t *testing.T) {
 // ends; and reports while Postgres is down neither block nor get lost.
 func TestRestartSurvival(t *testing.T) {
 	srv := pgtest.Start(t)
-	if err := pg.Migrate(t.Context(), srv.DSN()); err != nil {
+	if err := pgtest.Migrate(t.Context(), srv.DSN()); err != nil {
 		t.Fatal(err)
 	}
 	r := newReceiver(t, nil)

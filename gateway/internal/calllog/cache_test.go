@@ -385,7 +385,7 @@ func TestCacheMigration(t *testing.T) {
 VALUES ('before', 'acme', 'm', 200, $1, 5)`, thisMonth); err != nil {
 		t.Fatal(err)
 	}
-	if err := pg.Migrate(ctx, dsn); err != nil {
+	if err := pgtest.Migrate(ctx, dsn); err != nil {
 		t.Fatal(err)
 	}
 	pool.Reset() // cached statement plans name the old columns

@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tollgate/tollgate/gateway/internal/store/pg"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/pgtest"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/syncbuf"
 )
@@ -24,7 +23,7 @@ var tenants = []string{"acme", "globex", "initech", "umbrella"}
 var migrated = &pgtest.Template{Name: "calllog", Prepare: prepare}
 
 func prepare(ctx context.Context, dsn string) error {
-	if err := pg.Migrate(ctx, dsn); err != nil {
+	if err := pgtest.Migrate(ctx, dsn); err != nil {
 		return err
 	}
 	conn, err := pgx.Connect(ctx, dsn)

@@ -156,7 +156,7 @@ func TestEvictPayloads(t *testing.T) {
 // after a crash), Listen reconnects, sends "all", and sees later writes.
 func TestListenSurvivesRestart(t *testing.T) {
 	srv := pgtest.Start(t)
-	must(t, pg.Migrate(t.Context(), srv.DSN()))
+	must(t, pgtest.Migrate(t.Context(), srv.DSN()))
 	s, err := pg.Open(t.Context(), srv.DSN(), pg.Options{Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	must(t, err)
 	t.Cleanup(s.Close)

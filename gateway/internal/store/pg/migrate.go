@@ -23,6 +23,12 @@ import (
 // lock. An error names the migration that failed; the migrations before it
 // stay applied (each runs in its own transaction).
 func Migrate(ctx context.Context, dsn string) error {
+	return MigrateLogged(ctx, dsn, slog.Default())
+}
+
+// MigrateLogged is Migrate logging to log; nil logs nothing (the tests,
+// which migrate a database for each package and template).
+func MigrateLogged(ctx context.Context, dsn string, log *slog.Logger) error {
 	p, db, err := newMigrator(dsn)
 	if err != nil {
 		return err
@@ -30,8 +36,8 @@ func Migrate(ctx context.Context, dsn string) error {
 	defer db.Close()
 	results, err := p.Up(ctx)
 	for _, r := range results {
-		if r.Error == nil {
-			slog.InfoContext(ctx, "applied migration", "version", r.Source.Version,
+		if r.Error == nil && log != nil {
+			log.InfoContext(ctx, "applied migration", "version", r.Source.Version,
 				"file", path.Base(r.Source.Path), "duration", r.Duration)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/testkit/pgtest"
 )
 
-var migratedTemplate = &pgtest.Template{Name: "migrated", Prepare: pg.Migrate}
+var migratedTemplate = &pgtest.Template{Name: "migrated", Prepare: pgtest.Migrate}
 
 // The Postgres store passes the same behaviour table as the memory store.
 // Plans, tenants and prices are seeded through the store's admin methods;

@@ -21,7 +21,7 @@ func TestVerifyFull(t *testing.T) {
 	srv := pgtest.StartTLS(t, srvCert.CertFile, srvCert.KeyFile)
 	good := srv.DSNWith("sslmode=verify-full&sslrootcert=" + ca.CertFile)
 
-	if err := pg.Migrate(t.Context(), good); err != nil {
+	if err := pgtest.Migrate(t.Context(), good); err != nil {
 		t.Fatalf("migrating over verify-full: %v", err)
 	}
 	s, err := pg.Open(t.Context(), good)

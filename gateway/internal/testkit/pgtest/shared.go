@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tollgate/tollgate/gateway/internal/store/pg"
 )
 
 // DB is a database of its own for one test, on the process-wide server.
@@ -124,3 +126,8 @@ func prepareTemplate(srv *Server, tmpl *Template) (string, error) {
 	})
 	return name, st.err
 }
+
+// Migrate applies the gateway's schema to the database at dsn without
+// logging each migration: a Template's Prepare for the tests that need the
+// schema.
+func Migrate(ctx context.Context, dsn string) error { return pg.MigrateLogged(ctx, dsn, nil) }
