@@ -169,7 +169,9 @@ func TestReplicasEviction(t *testing.T) {
 	}
 	_, mockURL := startMock(t, mockllm.Config{Tokens: 2})
 	pol := w.replicaPolicy(t, mockURL)
-	reps := w.startReplicas(t, 3, pol)
+	// At debug level each replica logs when it applied an eviction: on a
+	// failure, that tells a late notification from a late request.
+	reps := w.startReplicas(t, 3, pol, "-log-level", "debug")
 
 	const trials = 5
 	type key struct {
@@ -233,8 +235,8 @@ func TestReplicasEviction(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		t.Logf("trial %d: commit %v; after the commit, per replica: first 401 back %v, last 200 sent %v",
-			trial, committed.Round(10*time.Microsecond), roundAll(took), roundAll(stale))
+		t.Logf("trial %d: revoked at %s, commit %v; after the commit, per replica: first 401 back %v, last 200 sent %v",
+			trial, t0.UTC().Format("15:04:05.000000"), committed.Round(10*time.Microsecond), roundAll(took), roundAll(stale))
 		all = append(all, took...)
 		stales = append(stales, stale...)
 	}
@@ -244,6 +246,13 @@ func TestReplicasEviction(t *testing.T) {
 		len(reps), trials, worst.Round(100*time.Microsecond), all[len(all)/2].Round(100*time.Microsecond))
 	if last := slices.Max(stales); last >= 100*time.Millisecond {
 		t.Errorf("a request sent %v after the commit was served with the revoked key, want none after 100ms", last)
+		for _, r := range reps {
+			for line := range strings.Lines(r.logText()) {
+				if strings.Contains(line, "tenant cache eviction applied") {
+					t.Logf("%s: %s", r.name, strings.TrimSpace(line))
+				}
+			}
+		}
 	}
 }
 

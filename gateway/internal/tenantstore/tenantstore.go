@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -126,8 +127,12 @@ func listen(db *pg.Store, cache *tenant.Cache, log *slog.Logger) (stop func()) {
 			// Every (re)connection starts with "all", once LISTEN is
 			// in effect.
 			once.Do(func() { close(listening) })
+			start := time.Now()
 			if err := cache.HandleNotify(payload); err != nil {
 				log.Warn("tenant cache eviction", "payload", payload, "err", err)
+			}
+			if log.Enabled(ctx, slog.LevelDebug) {
+				log.Debug("tenant cache eviction applied", "payload", shortPayload(payload), "took", time.Since(start))
 			}
 		})
 	}()
@@ -137,6 +142,15 @@ func listen(db *pg.Store, cache *tenant.Cache, log *slog.Logger) (stop func()) {
 		log.Warn("tenant cache: eviction listener not connected yet; serving (entries expire with the cache TTL meanwhile)")
 	}
 	return func() { cancel(); <-done }
+}
+
+// shortPayload is an eviction payload for a log line: a key's is its kind
+// and the first 8 hex digits of the key's hash.
+func shortPayload(p string) string {
+	if len(p) > len("key:")+8 && strings.HasPrefix(p, "key:") {
+		return p[:len("key:")+8] + "…"
+	}
+	return p
 }
 
 // Close stops the listener and closes the store and the cache. Safe on a
