@@ -45,17 +45,22 @@ func BenchmarkBuiltinPlugins(b *testing.B) {
 	// The same plugins without the deadline checks (interrupt.go): the
 	// gap to "warm" is what the checks cost the guests' code.
 	b.Run("warm-uninterruptible", func(b *testing.B) {
-		pl := builtinPipeline(b, true)
-		defer pl.Close()
-		exchange := builtinExchange(b, pl)
-		for range 1000 {
-			exchange()
-		}
-		defer reportCPU(b)()
-		for b.Loop() {
-			exchange()
-		}
+		benchWarm(b, builtinPipeline(b, true))
 	})
+}
+
+// benchWarm times exchanges through pl, warmed by 1,000 first, in thread
+// CPU, and closes pl.
+func benchWarm(b *testing.B, pl *Pipeline) {
+	defer pl.Close()
+	exchange := builtinExchange(b, pl)
+	for range 1000 {
+		exchange()
+	}
+	defer reportCPU(b)()
+	for b.Loop() {
+		exchange()
+	}
 }
 
 // BenchmarkBuiltinPluginsEach is BenchmarkBuiltinPlugins/warm with some of
@@ -71,16 +76,7 @@ func BenchmarkBuiltinPluginsEach(b *testing.B) {
 			name = strings.Join(set, "+")
 		}
 		b.Run(name, func(b *testing.B) {
-			pl := builtinPipelineOf(b, false, set...)
-			defer pl.Close()
-			exchange := builtinExchange(b, pl)
-			for range 1000 {
-				exchange()
-			}
-			defer reportCPU(b)()
-			for b.Loop() {
-				exchange()
-			}
+			benchWarm(b, builtinPipelineOf(b, false, set...))
 		})
 	}
 }

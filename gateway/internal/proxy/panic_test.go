@@ -23,28 +23,12 @@ import (
 // answered 500 internal_error with its connection closed, logged with its
 // stack and counted, and the gateway serves the next request.
 func TestHandlerPanic(t *testing.T) {
-	p, err := config.Parse([]byte(`
-version: 1
-server: {drain_timeout: 1s}
-upstreams: [{name: a, base_url: 'http://127.0.0.1:9/v1'}]
-routes: [{models: [m], upstream: a}]
-`), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
 	var logs syncbuf.Buffer
-	s, err := New(p, slog.New(slog.NewTextHandler(&logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newPanicServer(t, "http://127.0.0.1:9", &logs)
 	// /metrics on the public listener is a handler of its own: one that
 	// panics stands for a bug anywhere in the handler.
 	s.publicMetrics = func(*fasthttp.RequestCtx) { panic("handler bug") }
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
+	ln := servePanicServer(t, s)
 	t.Cleanup(func() { s.Shutdown(0, time.Second) })
 
 	c, err := net.Dial("tcp", ln.Addr().String())
@@ -105,25 +89,9 @@ func TestHandlerPanicMidExchange(t *testing.T) {
 	}
 	up.Start()
 	defer up.Close()
-	p, err := config.Parse([]byte(`
-version: 1
-server: {drain_timeout: 1s}
-upstreams: [{name: a, base_url: '`+up.URL+`/v1'}]
-routes: [{models: [m], upstream: a}]
-`), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
 	var logs syncbuf.Buffer
-	s, err := New(p, slog.New(slog.NewTextHandler(&logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
+	s := newPanicServer(t, up.URL, &logs)
+	ln := servePanicServer(t, s)
 	chat := func() (int, string) {
 		t.Helper()
 		resp, err := http.Post("http://"+ln.Addr().String()+"/v1/chat/completions", "application/json",
@@ -171,4 +139,35 @@ routes: [{models: [m], upstream: a}]
 	if err := s.Shutdown(0, time.Second); err != nil || time.Since(start) > 5*time.Second {
 		t.Errorf("shutdown took %v: %v", time.Since(start), err)
 	}
+}
+
+// newPanicServer builds a gateway routing model m to the upstream at
+// base, logging to logs.
+func newPanicServer(t *testing.T, base string, logs *syncbuf.Buffer) *Server {
+	t.Helper()
+	p, err := config.Parse([]byte(`
+version: 1
+server: {drain_timeout: 1s}
+upstreams: [{name: a, base_url: '`+base+`/v1'}]
+routes: [{models: [m], upstream: a}]
+`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(p, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// servePanicServer serves s on a loopback port.
+func servePanicServer(t *testing.T, s *Server) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	return ln
 }
