@@ -139,7 +139,7 @@ func New(p *config.Policy, log *slog.Logger, pgTracer pgx.QueryTracer) (_ *Accou
 		if err != nil {
 			return nil, fmt.Errorf("call log: %w", err)
 		}
-		seed = seeder(a.pool)
+		seed = seeder(a.pool, log)
 	}
 	// Settle markers guard against a double settle, which the host never
 	// retries late; five minutes keeps them to ~50 MB of Redis (~25 MB of

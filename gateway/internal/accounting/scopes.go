@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate/tollgate/gateway/internal/budget"
 	"github.com/tollgate/tollgate/gateway/internal/calllog"
+	"github.com/tollgate/tollgate/gateway/internal/store/pg"
 )
 
 // seeder seeds the budget counter from the ledger: a tenant's month from
@@ -29,7 +30,10 @@ import (
 // bound (tenant.DefaultCacheLoadTimeout).
 var seedTimeout = 5 * time.Second
 
-func seeder(pool *pgxpool.Pool) budget.Seeder {
+// A read that finds its connection ended by the server (a Postgres
+// restart) runs once more on a new one (pg.ReadAgain), logged at warn on
+// log.
+func seeder(pool *pgxpool.Pool, log *slog.Logger) budget.Seeder {
 	return func(ctx context.Context, tenant string, s budget.Scope) (int64, error) {
 		ctx, cancel := context.WithTimeout(ctx, seedTimeout)
 		defer cancel()
@@ -37,10 +41,19 @@ func seeder(pool *pgxpool.Pool) budget.Seeder {
 		if err != nil {
 			return 0, err
 		}
-		if s.Kind == budget.ScopeTenant && s.Window == budget.Month {
-			return calllog.MonthSpend(ctx, pool, tenant, from)
+		var spent int64
+		lost, err := pg.ReadAgain(ctx, pool, func() (err error) {
+			if s.Kind == budget.ScopeTenant && s.Window == budget.Month {
+				spent, err = calllog.MonthSpend(ctx, pool, tenant, from)
+			} else {
+				spent, err = calllog.ScopeSpend(ctx, pool, tenant, s.Kind, s.ID, from, to)
+			}
+			return err
+		})
+		if lost != nil {
+			log.Warn("Postgres ended a connection of the call log's pool; reconnecting and reading again", "err", lost)
 		}
-		return calllog.ScopeSpend(ctx, pool, tenant, s.Kind, s.ID, from, to)
+		return spent, err
 	}
 }
 

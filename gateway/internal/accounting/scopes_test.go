@@ -53,7 +53,7 @@ func ledgerWithScopes(t *testing.T, now time.Time) *pgxpool.Pool {
 func TestSeeder(t *testing.T) {
 	now := time.Now().UTC()
 	pool := ledgerWithScopes(t, now)
-	seed := seeder(pool)
+	seed := seeder(pool, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	day, month := budget.Day.Period(now), budget.Month.Period(now)
 	tests := []struct {
 		scope budget.Scope
@@ -83,7 +83,7 @@ func TestSeeder(t *testing.T) {
 func TestReconcileScopes(t *testing.T) {
 	now := time.Now().UTC()
 	pool := ledgerWithScopes(t, now)
-	counter := budget.NewMemory(seeder(pool), nil)
+	counter := budget.NewMemory(seeder(pool, slog.New(slog.NewTextHandler(io.Discard, nil))), nil)
 	ctx := context.Background()
 	day, month := budget.Day.Period(now), budget.Month.Period(now)
 	k1 := budget.Scope{Kind: budget.ScopeKey, ID: "k1", Window: budget.Day, Period: day}
@@ -138,7 +138,7 @@ func TestSeederPartitioned(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { px.Close(); pool.Close() })
-	seed := seeder(pool)
+	seed := seeder(pool, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	scope := budget.Scope{Kind: budget.ScopeTenant, Window: budget.Month, Period: budget.Month.Period(now)}
 	if _, err := seed(context.Background(), "acme", scope); err != nil {
 		t.Fatal(err) // the pool's connection is open and was just used
@@ -163,5 +163,67 @@ func TestSeederPartitioned(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a seed through a partition still waits after 10 s")
+	}
+}
+
+// TestSeederAfterLostConnections: when Postgres ends every connection of
+// the pool (a restart) while they sit idle, the next seeds are answered,
+// not failed: the first read that finds its connection gone resets the
+// pool and reads again.
+func TestSeederAfterLostConnections(t *testing.T) {
+	now := time.Now().UTC()
+	pool := ledgerWithScopes(t, now)
+	var logs strings.Builder
+	seed := seeder(pool, slog.New(slog.NewTextHandler(&logs, nil)))
+	month := budget.Scope{Kind: budget.ScopeTenant, Window: budget.Month, Period: budget.Month.Period(now)}
+	key := budget.Scope{Kind: budget.ScopeKey, ID: "k1", Window: budget.Day, Period: budget.Day.Period(now)}
+
+	// Every connection the pool can hold, just used and idle.
+	n := int(pool.Config().MaxConns)
+	conns := make([]*pgxpool.Conn, n)
+	for i := range conns {
+		c, err := pool.Acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c
+	}
+	pids := make([]uint32, n)
+	for i, c := range conns {
+		pids[i] = c.Conn().PgConn().PID()
+		c.Release()
+	}
+	other, err := pgxpool.New(t.Context(), pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.Exec(t.Context(), `SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid`, pids); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until they are gone, so that the seeds meet dead connections.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var left int
+		if err := other.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1::int[])`, pids).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d backends still there 5 s after pg_terminate_backend", left)
+		}
+	}
+
+	if got, err := seed(t.Context(), "acme", month); err != nil || got != 5000 {
+		t.Fatalf("seed(%s) after the pool's connections were ended = %d, %v; want 5000", month, got, err)
+	}
+	for i := range 2 * n {
+		if got, err := seed(t.Context(), "acme", key); err != nil || got != 30 {
+			t.Fatalf("seed %d (%s) = %d, %v; want 30", i, key, got, err)
+		}
+	}
+	if c := strings.Count(logs.String(), "reading again"); c != 1 {
+		t.Fatalf("%d seeds found their connection lost, want 1 (the pool is reset after the first):\n%s", c, logs.String())
 	}
 }

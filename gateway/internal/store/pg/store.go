@@ -166,7 +166,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // inTx runs fn in a transaction, committed if fn returns nil and rolled back
 // otherwise. Notifications of the triggers are sent on commit.
 //
-// A BEGIN that finds its connection gone (connLost) is sent again on a new
+// A BEGIN that finds its connection gone (ConnLost) is sent again on a new
 // one, as a read is: nothing of the transaction has run yet. A connection
 // lost later fails the transaction, since a COMMIT that got no answer may
 // or may not have taken effect.
@@ -215,12 +215,12 @@ func classify(err error) error {
 	return err
 }
 
-// connLost reports whether err says that the connection a statement ran on
+// ConnLost reports whether err says that the connection a statement ran on
 // was gone: the server ended it (SQLSTATE class 08, or 57P01–57P03: a
 // shutdown, a crash, pg_terminate_backend, a server still starting) or the
 // socket was closed or reset under it. A failure to connect is not one: a
 // new connection would fail the same way, after the same wait.
-func connLost(err error) bool {
+func ConnLost(err error) bool {
 	if err == nil {
 		return false
 	}
@@ -241,22 +241,31 @@ func connLost(err error) bool {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed)
 }
 
-// read runs read, a read-only statement or a BEGIN, and runs it once more
-// when the connection it ran on was lost (connLost). Before the second run it
-// resets the pool: a server that ended one idle connection (a restart, a
-// failover) has ended them all, and the pool checks an idle connection
+// ReadAgain runs read, a read-only statement or a BEGIN on pool, and runs
+// it once more when the connection it ran on was lost (ConnLost); lost
+// holds that first error, nil when there was none. Before the second run
+// it resets the pool: a server that ended one idle connection (a restart,
+// a failover) has ended them all, and the pool checks an idle connection
 // only once it has been idle for a second, so under load each dead
 // connection would otherwise fail one request. Connections in use finish
 // what they are doing and are closed when released.
-func (s *Store) read(ctx context.Context, read func() error) error {
-	err := read()
-	if !connLost(err) || ctx.Err() != nil {
-		return err
+func ReadAgain(ctx context.Context, pool *pgxpool.Pool, read func() error) (lost, err error) {
+	err = read()
+	if !ConnLost(err) || ctx.Err() != nil {
+		return nil, err
 	}
-	s.pool.Reset()
-	s.lost.Add(1)
-	s.log.Warn("Postgres ended a connection of the pool; reconnecting and reading again", "err", err)
-	return read()
+	pool.Reset()
+	return err, read()
+}
+
+// read is ReadAgain on the store's pool, counted and logged.
+func (s *Store) read(ctx context.Context, read func() error) error {
+	lost, err := ReadAgain(ctx, s.pool, read)
+	if lost != nil {
+		s.lost.Add(1)
+		s.log.Warn("Postgres ended a connection of the pool; reconnecting and reading again", "err", lost)
+	}
+	return err
 }
 
 // LostConnections counts the reads that found their connection gone and
