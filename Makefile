@@ -8,7 +8,7 @@ NODE_E2E := gateway/e2e/testdata/node
 # The operator console's sources (npm; built into gateway/internal/console/dist).
 CONSOLE := web/console
 
-.PHONY: all build plugins console console-check run test test-deps modules vet unit e2e unit-race unit-compile low-priority-checks deploycheck fuzz-short fuzz bench drills clean
+.PHONY: all build plugins console console-check run test test-deps modules vet unit e2e unit-race unit-compile unit-compile-steps low-priority-checks deploycheck fuzz-short fuzz bench drills clean
 
 all: build
 
@@ -54,8 +54,9 @@ run: build
 # of 7 (up to 744 ms); beside it under SCHED_IDLE, 11-37 ms in 5 runs of 5;
 # alone, 11-98 ms in 4 of 4 (on a shared machine at load average 5-9).
 # Each group's output is printed when it ends, with a line saying how long
-# each step took and when it ended (scripts/timed.sh): where the wall time
-# goes is read from the log of any run. Before them, test-deps
+# each step took, the CPU time it used and when it ended (scripts/timed.sh):
+# where the wall time goes, and whether the CPUs or waits held it, is read
+# from the log of any run. Before them, test-deps
 # (apt, npm) and the Go module downloads of both modules wait on the
 # network together.
 LOW_PRIORITY ?= $(if $(shell command -v chrt),chrt --idle 0,nice -n 19)
@@ -165,6 +166,9 @@ unit-race:
 
 unit-compile:
 	@date -u +"-- unit-compile: started %H:%M:%S UTC"
+	@scripts/timed.sh unit-compile $(MAKE) --no-print-directory unit-compile-steps
+
+unit-compile-steps:
 	$(GO) run ./gateway/e2e/testdata/warmplugins
 	$(GO) test -count=1 -timeout 20m github.com/tollgate/tollgate/sdk/conformance
 	$(GO) test -count=1 -timeout 20m -run '$(COMPILE_TESTS)' ./gateway/cmd/tollgate
@@ -172,7 +176,6 @@ unit-compile:
 	$(GO) build -o /dev/null ./gateway/cmd/tollgate
 	$(GO) test -race -c -o /dev/null ./gateway/e2e
 	$(GO) test -count=1 -timeout 10m ./gateway/e2e/console
-	@date -u +"-- unit-compile: ended %H:%M:%S UTC"
 
 # deploycheck: the Helm chart rendered with Helm's engine and decoded strictly
 # into k8s.io/api types, the compose file loaded with compose-go, the
