@@ -29,6 +29,10 @@ type Meter struct {
 	replicas int
 	tenant   string
 	charged  bool // tokens were charged to a TPM limit
+	// fallback: the in-process fallback admitted the request (Redis
+	// failed), so the tokens were charged there and its correction goes
+	// there too, not to Redis, which never counted them.
+	fallback bool
 	// seq is the admission's number (meterstore.Admitted.Seq) when it and
 	// the hold were made together (Store.AdmitReserve, which carries a
 	// tenant's pending ends), else 0: the request's own end may then be
@@ -221,6 +225,7 @@ func (rl *RateLimits) answer(c *Session, r *wasmhost.Request, lr *limiter.Reques
 	for _, l := range lr.Limits {
 		if l.TPM > 0 && lr.Tokens > 0 {
 			m.tokens, m.mode, m.replicas, m.tenant, m.charged = lr.Tokens, lr.OnError, lr.Replicas, lr.Tenant, true
+			m.fallback = d.Fallback
 			break
 		}
 	}
@@ -261,6 +266,6 @@ func (rl *RateLimits) correction(m *Meter, actual int64) *meterstore.Correction 
 	if delta == 0 {
 		return nil
 	}
-	m.correct = meterstore.Correction{Tenant: m.tenant, Limits: m.limits, Delta: delta, Mode: m.mode, Replicas: m.replicas}
+	m.correct = meterstore.Correction{Tenant: m.tenant, Limits: m.limits, Delta: delta, Mode: m.mode, Replicas: m.replicas, Fallback: m.fallback}
 	return &m.correct
 }

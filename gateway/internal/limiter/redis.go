@@ -121,6 +121,19 @@ func (r *Redis) Adjust(ctx context.Context, tenant string, limits []Limit, delta
 	return nil
 }
 
+// AdjustFallback makes Adjust's correction in the in-process fallback
+// alone, with no Redis call: the correction of a request the fallback
+// admitted (Decision.Fallback), whose tokens Redis never counted.
+func (r *Redis) AdjustFallback(tenant string, limits []Limit, delta int64, mode FailMode, replicas int) error {
+	a, err := r.PrepareAdjust(tenant, limits, delta, mode, replicas)
+	if err != nil {
+		return err
+	}
+	defer a.Release()
+	r.fallback.adjust(&a.call.plan, tenant, limits, delta, r.divisor(replicas))
+	return nil
+}
+
 // failed classifies the error of a script call: nil means decide with the
 // fallback (Redis is unavailable and mode is FailOpen); otherwise it is the
 // error to return, counted.

@@ -111,6 +111,16 @@ func (s *Store) Wait() { s.ends.senders.Wait() }
 // concurrency its end's round trip overlaps the other requests' and
 // carrying it would only cost Redis repeats.
 func (s *Store) End(c *Correction, st *Settlement, seq uint64) (out Settled, deferred bool) {
+	if c != nil && c.Fallback && s.rl != nil {
+		// The fallback's correction is made here, in-process; only the
+		// settle can be deferred.
+		adjustErr := s.rl.AdjustFallback(c.Tenant, c.Limits, c.Delta, c.Mode, c.Replicas)
+		out, deferred = s.End(nil, st, seq)
+		if out.AdjustErr == nil {
+			out.AdjustErr = adjustErr
+		}
+		return out, deferred
+	}
 	if seq == 0 || s.rl == nil || s.ends.onEnd == nil || st == nil || (c != nil && c.Tenant != st.Tenant) || s.admits.Load() != seq {
 		return s.endNow(c, st), false
 	}

@@ -56,6 +56,11 @@ type Correction struct {
 	Delta    int64
 	Mode     limiter.FailMode
 	Replicas int
+	// Fallback: the admission was the in-process fallback's (Redis failed
+	// under fail_open). The correction is the fallback's too: Redis never
+	// counted the tokens, so giving them back there would let it admit
+	// more than its limits, and waiting on it is for nothing.
+	Fallback bool
 }
 
 // Settlement is the budget settle at the end of a request: the arguments
@@ -150,10 +155,18 @@ func (s *Store) admitReserve(ctx context.Context, lr *limiter.Request, h *Hold) 
 	parts, err := s.call(ctx, &s.admitGroups, h.Tenant, carried, keys, args)
 	if err != nil {
 		// The call failed as a whole: the admission decides as if alone
-		// (the fallback under fail_open), and an admitted request's hold
-		// is asked for alone, as it would have been.
+		// (the fallback under fail_open). An admitted request's hold is
+		// asked for alone, as it would have been, unless Redis did not
+		// answer at all: then the hold fails as the call did, rather than
+		// make the request wait a second timeout on a Redis that has just
+		// not answered within one.
 		out := Admitted{}
 		out.Decision, out.AdmitErr = a.Failed(err)
+		if redisx.IsUnavailable(err) && out.AdmitErr == nil && out.Decision.Allowed {
+			out.Reserved = true
+			out.ReserveErr = fmt.Errorf("budget reserve (with the admission): %w: %w", budget.ErrUnavailable, err)
+			return out
+		}
 		return s.reserve(ctx, out, h)
 	}
 	out := Admitted{}
@@ -197,6 +210,10 @@ func (s *Store) reserve(ctx context.Context, out Admitted, h *Hold) Admitted {
 // nothing of it to do.
 func (s *Store) AdjustSettle(ctx context.Context, c *Correction, st *Settlement) Settled {
 	var out Settled
+	if c != nil && c.Fallback && s.rl != nil {
+		out.AdjustErr = s.rl.AdjustFallback(c.Tenant, c.Limits, c.Delta, c.Mode, c.Replicas)
+		c = nil
+	}
 	if c == nil || st == nil || s.rl == nil || c.Tenant != st.Tenant {
 		if c != nil {
 			out.AdjustErr = s.limiter.Adjust(ctx, c.Tenant, c.Limits, c.Delta, c.Mode, c.Replicas)
