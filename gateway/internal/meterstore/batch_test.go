@@ -3,7 +3,6 @@ package meterstore_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -16,7 +15,6 @@ import (
 	"github.com/tollgate/tollgate/gateway/internal/budget"
 	"github.com/tollgate/tollgate/gateway/internal/limiter"
 	"github.com/tollgate/tollgate/gateway/internal/meterstore"
-	"github.com/tollgate/tollgate/gateway/internal/redisx"
 	"github.com/tollgate/tollgate/gateway/internal/testkit/redistest"
 )
 
@@ -440,16 +438,8 @@ func TestSharedCallRedisDown(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	const timeout = 200 * time.Millisecond
-	c, err := redisx.New(redisx.Options{Addrs: []string{srv.Addr()}, Timeout: timeout, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	m, _ := oneTrip(t, srv.Addr(), timeout)
 	ctx := context.Background()
-	if err := c.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	m := meterstore.New(limiter.NewRedis(c, limiter.RedisOptions{}), budget.NewRedis(c, nil, budget.RedisOptions{}))
 	together := holdFirst(m)
 	scopes := []budget.Scope{tenantScope(1_000_000)}
 	limits := []limiter.Limit{{Key: "t", RPM: 1_000, TPM: 1_000_000}}

@@ -24,16 +24,8 @@ func TestRedisHungOneWait(t *testing.T) {
 	srv := redistest.Start(t)
 	px := faultnet.Start(t, srv.Addr())
 	const timeout = 300 * time.Millisecond
-	c, err := redisx.New(redisx.Options{Addrs: []string{px.Addr()}, Timeout: timeout, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	m, c := oneTrip(t, px.Addr(), timeout)
 	ctx := context.Background()
-	if err := c.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	m := meterstore.New(limiter.NewRedis(c, limiter.RedisOptions{}), budget.NewRedis(c, nil, budget.RedisOptions{}))
 	hold := &meterstore.Hold{Tenant: "acme", RequestID: "r", Scopes: []budget.Scope{tenantScope(1000)}, Amount: 1, Lease: time.Minute}
 	lr := &limiter.Request{Tenant: "acme", Limits: []limiter.Limit{{Key: "t", RPM: 3}}, OnError: limiter.FailOpen}
 	// Warm: the script loaded, the counter seeded.
@@ -65,16 +57,8 @@ func TestRedisHungOneWait(t *testing.T) {
 func TestFallbackCorrectionStaysInProcess(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	c, err := redisx.New(redisx.Options{Addrs: []string{srv.Addr()}, Timeout: time.Second, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	m, _ := oneTrip(t, srv.Addr(), time.Second)
 	ctx := context.Background()
-	if err := c.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	m := meterstore.New(limiter.NewRedis(c, limiter.RedisOptions{}), budget.NewRedis(c, nil, budget.RedisOptions{}))
 	limits := []limiter.Limit{{Key: "t", TPM: 1000}}
 	// rateKeys are the rate limiter's keys of tenant in Redis.
 	rateKeys := func(tenant string) []string {
@@ -115,4 +99,19 @@ func TestFallbackCorrectionStaysInProcess(t *testing.T) {
 			t.Errorf("Redis's corrections did not reach it: no rate key of %q", tt.tenant)
 		}
 	}
+}
+
+// oneTrip returns a one-trip Store on the Redis at addr with the command
+// timeout given, and its client, connected and closed when t ends.
+func oneTrip(t *testing.T, addr string, timeout time.Duration) (*meterstore.Store, *redisx.Client) {
+	t.Helper()
+	c, err := redisx.New(redisx.Options{Addrs: []string{addr}, Timeout: timeout, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if err := c.Connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return meterstore.New(limiter.NewRedis(c, limiter.RedisOptions{}), budget.NewRedis(c, nil, budget.RedisOptions{})), c
 }

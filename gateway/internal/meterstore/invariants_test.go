@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -132,16 +131,8 @@ func TestReserveFailureKeepsAdmission(t *testing.T) {
 func TestRedisDown(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	c, err := redisx.New(redisx.Options{Addrs: []string{srv.Addr()}, Timeout: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	m, _ := oneTrip(t, srv.Addr(), 200*time.Millisecond)
 	ctx := context.Background()
-	if err := c.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	m := meterstore.New(limiter.NewRedis(c, limiter.RedisOptions{}), budget.NewRedis(c, nil, budget.RedisOptions{}))
 	if err := srv.Kill(); err != nil {
 		t.Fatal(err)
 	}
