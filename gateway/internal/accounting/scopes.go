@@ -51,7 +51,7 @@ func seeder(pool *pgxpool.Pool, log *slog.Logger) budget.Seeder {
 			return err
 		})
 		if lost != nil {
-			log.Warn("Postgres ended a connection of the call log's pool; reconnecting and reading again", "err", lost)
+			log.Warn("Postgres ended a connection of the call log's pool; the pool is reset and the seed read again on a new connection", "err", lost)
 		}
 		return spent, err
 	}

@@ -223,7 +223,7 @@ func TestSeederAfterLostConnections(t *testing.T) {
 			t.Fatalf("seed %d (%s) = %d, %v; want 30", i, key, got, err)
 		}
 	}
-	if c := strings.Count(logs.String(), "reading again"); c != 1 {
+	if c := strings.Count(logs.String(), "the seed read again"); c != 1 {
 		t.Fatalf("%d seeds found their connection lost, want 1 (the pool is reset after the first):\n%s", c, logs.String())
 	}
 }

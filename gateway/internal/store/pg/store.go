@@ -263,7 +263,7 @@ func (s *Store) read(ctx context.Context, read func() error) error {
 	lost, err := ReadAgain(ctx, s.pool, read)
 	if lost != nil {
 		s.lost.Add(1)
-		s.log.Warn("Postgres ended a connection of the pool; reconnecting and reading again", "err", lost)
+		s.log.Warn("Postgres ended a connection of the pool; the pool is reset and the statement run again on a new connection", "err", lost)
 	}
 	return err
 }
