@@ -178,42 +178,7 @@ func TestSeederAfterLostConnections(t *testing.T) {
 	month := budget.Scope{Kind: budget.ScopeTenant, Window: budget.Month, Period: budget.Month.Period(now)}
 	key := budget.Scope{Kind: budget.ScopeKey, ID: "k1", Window: budget.Day, Period: budget.Day.Period(now)}
 
-	// Every connection the pool can hold, just used and idle.
-	n := int(pool.Config().MaxConns)
-	conns := make([]*pgxpool.Conn, n)
-	for i := range conns {
-		c, err := pool.Acquire(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns[i] = c
-	}
-	pids := make([]uint32, n)
-	for i, c := range conns {
-		pids[i] = c.Conn().PgConn().PID()
-		c.Release()
-	}
-	other, err := pgxpool.New(t.Context(), pool.Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	if _, err := other.Exec(t.Context(), `SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid`, pids); err != nil {
-		t.Fatal(err)
-	}
-	// Wait until they are gone, so that the seeds meet dead connections.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		var left int
-		if err := other.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1::int[])`, pids).Scan(&left); err != nil {
-			t.Fatal(err)
-		}
-		if left == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d backends still there 5 s after pg_terminate_backend", left)
-		}
-	}
+	n := pgtest.EndConnections(t, pool)
 
 	if got, err := seed(t.Context(), "acme", month); err != nil || got != 5000 {
 		t.Fatalf("seed(%s) after the pool's connections were ended = %d, %v; want 5000", month, got, err)

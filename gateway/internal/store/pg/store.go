@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -96,7 +95,6 @@ type Store struct {
 	// without the tracer.
 	listenConfig *pgx.ConnConfig
 	log          *slog.Logger
-	lost         atomic.Uint64 // reads run again after a lost connection
 }
 
 var _ tenant.Store = (*Store)(nil)
@@ -258,16 +256,11 @@ func ReadAgain(ctx context.Context, pool *pgxpool.Pool, read func() error) (lost
 	return err, read()
 }
 
-// read is ReadAgain on the store's pool, counted and logged.
+// read is ReadAgain on the store's pool, logged.
 func (s *Store) read(ctx context.Context, read func() error) error {
 	lost, err := ReadAgain(ctx, s.pool, read)
 	if lost != nil {
-		s.lost.Add(1)
 		s.log.Warn("Postgres ended a connection of the pool; the pool is reset and the statement run again on a new connection", "err", lost)
 	}
 	return err
 }
-
-// LostConnections counts the reads that found their connection gone and
-// were run again on a new one (see read).
-func (s *Store) LostConnections() uint64 { return s.lost.Load() }
