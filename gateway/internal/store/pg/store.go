@@ -169,19 +169,19 @@ func (s *Store) Ping(ctx context.Context) error {
 // lost later fails the transaction, since a COMMIT that got no answer may
 // or may not have taken effect.
 func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	var tx pgx.Tx
-	err := s.read(ctx, func() (err error) {
-		tx, err = s.pool.Begin(ctx)
+	return pgx.BeginFunc(ctx, beginAgain{s}, fn)
+}
+
+// beginAgain begins a transaction on the store's pool, again on a new
+// connection when the first was lost (Store.read).
+type beginAgain struct{ s *Store }
+
+func (b beginAgain) Begin(ctx context.Context) (tx pgx.Tx, err error) {
+	err = b.s.read(ctx, func() (err error) {
+		tx, err = b.s.pool.Begin(ctx)
 		return err
 	})
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback(ctx) }() // after Commit, a no-op
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
+	return tx, err
 }
 
 // SQLSTATE classes and codes this package maps to its errors.
