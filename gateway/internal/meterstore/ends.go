@@ -114,8 +114,9 @@ func (s *Store) End(c *Correction, st *Settlement, seq uint64) (out Settled, def
 	if c != nil && c.Fallback && s.rl != nil {
 		// The fallback's correction is made here, in-process; only the
 		// settle can be deferred.
-		adjustErr := s.rl.AdjustFallback(c.Tenant, c.Limits, c.Delta, c.Mode, c.Replicas)
-		out, deferred = s.End(nil, st, seq)
+		var adjustErr error
+		c, adjustErr = s.adjustFallback(c)
+		out, deferred = s.End(c, st, seq)
 		if out.AdjustErr == nil {
 			out.AdjustErr = adjustErr
 		}

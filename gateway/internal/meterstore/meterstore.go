@@ -204,16 +204,23 @@ func (s *Store) reserve(ctx context.Context, out Admitted, h *Hold) Admitted {
 	return out
 }
 
+// adjustFallback makes c in the rate limiter's in-process fallback when
+// the fallback admitted its request (Correction.Fallback) and returns nil,
+// what is left for Redis; otherwise it returns c as it is.
+func (s *Store) adjustFallback(c *Correction) (*Correction, error) {
+	if c == nil || !c.Fallback || s.rl == nil {
+		return c, nil
+	}
+	return nil, s.rl.AdjustFallback(c.Tenant, c.Limits, c.Delta, c.Mode, c.Replicas)
+}
+
 // AdjustSettle corrects c's tokens and settles st, in one function call when
 // the Store is OneTrip and both have work for Redis (a second one plus
 // seeding when a budget scope is cold, as Settle alone). Either may be nil:
 // nothing of it to do.
 func (s *Store) AdjustSettle(ctx context.Context, c *Correction, st *Settlement) Settled {
 	var out Settled
-	if c != nil && c.Fallback && s.rl != nil {
-		out.AdjustErr = s.rl.AdjustFallback(c.Tenant, c.Limits, c.Delta, c.Mode, c.Replicas)
-		c = nil
-	}
+	c, out.AdjustErr = s.adjustFallback(c)
 	if c == nil || st == nil || s.rl == nil || c.Tenant != st.Tenant {
 		if c != nil {
 			out.AdjustErr = s.limiter.Adjust(ctx, c.Tenant, c.Limits, c.Delta, c.Mode, c.Replicas)
