@@ -294,7 +294,8 @@ func (c *Cache) Key(ctx context.Context, h KeyHash) (*Snapshot, error) {
 		}
 	}
 	c.stats.misses.Add(1)
-	e, err := c.load(ctx, keyFlight(h), keySlot(h), func(ctx context.Context, at time.Time) (*entry, error) {
+	isKey := func(e *entry) bool { return e.kind == kindKey && e.hash == h }
+	e, err := c.load(ctx, keyFlight(h), keySlot(h), isKey, func(ctx context.Context, at time.Time) (*entry, error) {
 		return c.fetchKey(ctx, h, at)
 	})
 	return e.keyResult(err)
@@ -316,7 +317,8 @@ func (c *Cache) Price(ctx context.Context, model string) (*Price, error) {
 		}
 	}
 	c.stats.misses.Add(1)
-	e, err := c.load(ctx, priceFlight(model), slot, func(ctx context.Context, at time.Time) (*entry, error) {
+	isPrice := func(e *entry) bool { return e.kind == kindPrice && e.model == model }
+	e, err := c.load(ctx, priceFlight(model), slot, isPrice, func(ctx context.Context, at time.Time) (*entry, error) {
 		return c.fetchPrice(ctx, model, at)
 	})
 	return e.priceResult(err)
@@ -365,6 +367,19 @@ func (c *Cache) serve(e *entry, now int64) (*entry, bool) {
 		return e, true
 	}
 	return nil, false
+}
+
+// fresh reports whether e is of the current epoch and within its TTL (or,
+// negative, its NegativeTTL) at now: what serve answers without a reload.
+func (c *Cache) fresh(e *entry, now int64) bool {
+	if e.epoch != c.epoch.Load() {
+		return false
+	}
+	age := time.Duration(now - e.loadedAt)
+	if e.negative {
+		return age < c.opts.NegativeTTL
+	}
+	return age < c.opts.TTL
 }
 
 // reloadStale starts the background reload of a stale entry unless one runs
@@ -437,8 +452,16 @@ func (c *Cache) fetchPrice(ctx context.Context, model string, at time.Time) (*en
 
 // load waits for the one load of flight shared by every caller without an
 // entry, or for ctx. The load itself outlives ctx (other callers share it).
-func (c *Cache) load(ctx context.Context, flight string, slot uint64, fetch fetchFunc) (*entry, error) {
+//
+// A caller can miss the entry just before a load inserts it and join the
+// flight just after that load ended: the flight it starts then looks in
+// the cache again (is says which entry is the one) and reads the store only
+// if the entry is still not there and fresh.
+func (c *Cache) load(ctx context.Context, flight string, slot uint64, is func(*entry) bool, fetch fetchFunc) (*entry, error) {
 	ch := c.sf.DoChan(flight, func() (any, error) {
+		if e, ok := c.rc.Get(slot); ok && is(e) && c.fresh(e, c.nanos()) {
+			return e, nil
+		}
 		return c.run(ctx, flight, slot, fetch)
 	})
 	select {
